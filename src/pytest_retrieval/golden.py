@@ -1,0 +1,551 @@
+"""Load and validate golden sets: JSON (list or object form), JSONL, BEIR folders, TREC qrels.
+
+The JSON Schema in ``schema/golden.schema.json`` is the contract. Checking 100,000 entries with
+``jsonschema`` costs seconds, so every entry is first checked by an equivalent strict pydantic
+model (compiled, ~50x faster); only when that rejects something does ``jsonschema`` run, to
+word the message with a JSON pointer. ``tests/test_golden_schema.py`` keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property, lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
+
+DEFAULT_K = 10
+SCHEMA_FILE = "golden.schema.json"
+
+
+class GoldenError(Exception):
+    """A golden set that cannot be used, with where the problem is and how to fix it."""
+
+    def __init__(self, source: str | Path, where: str, problem: str, fix: str = "") -> None:
+        self.source = str(source)
+        self.where = where
+        self.problem = problem
+        self.fix = fix
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        place = f"{self.source}, {self.where}" if self.where else self.source
+        text = f"golden set {place}: {self.problem}"
+        return f"{text}\n  fix: {self.fix}" if self.fix else text
+
+
+NonEmptyStr = Annotated[StrictStr, Field(min_length=1)]
+Grade = Annotated[StrictInt, Field(ge=0)]
+
+
+class _Entry(BaseModel):
+    """One raw golden entry, exactly as the schema allows (strict: no coercion)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: NonEmptyStr | StrictInt | None = None
+    query: NonEmptyStr
+    relevant: (
+        Annotated[list[NonEmptyStr], Field(min_length=1)]
+        | Annotated[dict[NonEmptyStr, Grade], Field(min_length=1)]
+        | None
+    ) = None
+    tags: list[NonEmptyStr] = Field(default_factory=list)
+    criteria: StrictStr | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+_ENTRIES = TypeAdapter(list[_Entry])
+
+
+class GoldenQuery(BaseModel):
+    """A query of the golden set with its judgments ``{doc_id: grade}`` (grade >= 1 relevant)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    query: str
+    relevant: dict[str, int]
+    tags: tuple[str, ...] = ()
+    criteria: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def relevant_ids(self) -> list[str]:
+        """Ids judged relevant (grade >= 1), best grade first."""
+        return [d for d, g in sorted(self.relevant.items(), key=lambda kv: -kv[1]) if g > 0]
+
+    @property
+    def fingerprint(self) -> str:
+        """Hash of what decides this query's scores: text, judgments, params and criteria."""
+        return _digest([self.query, sorted(self.relevant.items()), self.params, self.criteria])
+
+
+class GoldenSet(BaseModel):
+    """A loaded golden set: the queries plus the settings stored with them."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    source: str
+    queries: tuple[GoldenQuery, ...]
+    k: int = DEFAULT_K
+    metrics: tuple[str, ...] = ()
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    max_drop: dict[str, float | str] = Field(default_factory=dict)
+    corpus: str | None = None
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Content hash of queries and judgments; independent of file format and order."""
+        return _digest(sorted((q.id, q.fingerprint) for q in self.queries))
+
+    @property
+    def tags(self) -> list[str]:
+        return sorted({t for q in self.queries for t in q.tags})
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def golden_schema() -> dict[str, Any]:
+    """The golden-set JSON Schema shipped with the package."""
+    text = resources.files("pytest_retrieval").joinpath("schema").joinpath(SCHEMA_FILE).read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+# --------------------------------------------------------------------------------------------
+# entry point
+
+
+def load_golden(path: str | Path, *, require_relevant: bool = True) -> GoldenSet:
+    """Load a golden set from a JSON/JSONL file, a BEIR folder or a TREC qrels file.
+
+    ``require_relevant=False`` accepts entries without ``relevant`` (open queries, only
+    useful to an LLM judge). Raises :class:`GoldenError` naming the file, place and fix.
+    """
+    source = Path(path)
+    if not source.exists():
+        raise GoldenError(
+            source, "", "no such file or folder", "check the path given to --retrieval-golden"
+        )
+    if source.is_dir():
+        return _load_beir(source, split=None, require_relevant=require_relevant)
+    if source.suffix == ".tsv" and source.parent.name == "qrels":
+        return _load_beir(
+            source.parent.parent, split=source.stem, require_relevant=require_relevant
+        )
+    if source.suffix == ".jsonl":
+        return _load_jsonl(source, require_relevant)
+    if source.suffix == ".json":
+        return _load_json(source, require_relevant)
+    if source.suffix in {".qrels", ".trec", ".txt"} or "qrels" in source.name:
+        return _load_trec(source, require_relevant)
+    raise GoldenError(
+        source,
+        "",
+        f"unknown golden-set format {source.suffix!r}",
+        "use .json, .jsonl, a BEIR folder (queries.jsonl + qrels/<split>.tsv) "
+        "or a TREC qrels file (.qrels) with a queries.tsv beside it",
+    )
+
+
+def _read_text(source: Path) -> str:
+    try:
+        return source.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise GoldenError(
+            source, f"byte {exc.start}", "not UTF-8 text", "save it as UTF-8"
+        ) from exc
+    except OSError as exc:
+        raise GoldenError(source, "", f"cannot read it ({exc.strerror})") from exc
+
+
+def _parse_json(source: Path, text: str, line_offset: int = 0) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GoldenError(
+            source,
+            f"line {exc.lineno + line_offset}, column {exc.colno}",
+            f"invalid JSON: {exc.msg}",
+            "fix the JSON syntax there (a trailing comma or a missing quote is typical)",
+        ) from exc
+
+
+def _load_json(source: Path, require_relevant: bool) -> GoldenSet:
+    document = _parse_json(source, _read_text(source))
+    entries: Any
+    if isinstance(document, list):
+        settings: dict[str, Any] = {}
+        entries, prefix = document, ""
+    elif isinstance(document, dict):
+        settings = {key: value for key, value in document.items() if key != "queries"}
+        _check_settings(source, document)
+        entries, prefix = document.get("queries"), "/queries"
+    else:
+        raise GoldenError(
+            source,
+            "/",
+            f"the document is a JSON {type(document).__name__}",
+            'write a list of queries, or an object {"queries": [...]}',
+        )
+    return _build(source, entries, settings, prefix, require_relevant)
+
+
+def _load_jsonl(source: Path, require_relevant: bool) -> GoldenSet:
+    entries: list[Any] = []
+    lines: list[int] = []
+    for number, line in enumerate(_read_text(source).splitlines(), start=1):
+        if line.strip():
+            entries.append(_parse_json(source, line, line_offset=number - 1))
+            lines.append(number)
+    return _build(source, entries, {}, "", require_relevant, lines=lines)
+
+
+def _check_settings(source: Path, document: dict[str, Any]) -> None:
+    """Validate everything but the entries with jsonschema (small and cheap)."""
+    from jsonschema import Draft202012Validator
+
+    schema = golden_schema()
+    settings_schema = dict(schema["$defs"]["goldenSet"])
+    settings_schema["properties"] = dict(settings_schema["properties"], queries={"type": "array"})
+    settings_schema["$defs"] = schema["$defs"]
+    errors = sorted(
+        Draft202012Validator(settings_schema).iter_errors(document),
+        key=lambda e: list(e.absolute_path),
+    )
+    if errors:
+        raise _schema_error(source, errors[0], lines=None, prefix="")
+
+
+def _build(
+    source: Path,
+    entries: Any,
+    settings: Mapping[str, Any],
+    prefix: str,
+    require_relevant: bool,
+    lines: Sequence[int] | None = None,
+) -> GoldenSet:
+    try:
+        parsed = _ENTRIES.validate_python(entries)
+    except ValidationError as exc:
+        raise _explain(source, entries, exc, prefix, lines) from None
+    queries: list[GoldenQuery] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(parsed):
+        where = _where(prefix, index, lines)
+        query_id = str(index) if entry.id is None else str(entry.id)
+        if query_id in seen:
+            raise GoldenError(
+                source,
+                where + "/id",
+                f"duplicate query id {query_id!r} (first used by entry {seen[query_id]})",
+                "give every query a unique id",
+            )
+        seen[query_id] = index
+        if entry.relevant is None:
+            relevant: dict[str, int] = {}
+        elif isinstance(entry.relevant, list):
+            if len(set(entry.relevant)) != len(entry.relevant):
+                raise GoldenError(
+                    source, where + "/relevant", "a doc id is listed twice", "list each id once"
+                )
+            relevant = dict.fromkeys(entry.relevant, 1)
+        else:
+            relevant = entry.relevant
+        if not any(grade > 0 for grade in relevant.values()):
+            if entry.relevant is not None:
+                raise GoldenError(
+                    source,
+                    where + "/relevant",
+                    f"query {query_id!r} has no relevant document: every grade is 0",
+                    "give at least one doc a grade >= 1 (0 means judged not relevant)",
+                )
+            if require_relevant:
+                raise GoldenError(
+                    source,
+                    where,
+                    f"query {query_id!r} has no 'relevant' doc ids",
+                    'add "relevant": ["doc-id", ...], or enable an LLM judge '
+                    "(--retrieval-judge) to score open queries",
+                )
+        queries.append(
+            GoldenQuery.model_construct(
+                id=query_id,
+                query=entry.query,
+                relevant=relevant,
+                tags=tuple(entry.tags),
+                criteria=entry.criteria,
+                params=entry.params,
+                metadata=entry.metadata,
+            )
+        )
+    if not queries:
+        raise GoldenError(source, prefix or "/", "the golden set has no queries", "add queries")
+    corpus = settings.get("corpus")
+    return GoldenSet.model_construct(
+        name=settings.get("name") or source.stem,
+        source=str(source),
+        queries=tuple(queries),
+        k=settings.get("k", DEFAULT_K),
+        metrics=tuple(settings.get("metrics", ())),
+        thresholds=dict(settings.get("thresholds", {})),
+        max_drop=dict(settings.get("max_drop", {})),
+        corpus=str((source.parent / corpus).resolve()) if corpus else None,
+    )
+
+
+def _where(prefix: str, index: int, lines: Sequence[int] | None) -> str:
+    return f"line {lines[index]}" if lines is not None else f"{prefix}/{index}"
+
+
+def _explain(
+    source: Path,
+    entries: Any,
+    exc: ValidationError,
+    prefix: str,
+    lines: Sequence[int] | None,
+) -> GoldenError:
+    """Turn the first pydantic rejection into jsonschema's wording with a JSON pointer."""
+    from jsonschema import Draft202012Validator
+
+    schema = golden_schema()
+    if not isinstance(entries, list):
+        return GoldenError(
+            source, prefix or "/", "'queries' must be a list of query objects", "write a list"
+        )
+    first = exc.errors()[0]["loc"]
+    index = first[0] if first and isinstance(first[0], int) else 0
+    entry_schema = {"$defs": schema["$defs"], "$ref": "#/$defs/query"}
+    errors = list(Draft202012Validator(entry_schema).iter_errors(entries[index]))
+    if not errors:  # schema and model disagree: still say something precise
+        detail = exc.errors()[0]
+        path = "/".join(str(p) for p in detail["loc"][1:])
+        return GoldenError(source, f"{_where(prefix, index, lines)}/{path}", detail["msg"])
+    error = min(errors, key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    return _schema_error(source, error, lines=lines, prefix=prefix, index=index)
+
+
+_FIXES = {
+    "query": 'add a non-empty "query" string with the text sent to the retriever',
+    "relevant": 'write "relevant": ["doc-1", "doc-2"] or graded {"doc-1": 3, "doc-2": 1}',
+    "id": "use a non-empty string (or an integer) as the query id",
+    "tags": 'write "tags": ["tag-a", "tag-b"]',
+    "criteria": "write the judging criteria as one string",
+    "params": "write params as an object of keyword arguments for the retriever",
+    "metadata": "write metadata as an object",
+    "k": "k is the default cutoff, a whole number >= 1",
+    "metrics": 'list metric names such as ["recall@10", "ndcg@10"]',
+    "thresholds": 'write thresholds as {"recall@10": 0.8} with values between 0 and 1',
+    "name": "use a non-empty string",
+}
+
+
+def _schema_error(
+    source: Path,
+    error: Any,
+    *,
+    lines: Sequence[int] | None,
+    prefix: str,
+    index: int | None = None,
+) -> GoldenError:
+    path = [str(p) for p in error.absolute_path]
+    if index is not None:
+        where = _where(prefix, index, lines)
+        pointer = where + ("/" + "/".join(path) if path else "")
+    else:
+        pointer = "/" + "/".join(path)
+    field = next((p for p in reversed(path) if not p.isdigit() and p in _FIXES), None)
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else ""
+        field = missing or field
+    if error.validator == "additionalProperties" and field is None:
+        known = ", ".join(sorted(error.schema.get("properties", {})))
+        return GoldenError(source, pointer, error.message, f"allowed keys are: {known}")
+    if field == "relevant" and error.validator == "oneOf":
+        problem = "'relevant' must be a non-empty list of doc-id strings or {doc_id: grade >= 0}"
+    elif field in {"relevant"} and path and path[-1] != "relevant":
+        problem = f"{error.message} (doc ids are strings and grades whole numbers >= 0)"
+    else:
+        problem = error.message
+    return GoldenError(source, pointer, problem, _FIXES.get(field or "", ""))
+
+
+# --------------------------------------------------------------------------------------------
+# BEIR and TREC
+
+
+def _load_beir(folder: Path, split: str | None, require_relevant: bool) -> GoldenSet:
+    queries_file = folder / "queries.jsonl"
+    qrels_dir = folder / "qrels"
+    if not queries_file.is_file() or not qrels_dir.is_dir():
+        raise GoldenError(
+            folder,
+            "",
+            "a golden-set folder must be in BEIR layout",
+            "put queries.jsonl and qrels/<split>.tsv in it (corpus.jsonl optional)",
+        )
+    if split is None:
+        splits = sorted(p.stem for p in qrels_dir.glob("*.tsv"))
+        if "test" in splits:
+            split = "test"
+        elif len(splits) == 1:
+            split = splits[0]
+        else:
+            raise GoldenError(
+                qrels_dir,
+                "",
+                f"cannot choose a split among {splits or 'no .tsv files'}",
+                f"point --retrieval-golden at {qrels_dir}/<split>.tsv",
+            )
+    qrels_file = qrels_dir / f"{split}.tsv"
+    judgments = _read_beir_qrels(qrels_file)
+    texts: dict[str, tuple[str, dict[str, Any]]] = {}
+    for number, line in enumerate(_read_text(queries_file).splitlines(), start=1):
+        if not line.strip():
+            continue
+        record = _parse_json(queries_file, line, line_offset=number - 1)
+        if not isinstance(record, dict) or not isinstance(record.get("_id"), str | int):
+            raise GoldenError(
+                queries_file,
+                f"line {number}",
+                "expected an object with '_id' and 'text'",
+                'write {"_id": "q1", "text": "query text"}',
+            )
+        if not isinstance(record.get("text"), str) or not record["text"].strip():
+            raise GoldenError(
+                queries_file,
+                f"line {number}/text",
+                "missing or empty query text",
+                'write {"_id": "q1", "text": "query text"}',
+            )
+        texts[str(record["_id"])] = (record["text"], record.get("metadata") or {})
+    entries = []
+    for query_id, relevant in judgments.items():
+        if query_id not in texts:
+            raise GoldenError(
+                qrels_file,
+                "",
+                f"query id {query_id!r} has judgments but no text",
+                f"add it to {queries_file}",
+            )
+        text, metadata = texts[query_id]
+        entries.append({"id": query_id, "query": text, "relevant": relevant, "metadata": metadata})
+    corpus = folder / "corpus.jsonl"
+    settings = {
+        "name": folder.name if split == "test" else f"{folder.name}-{split}",
+        "corpus": str(corpus.resolve()) if corpus.is_file() else None,
+    }
+    return _build(qrels_file, entries, settings, "", require_relevant)
+
+
+def _read_beir_qrels(path: Path) -> dict[str, dict[str, int]]:
+    judgments: dict[str, dict[str, int]] = {}
+    rows = csv.reader(_read_text(path).splitlines(), delimiter="\t")
+    for number, row in enumerate(rows, start=1):
+        if not row or not "".join(row).strip():
+            continue
+        if number == 1 and row[0].strip().lower() in {"query-id", "query_id", "qid"}:
+            continue
+        _add_judgment(judgments, path, number, row, "query-id<TAB>corpus-id<TAB>score")
+    return judgments
+
+
+def _add_judgment(
+    judgments: dict[str, dict[str, int]], path: Path, number: int, row: Sequence[str], layout: str
+) -> None:
+    if len(row) != 3:
+        raise GoldenError(
+            path, f"line {number}", f"expected 3 columns, got {len(row)}", f"write {layout}"
+        )
+    query_id, doc_id, grade_text = (cell.strip() for cell in row)
+    try:
+        grade = int(grade_text)
+    except ValueError:
+        raise GoldenError(
+            path, f"line {number}", f"grade {grade_text!r} is not a whole number", f"write {layout}"
+        ) from None
+    # TREC uses negative grades for "judged not relevant": keep them as judged, grade 0.
+    judgments.setdefault(query_id, {})[doc_id] = max(grade, 0)
+
+
+def _load_trec(source: Path, require_relevant: bool) -> GoldenSet:
+    judgments: dict[str, dict[str, int]] = {}
+    for number, line in enumerate(_read_text(source).splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) == 4:
+            fields = [fields[0], fields[2], fields[3]]
+        _add_judgment(judgments, source, number, fields, "QUERY_ID ITERATION DOC_ID GRADE")
+    queries_file = _trec_queries_file(source)
+    texts: dict[str, str] = {}
+    for number, line in enumerate(_read_text(queries_file).splitlines(), start=1):
+        if not line.strip():
+            continue
+        query_id, sep, text = line.partition("\t")
+        if not sep or not text.strip():
+            raise GoldenError(
+                queries_file,
+                f"line {number}",
+                "expected QUERY_ID<TAB>TEXT",
+                "write one query per line: id, a tab, the text",
+            )
+        texts[query_id.strip()] = text.strip()
+    entries: list[dict[str, Any]] = []
+    for query_id, relevant in judgments.items():
+        if query_id not in texts:
+            raise GoldenError(
+                source,
+                "",
+                f"query id {query_id!r} has judgments but no text",
+                f"add it to {queries_file}",
+            )
+        entries.append({"id": query_id, "query": texts[query_id], "relevant": relevant})
+    return _build(source, entries, {"name": source.stem}, "", require_relevant)
+
+
+def _trec_queries_file(qrels: Path) -> Path:
+    stem = qrels.name.split(".")[0]
+    candidates = [
+        qrels.parent / f"{stem}.queries.tsv",
+        qrels.parent / "queries.tsv",
+        qrels.parent / "topics.tsv",
+    ]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise GoldenError(
+        qrels,
+        "",
+        "TREC qrels need a queries file beside them",
+        f"write {candidates[1]} with one QUERY_ID<TAB>TEXT line per query",
+    )
+
+
+def iter_relevant(golden: GoldenSet) -> Iterable[Mapping[str, int]]:
+    """The judgments of every query, in golden order (what the metric kernels take)."""
+    return (q.relevant for q in golden.queries)
