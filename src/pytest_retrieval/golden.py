@@ -131,7 +131,8 @@ def _digest(value: Any) -> str:
 @lru_cache(maxsize=1)
 def golden_schema() -> dict[str, Any]:
     """The golden-set JSON Schema shipped with the package."""
-    text = resources.files("pytest_retrieval").joinpath("schema").joinpath(SCHEMA_FILE).read_text("utf-8")
+    folder = resources.files("pytest_retrieval").joinpath("schema")
+    text = folder.joinpath(SCHEMA_FILE).read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 

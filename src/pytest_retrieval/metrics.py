@@ -39,7 +39,7 @@ class MetricNameError(ValueError):
     """A metric name that is not ``family@k`` with a known family and k >= 1."""
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Metric:
     """A parsed metric name such as ``ndcg@10``."""
 
@@ -52,6 +52,11 @@ class Metric:
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def sort_key(self) -> tuple[int, int]:
+        """Display order: the families in FAMILIES order, then by k."""
+        return list(FAMILIES).index(self.family), self.k
 
 
 def parse_metric(name: str) -> Metric:

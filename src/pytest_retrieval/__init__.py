@@ -1,0 +1,58 @@
+"""pytest-retrieval: retrieval quality (recall@k, MRR, nDCG, ...) as a pytest gate.
+
+Usable without pytest::
+
+    from pytest_retrieval import load_golden, evaluate
+    result = evaluate(my_search, "golden.json")
+    print(result.metrics["recall@10"])
+
+Exports load lazily so that pytest loading the plugin entry point does not import numpy,
+pydantic or jsonschema in runs that never evaluate anything.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "load_golden": "golden",
+    "GoldenSet": "golden",
+    "GoldenQuery": "golden",
+    "GoldenError": "golden",
+    "evaluate": "evaluation",
+    "EvaluationResult": "evaluation",
+    "QueryResult": "evaluation",
+    "Threshold": "gate",
+    "ThresholdError": "gate",
+    "compute": "metrics",
+}
+
+__all__ = [
+    "EvaluationResult",
+    "GoldenError",
+    "GoldenQuery",
+    "GoldenSet",
+    "QueryResult",
+    "Threshold",
+    "ThresholdError",
+    "__version__",
+    "compute",
+    "evaluate",
+    "load_golden",
+]
+
+if TYPE_CHECKING:
+    from .evaluation import EvaluationResult, QueryResult, evaluate
+    from .gate import Threshold, ThresholdError
+    from .golden import GoldenError, GoldenQuery, GoldenSet, load_golden
+    from .metrics import compute
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_retrieval' has no attribute {name!r}")
+    return getattr(import_module(f".{module}", __name__), name)

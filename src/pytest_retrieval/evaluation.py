@@ -1,0 +1,362 @@
+"""Evaluate a retriever on a golden set: retrieve, score, aggregate. Usable without pytest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import gate, stats
+from . import metrics as kernels
+from .gate import GateOutcome, Threshold
+from .golden import GoldenSet, load_golden
+from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, QueryRun, Retriever, run_retriever
+
+DEFAULT_FAMILIES = ("recall", "precision", "hit_rate", "mrr", "ndcg", "map")
+
+
+@dataclass
+class QueryResult:
+    """One golden query: what came back, how it scored, how long it took."""
+
+    id: str
+    query: str
+    tags: tuple[str, ...]
+    relevant: dict[str, int]
+    returned: list[str]
+    metrics: dict[str, float]
+    latency_ms: float
+    error: str | None = None
+    duplicates: int = 0
+
+    @property
+    def missed(self) -> list[str]:
+        """Relevant ids (grade >= 1) not in what came back, best grade first."""
+        got = set(self.returned)
+        ranked = sorted(self.relevant.items(), key=lambda kv: (-kv[1], kv[0]))
+        return [doc for doc, grade in ranked if grade > 0 and doc not in got]
+
+    @property
+    def found_ranks(self) -> dict[str, int]:
+        """Relevant id -> 1-based rank, for the relevant ids that came back."""
+        return {d: r for r, d in enumerate(self.returned, 1) if self.relevant.get(d, 0) > 0}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "query": self.query,
+            "tags": list(self.tags),
+            "returned": self.returned,
+            "relevant": self.relevant,
+            "metrics": self.metrics,
+            "latency_ms": round(self.latency_ms, 3),
+            "error": self.error,
+            "duplicates": self.duplicates,
+        }
+
+
+@dataclass
+class EvaluationResult:
+    """Aggregate and per-query metrics of one retriever on one golden set."""
+
+    golden_name: str
+    golden_source: str
+    fingerprint: str
+    retriever_id: str
+    k: int
+    metrics: dict[str, float]
+    ci: dict[str, tuple[float, float]]
+    ci_method: str
+    per_tag: dict[str, dict[str, float]]
+    tag_counts: dict[str, int]
+    queries: list[QueryResult]
+    latency_p50_ms: float
+    latency_p95_ms: float
+    thresholds: list[Threshold] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[QueryResult]:
+        """Queries whose retriever call failed (they scored 0)."""
+        return [q for q in self.queries if q.error is not None]
+
+    @property
+    def duplicates(self) -> int:
+        return sum(q.duplicates for q in self.queries)
+
+    def gate(self, thresholds: Iterable[Threshold] | None = None) -> list[GateOutcome]:
+        """Check ``thresholds`` (default: the ones this evaluation was run with)."""
+        chosen = list(self.thresholds if thresholds is None else thresholds)
+        missing = [t.metric.name for t in chosen if t.metric.name not in self.metrics]
+        if missing:
+            raise gate.ThresholdError(f"metrics not computed in this evaluation: {missing}")
+        return gate.check(chosen, self.metrics, self.per_tag, self.ci)
+
+    @property
+    def passed(self) -> bool:
+        return not self.errors and all(outcome.passed for outcome in self.gate())
+
+    def assert_thresholds(self, thresholds: Mapping[str, float] | None = None) -> None:
+        """Raise AssertionError with the gate table when a threshold fails or a call failed.
+
+        ``thresholds`` (``{"recall@10": 0.8, "mrr@5[faq]": 0.5}``) replaces the evaluation's
+        own thresholds; metrics it names that were not computed are computed here.
+        """
+        from .report import failure_text
+
+        result = self
+        chosen = self.thresholds
+        if thresholds is not None:
+            chosen = gate.from_mapping(thresholds, "assert_thresholds()")
+            needed = {t.metric.name for t in chosen} - set(self.metrics)
+            if needed:
+                result = self.with_metrics(sorted(needed))
+        outcomes = result.gate(chosen)
+        if result.errors or not all(o.passed for o in outcomes):
+            raise AssertionError(failure_text(result, outcomes))
+
+    def with_metrics(self, names: Sequence[str]) -> EvaluationResult:
+        """A copy with more metrics, from the stored rankings (no retriever calls)."""
+        runs = [q.returned for q in self.queries]
+        qrels = [q.relevant for q in self.queries]
+        wanted = sorted(
+            {*self.metrics, *names}, key=lambda name: kernels.parse_metric(name).sort_key
+        )
+        return _aggregate(
+            name=self.golden_name,
+            source=self.golden_source,
+            fingerprint=self.fingerprint,
+            retriever_id=self.retriever_id,
+            k=self.k,
+            base=self.queries,
+            runs=runs,
+            qrels=qrels,
+            wanted=wanted,
+            thresholds=self.thresholds,
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EvaluationResult:
+        return result_from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report entry (schema: ``schema/report.schema.json``)."""
+        return {
+            "golden": {
+                "name": self.golden_name,
+                "source": self.golden_source,
+                "fingerprint": self.fingerprint,
+            },
+            "retriever": self.retriever_id,
+            "k": self.k,
+            "n_queries": len(self.queries),
+            "metrics": self.metrics,
+            "ci": {name: list(bounds) for name, bounds in self.ci.items()},
+            "ci_method": self.ci_method,
+            "per_tag": {
+                tag: {"n_queries": self.tag_counts[tag], "metrics": values}
+                for tag, values in self.per_tag.items()
+            },
+            "latency_ms": {"p50": self.latency_p50_ms, "p95": self.latency_p95_ms},
+            "thresholds": [
+                {
+                    "metric": o.threshold.key,
+                    "minimum": o.threshold.minimum,
+                    "value": o.value,
+                    "passed": o.passed,
+                    "source": o.threshold.source,
+                }
+                for o in self.gate()
+            ],
+            "errors": len(self.errors),
+            "duplicates_dropped": self.duplicates,
+            "passed": self.passed,
+            "queries": [q.to_dict() for q in self.queries],
+        }
+
+
+def _threshold_from_dict(entry: Mapping[str, Any]) -> Threshold:
+    metric, tag = gate.parse_key(entry["metric"])
+    return Threshold(metric, float(entry["minimum"]), tag, entry.get("source", ""))
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
+    """Rebuild an :class:`EvaluationResult` from its report entry (``to_dict``)."""
+    queries = [
+        QueryResult(
+            id=q["id"],
+            query=q["query"],
+            tags=tuple(q["tags"]),
+            relevant=dict(q["relevant"]),
+            returned=list(q["returned"]),
+            metrics={name: _nan(v) for name, v in q["metrics"].items()},
+            latency_ms=_nan(q["latency_ms"]),
+            error=q["error"],
+            duplicates=q["duplicates"],
+        )
+        for q in data["queries"]
+    ]
+    return EvaluationResult(
+        golden_name=data["golden"]["name"],
+        golden_source=data["golden"]["source"],
+        fingerprint=data["golden"]["fingerprint"],
+        retriever_id=data["retriever"],
+        k=data["k"],
+        metrics={name: _nan(v) for name, v in data["metrics"].items()},
+        ci={name: (_nan(lo), _nan(hi)) for name, (lo, hi) in data["ci"].items()},
+        ci_method=data["ci_method"],
+        per_tag={tag: dict(entry["metrics"]) for tag, entry in data["per_tag"].items()},
+        tag_counts={tag: entry["n_queries"] for tag, entry in data["per_tag"].items()},
+        queries=queries,
+        latency_p50_ms=_nan(data["latency_ms"]["p50"]),
+        latency_p95_ms=_nan(data["latency_ms"]["p95"]),
+        thresholds=[_threshold_from_dict(t) for t in data["thresholds"]],
+    )
+
+
+def metric_names(
+    golden: GoldenSet, k: int, extra: Iterable[str], thresholds: Iterable[Threshold]
+) -> list[str]:
+    """What to compute: the golden set's list (or the default families at k), plus every
+    metric a threshold or the caller names; sorted by family then k."""
+    names = set(golden.metrics) or {f"{family}@{k}" for family in DEFAULT_FAMILIES}
+    names |= set(extra) | {t.metric.name for t in thresholds}
+    return sorted(names, key=lambda name: kernels.parse_metric(name).sort_key)
+
+
+def evaluate(
+    retriever: Retriever,
+    golden: GoldenSet | str | Path,
+    *,
+    metrics: Iterable[str] = (),
+    thresholds: Mapping[str, float] | Iterable[Threshold] | None = None,
+    k: int | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    timeout: float | None = None,
+    retriever_id: str = "retriever",
+    progress: ProgressCallback | None = None,
+) -> EvaluationResult:
+    """Run ``retriever(query, k, **params)`` over the golden set and score it.
+
+    ``thresholds`` default to the golden file's; metrics default to the golden file's list or
+    recall/precision/hit_rate/mrr/ndcg/map at its k.
+    """
+    golden_set = golden if isinstance(golden, GoldenSet) else load_golden(golden)
+    if thresholds is None:
+        chosen = gate.from_mapping(golden_set.thresholds, f"{golden_set.source} thresholds")
+    elif isinstance(thresholds, Mapping):
+        chosen = gate.from_mapping(thresholds, "evaluate(thresholds=...)")
+    else:
+        chosen = list(thresholds)
+    cutoff = k or golden_set.k
+    for name in metrics:
+        _check_name(name)
+    wanted = metric_names(golden_set, cutoff, metrics, chosen)
+    depth = max([cutoff, *(_check_name(name).k for name in wanted)])
+    runs = run_retriever(
+        retriever,
+        golden_set.queries,
+        depth,
+        concurrency=concurrency,
+        timeout=timeout,
+        progress=progress,
+    )
+    base = [
+        QueryResult(
+            id=q.id,
+            query=q.query,
+            tags=q.tags,
+            relevant=q.relevant,
+            returned=run.ids,
+            metrics={},
+            latency_ms=run.latency * 1000.0,
+            error=run.error,
+            duplicates=run.duplicates,
+        )
+        for q, run in zip(golden_set.queries, runs, strict=True)
+    ]
+    return _aggregate(
+        name=golden_set.name,
+        source=golden_set.source,
+        fingerprint=golden_set.fingerprint,
+        retriever_id=retriever_id,
+        k=cutoff,
+        base=base,
+        runs=[run.ids for run in runs],
+        qrels=[q.relevant for q in golden_set.queries],
+        wanted=wanted,
+        thresholds=chosen,
+    )
+
+
+def _check_name(name: str) -> kernels.Metric:
+    try:
+        return kernels.parse_metric(name)
+    except kernels.MetricNameError as exc:
+        raise gate.ThresholdError(str(exc)) from None
+
+
+def _aggregate(
+    *,
+    name: str,
+    source: str,
+    fingerprint: str,
+    retriever_id: str,
+    k: int,
+    base: Sequence[QueryResult],
+    runs: Sequence[Sequence[str]],
+    qrels: Sequence[Mapping[str, int]],
+    wanted: Sequence[str],
+    thresholds: Sequence[Threshold],
+) -> EvaluationResult:
+    per_query = kernels.compute(wanted, runs, qrels)
+    intervals, method = stats.bootstrap_ci(per_query)
+    columns = {metric: values.tolist() for metric, values in per_query.items()}
+    queries = [
+        QueryResult(
+            id=q.id,
+            query=q.query,
+            tags=q.tags,
+            relevant=q.relevant,
+            returned=q.returned,
+            metrics={metric: columns[metric][i] for metric in wanted},
+            latency_ms=q.latency_ms,
+            error=q.error,
+            duplicates=q.duplicates,
+        )
+        for i, q in enumerate(base)
+    ]
+    by_tag: dict[str, list[int]] = {}
+    for i, q in enumerate(base):
+        for tag in q.tags:
+            by_tag.setdefault(tag, []).append(i)
+    per_tag = {
+        tag: {metric: float(values[rows].mean()) for metric, values in per_query.items()}
+        for tag, rows in sorted(by_tag.items())
+    }
+    latencies = np.array([q.latency_ms for q in base if q.error is None], dtype=np.float64)
+    return EvaluationResult(
+        golden_name=name,
+        golden_source=source,
+        fingerprint=fingerprint,
+        retriever_id=retriever_id,
+        k=k,
+        metrics={metric: float(values.mean()) for metric, values in per_query.items()},
+        ci=intervals,
+        ci_method=method,
+        per_tag=per_tag,
+        tag_counts={tag: len(rows) for tag, rows in sorted(by_tag.items())},
+        queries=queries,
+        latency_p50_ms=stats.percentile(latencies, 50),
+        latency_p95_ms=stats.percentile(latencies, 95),
+        thresholds=list(thresholds),
+    )
+
+
+__all__ = ["EvaluationResult", "QueryResult", "QueryRun", "evaluate"]

@@ -1,0 +1,188 @@
+"""Render evaluations: terminal tables, failure explanations, the JSON report. No decisions."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .evaluation import EvaluationResult, QueryResult
+from .gate import GateOutcome
+
+REPORT_VERSION = 1
+WORST_QUERIES = 5
+
+
+def _num(value: float) -> str:
+    return "nan" if math.isnan(value) else f"{value:.4f}"
+
+
+def _ci(bounds: tuple[float, float] | None) -> str:
+    return "" if bounds is None else f"[{_num(bounds[0])}, {_num(bounds[1])}]"
+
+
+def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        indent
+        + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def title(result: EvaluationResult) -> str:
+    return f"{result.golden_name} [{result.retriever_id}] · {len(result.queries)} queries"
+
+
+def metric_table(result: EvaluationResult, outcomes: Sequence[GateOutcome]) -> list[str]:
+    """metric | value | 95% CI | threshold | status, every metric then each tag threshold."""
+    gates = {o.threshold.key: o for o in outcomes}
+    rows = [["metric", "value", "95% CI", "threshold", "status"]]
+    for name, value in result.metrics.items():
+        outcome = gates.pop(name, None)
+        rows.append(_row(name, value, result.ci.get(name), outcome))
+    for key, outcome in gates.items():  # tag thresholds
+        rows.append(_row(key, outcome.value, None, outcome))
+    return _table(rows)
+
+
+def _row(
+    name: str, value: float, bounds: tuple[float, float] | None, outcome: GateOutcome | None
+) -> list[str]:
+    if outcome is None:
+        return [name, _num(value), _ci(bounds), "", ""]
+    status = "PASS" if outcome.passed else "FAIL"
+    return [name, _num(value), _ci(bounds), f">= {outcome.threshold.minimum:g}", status]
+
+
+def summary_lines(result: EvaluationResult) -> list[str]:
+    """The terminal summary section of one evaluation."""
+    lines = [title(result), *metric_table(result, result.gate())]
+    lines.append(
+        f"  latency p50 {result.latency_p50_ms:.1f} ms · p95 {result.latency_p95_ms:.1f} ms"
+        + (f" · CI by {result.ci_method} approximation" if result.ci_method != "bootstrap" else "")
+    )
+    if result.per_tag:
+        first = next(iter(result.metrics))
+        tags = ", ".join(
+            f"{tag} ({result.tag_counts[tag]}) {_num(values[first])}"
+            for tag, values in result.per_tag.items()
+        )
+        lines.append(f"  {first} by tag: {tags}")
+    if result.duplicates:
+        lines.append(
+            f"  {result.duplicates} repeated doc ids dropped (each id counts at its first rank)"
+        )
+    if result.errors:
+        lines.append(f"  {len(result.errors)} retriever calls failed (scored 0)")
+    verdict = "PASSED" if result.passed else "FAILED"
+    lines.append(f"  verdict: {verdict}")
+    return lines
+
+
+def comparison_lines(results: Sequence[EvaluationResult]) -> list[str]:
+    """Side by side: one column per retriever, with the delta against the first."""
+    first = results[0]
+    header = ["metric", first.retriever_id]
+    for other in results[1:]:
+        header += [other.retriever_id, "Δ"]
+    rows = [header]
+    for name, value in first.metrics.items():
+        row = [name, _num(value)]
+        for other in results[1:]:
+            theirs = other.metrics.get(name, math.nan)
+            row += [_num(theirs), f"{theirs - value:+.4f}"]
+        rows.append(row)
+    return [f"{first.golden_name}: {len(results)} retrievers side by side", *_table(rows)]
+
+
+def worst_queries(
+    result: EvaluationResult, metric: str, tag: str | None = None, limit: int = WORST_QUERIES
+) -> list[QueryResult]:
+    """The lowest-scoring queries on ``metric`` (within ``tag`` if given)."""
+    pool = [q for q in result.queries if tag is None or tag in q.tags]
+    return sorted(pool, key=lambda q: (q.metrics.get(metric, 0.0), q.id))[:limit]
+
+
+def describe_query(query: QueryResult, metric: str) -> list[str]:
+    """One query's failure story: its score, the relevant ids it missed, where hits landed."""
+    text = query.query if len(query.query) <= 70 else query.query[:67] + "..."
+    lines = [f"    {query.id}: {text!r} {metric}={_num(query.metrics.get(metric, math.nan))}"]
+    if query.error:
+        lines.append(f"      error: {query.error}")
+        return lines
+    missed = query.missed
+    if missed:
+        shown = ", ".join(missed[:5]) + (f" (+{len(missed) - 5} more)" if len(missed) > 5 else "")
+        lines.append(f"      missed relevant: {shown}")
+    found = query.found_ranks
+    if found:
+        lines.append("      relevant found at: " + ", ".join(f"{d} #{r}" for d, r in found.items()))
+    return lines
+
+
+def failure_text(result: EvaluationResult, outcomes: Sequence[GateOutcome]) -> str:
+    """Why an evaluation failed: the gate table, failed calls, and the worst queries."""
+    failed = [o for o in outcomes if not o.passed]
+    lines = [f"retrieval gate failed: {title(result)}", *metric_table(result, outcomes)]
+    for outcome in failed:
+        t = outcome.threshold
+        scope = f" on tag {t.tag!r}" if t.tag else ""
+        lines.append(
+            f"  {t.metric.name}{scope} = {_num(outcome.value)} is below {t.minimum:g} "
+            f"(threshold from {t.source})"
+        )
+    if result.errors:
+        lines.append(
+            f"  {len(result.errors)} of {len(result.queries)} retriever calls failed; they score 0:"
+        )
+        for query in result.errors[:10]:
+            lines.append(f"    {query.id}: {query.error}")
+        if len(result.errors) > 10:
+            lines.append(f"    ... and {len(result.errors) - 10} more (see --retrieval-report)")
+    if failed:
+        worst = failed[0].threshold
+        lines.append(f"  worst queries by {worst.key}:")
+        for query in worst_queries(result, worst.metric.name, worst.tag):
+            lines.extend(describe_query(query, worst.metric.name))
+    return "\n".join(lines)
+
+
+def json_report(results: Sequence[EvaluationResult]) -> dict[str, Any]:
+    return {
+        "version": REPORT_VERSION,
+        "plugin_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "evaluations": [result.to_dict() for result in results],
+    }
+
+
+def write_json(path: Path, document: dict[str, Any]) -> None:
+    """Write atomically (temp file + rename): a reader never sees half a report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(_finite(document), handle, indent=1, ensure_ascii=False, allow_nan=False)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities become null: JSON has no spelling for them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
