@@ -1,0 +1,298 @@
+"""End-to-end behaviour of `pytest --retrieval-golden ...` through pytester."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import GOLDEN, KEYWORD_RETRIEVER, write_golden
+
+
+def test_evaluation_passes_and_prints_summary(project: pytest.Pytester) -> None:
+    result = project.runpytest("--retrieval-golden", "golden.json")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "*collected 1 item*",
+            "*= retrieval =*",
+            "fruit [[]retriever[]] · 4 queries",
+            "*recall@3 *1.0000*",
+            "*precision@3 *0.5833*",
+            "*verdict: PASSED*",
+        ]
+    )
+
+
+def test_threshold_failure_fails_item_with_table_and_worst_queries(
+    project: pytest.Pytester,
+) -> None:
+    result = project.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-threshold", "precision@3=0.7"
+    )
+    result.assert_outcomes(failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*retrieval gate failed: fruit*",
+            "*metric*value*95% CI*threshold*status*",
+            "*precision@3*0.5833*>= 0.7*FAIL*",
+            "*precision@3 = 0.5833 is below 0.7 (threshold from --retrieval-threshold)*",
+            "*worst queries by precision@3:*",
+            "*juice: 'juice' precision@3=0.3333*",
+            "*relevant found at: d6 #1*",
+            "*verdict: FAILED*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_worst_queries_show_missed_ids_and_ranks(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+import pytest
+
+@pytest.fixture
+def retriever():
+    return lambda query, k: ["x1", "d2", "x2", "d9"][:k]
+"""
+    )
+    write_golden(
+        pytester,
+        {"k": 4, "thresholds": {"recall@4": 0.9},
+         "queries": [{"id": "q", "query": "q", "relevant": ["d1", "d2", "d9", "d7"]}]},
+    )
+    result = pytester.runpytest("--retrieval-golden", "golden.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*missed relevant: d1, d7*", "*relevant found at: d2 #2, d9 #4*"]
+    )
+
+
+def test_threshold_layers_cli_over_ini_over_file(project: pytest.Pytester) -> None:
+    data = dict(GOLDEN, thresholds={"precision@3": 0.9, "recall@3": 0.5})
+    write_golden(project, data)
+    project.makeini("[pytest]\nretrieval_thresholds =\n    precision@3=0.8\n")
+    # ini (0.8) replaces the file's 0.9; still failing
+    project.runpytest("--retrieval-golden", "golden.json").assert_outcomes(failed=1)
+    # the command line replaces the ini
+    result = project.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-threshold", "precision@3=0.5"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*recall@3*>= 0.5*PASS*", "*precision@3*>= 0.5*PASS*"])
+
+
+def test_tag_threshold(project: pytest.Pytester) -> None:
+    result = project.runpytest(
+        "--retrieval-golden", "golden.json",
+        "--retrieval-threshold", "precision@3[drink]=0.5",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*precision@3[[]drink[]]*0.3333*>= 0.5*FAIL*", "*precision@3 on tag 'drink'*"]
+    )
+
+
+def test_unknown_tag_in_threshold_is_explained(project: pytest.Pytester) -> None:
+    result = project.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-threshold", "recall@3[nope]=0.5"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no query has the tag 'nope'*drink, fruit*"])
+
+
+def test_ini_golden_is_collected_without_options(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nretrieval_golden = golden.json\n")
+    result = project.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*= retrieval =*"])
+
+
+def test_runs_next_to_ordinary_tests_and_under_q_x_and_co(project: pytest.Pytester) -> None:
+    project.makepyfile(test_plain="def test_ok():\n    assert True\n")
+    result = project.runpytest("--retrieval-golden", "golden.json", "-q")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*fruit [[]retriever[]] · 4 queries*"])
+
+    collected = project.runpytest("--retrieval-golden", "golden.json", "--co", "-q")
+    collected.stdout.fnmatch_lines(["test_plain.py::test_ok", "golden.json::retrieval"])
+    assert "= retrieval =" not in collected.stdout.str()
+
+    failing = project.runpytest(
+        "--retrieval-golden", "golden.json", "-x", "--retrieval-threshold", "recall@3=1",
+        "--retrieval-threshold", "precision@3=1",
+    )
+    failing.assert_outcomes(failed=1)
+
+
+def test_k_deselects_evaluations(project: pytest.Pytester) -> None:
+    result = project.runpytest("--retrieval-golden", "golden.json", "-k", "not retrieval")
+    result.assert_outcomes(deselected=1)
+    assert "= retrieval =" not in result.stdout.str()
+
+
+def test_disabled_plugin_leaves_pytest_alone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
+    result = pytester.runpytest("-p", "no:retrieval")
+    result.assert_outcomes(passed=1)
+    bad = pytester.runpytest("-p", "no:retrieval", "--retrieval-golden", "x.json")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_parametrized_retriever_gives_side_by_side(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        KEYWORD_RETRIEVER
+        + """
+
+@pytest.fixture(params=["keyword", "reversed"], scope="session")
+def retriever(request):
+    if request.param == "keyword":
+        return search
+    return lambda query, k: list(reversed(search(query, 6)))[:k]
+"""
+    )
+    write_golden(pytester)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*golden.json::retrieval[[]keyword[]] PASSED*",
+            "*golden.json::retrieval[[]reversed[]] PASSED*",
+            "fruit: 2 retrievers side by side",
+            "*metric*keyword*reversed*Δ*",
+            "*recall@3*1.0000*-*",
+        ]
+    )
+
+
+def test_json_report(project: pytest.Pytester) -> None:
+    result = project.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-report", "out/report.json"
+    )
+    result.assert_outcomes(passed=1)
+    report = json.loads((project.path / "out" / "report.json").read_text())
+    (evaluation,) = report["evaluations"]
+    assert evaluation["golden"]["name"] == "fruit"
+    assert re.fullmatch(r"[0-9a-f]{16}", evaluation["golden"]["fingerprint"])
+    assert evaluation["retriever"] == "retriever"
+    assert evaluation["k"] == 3
+    assert evaluation["metrics"]["precision@3"] == pytest.approx(7 / 12)
+    lo, hi = evaluation["ci"]["precision@3"]
+    assert lo <= 7 / 12 <= hi
+    assert evaluation["per_tag"]["fruit"]["n_queries"] == 2
+    assert evaluation["per_tag"]["drink"]["metrics"]["precision@3"] == pytest.approx(1 / 3)
+    first = evaluation["queries"][0]
+    assert first["id"] == "apple"
+    assert first["returned"] == ["d1", "d4", "d2"]
+    assert first["metrics"]["recall@3"] == 1.0
+    assert first["latency_ms"] >= 0
+    assert first["error"] is None
+
+
+def test_report_matches_its_schema(project: pytest.Pytester) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "r.json")
+    schema = json.loads(
+        resources.files("pytest_retrieval").joinpath("schema/report.schema.json").read_text()
+    )
+    jsonschema.validate(json.loads((project.path / "r.json").read_text()), schema)
+
+
+def test_xdist_gives_identical_numbers_and_one_summary(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makeconftest(
+        KEYWORD_RETRIEVER
+        + """
+
+@pytest.fixture(params=["a", "b"])
+def retriever(request):
+    return search
+"""
+    )
+    write_golden(pytester)
+    write_golden(pytester, dict(GOLDEN, name="second"), name="second.json")
+    args = ["--retrieval-golden", "golden.json", "--retrieval-golden", "second.json"]
+    serial = pytester.runpytest_subprocess(*args, "--retrieval-report", "serial.json")
+    parallel = pytester.runpytest_subprocess(
+        *args, "-n", "2", "--retrieval-report", "parallel.json"
+    )
+    serial.assert_outcomes(passed=4)
+    parallel.assert_outcomes(passed=4)
+    assert parallel.stdout.str().count("= retrieval =") == 1
+    assert parallel.stdout.str().count("verdict: PASSED") == 4
+
+    def numbers(name: str) -> list[object]:
+        report = json.loads((pytester.path / name).read_text())
+        return [(e["golden"]["name"], e["retriever"], e["metrics"], e["ci"])
+                for e in report["evaluations"]]
+
+    assert numbers("serial.json") == numbers("parallel.json")
+
+
+def test_retrieval_eval_fixture_and_marker(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_mine="""
+import pytest
+from conftest import search
+
+@pytest.mark.retrieval(golden="golden.json", thresholds={"recall@3": 0.9})
+def test_my_search(retrieval_eval, retrieval_golden):
+    assert retrieval_golden.name == "fruit"
+    result = retrieval_eval(search)
+    assert result.metrics["recall@3"] == 1.0
+    result.assert_thresholds()
+    with pytest.raises(AssertionError, match="precision@3"):
+        result.assert_thresholds({"precision@3": 0.9})
+    ranked = retrieval_eval(search, metrics=["ndcg_exp@2"])
+    assert "ndcg_exp@2" in ranked.metrics
+
+def test_explicit_golden(retrieval_eval):
+    result = retrieval_eval(search, golden="golden.json", k=1)
+    assert result.metrics["recall@1"] == pytest.approx((0.5 + 0.5 + 0.5 + 1) / 4)
+"""
+    )
+    result = project.runpytest("test_mine.py")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*= retrieval =*", "*fruit [[]search[]]*"])
+
+
+def test_async_retriever_and_params(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+import asyncio
+import pytest
+
+@pytest.fixture
+def retriever():
+    async def search(query, k, namespace="default"):
+        await asyncio.sleep(0.001)
+        return [{"id": f"{namespace}-{query}", "score": 1.0, "text": "t"}]
+    return search
+"""
+    )
+    write_golden(
+        pytester,
+        [
+            {"query": "a", "relevant": ["ns1-a"], "params": {"namespace": "ns1"}},
+            {"query": "b", "relevant": ["default-b"]},
+        ],
+    )
+    result = pytester.runpytest("--retrieval-golden", "golden.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*recall@10 *1.0000*"])
+
+
+def test_plugin_import_is_light() -> None:
+    code = (
+        "import sys, pytest_retrieval.plugin, pytest_retrieval;"
+        "heavy = [m for m in ('numpy', 'openai', 'pydantic', 'jsonschema') if m in sys.modules];"
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
