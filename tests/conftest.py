@@ -15,7 +15,7 @@ import pytest_retrieval.report  # noqa: F401
 pytest_plugins = ["pytester"]
 
 #: a conftest with a deterministic keyword retriever over six documents
-KEYWORD_RETRIEVER = '''
+KEYWORD_RETRIEVER = """
 import pytest
 
 DOCS = {
@@ -35,7 +35,7 @@ def search(query, k, **params):
 @pytest.fixture(scope="session")
 def retriever():
     return search
-'''
+"""
 
 GOLDEN: dict[str, Any] = {
     "name": "fruit",

@@ -60,8 +60,8 @@ def trec_reference(
 
     cuts = ",".join(map(str, ks))
     linear = pytrec_eval.RelevanceEvaluator(
-        trec_qrels, {f"P.{cuts}", f"recall.{cuts}", f"success.{cuts}", f"ndcg_cut.{cuts}",
-                     f"map_cut.{cuts}"}
+        trec_qrels,
+        {f"P.{cuts}", f"recall.{cuts}", f"success.{cuts}", f"ndcg_cut.{cuts}", f"map_cut.{cuts}"},
     ).evaluate(as_run(None))
     exponential = pytrec_eval.RelevanceEvaluator(exp_qrels, {f"ndcg_cut.{cuts}"}).evaluate(
         as_run(None)

@@ -62,14 +62,15 @@ def retriever():
     )
     write_golden(
         pytester,
-        {"k": 4, "thresholds": {"recall@4": 0.9},
-         "queries": [{"id": "q", "query": "q", "relevant": ["d1", "d2", "d9", "d7"]}]},
+        {
+            "k": 4,
+            "thresholds": {"recall@4": 0.9},
+            "queries": [{"id": "q", "query": "q", "relevant": ["d1", "d2", "d9", "d7"]}],
+        },
     )
     result = pytester.runpytest("--retrieval-golden", "golden.json")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
-        ["*missed relevant: d1, d7*", "*relevant found at: d2 #2, d9 #4*"]
-    )
+    result.stdout.fnmatch_lines(["*missed relevant: d1, d7*", "*relevant found at: d2 #2, d9 #4*"])
 
 
 def test_threshold_layers_cli_over_ini_over_file(project: pytest.Pytester) -> None:
@@ -88,8 +89,10 @@ def test_threshold_layers_cli_over_ini_over_file(project: pytest.Pytester) -> No
 
 def test_tag_threshold(project: pytest.Pytester) -> None:
     result = project.runpytest(
-        "--retrieval-golden", "golden.json",
-        "--retrieval-threshold", "precision@3[drink]=0.5",
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-threshold",
+        "precision@3[drink]=0.5",
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -122,11 +125,18 @@ def test_runs_next_to_ordinary_tests_and_under_q_x_and_co(project: pytest.Pytest
     collected.stdout.fnmatch_lines(["test_plain.py::test_ok", "golden.json::retrieval"])
     assert "= retrieval =" not in collected.stdout.str()
 
+    write_golden(project, dict(GOLDEN, name="second"), name="second.json")
     failing = project.runpytest(
-        "--retrieval-golden", "golden.json", "-x", "--retrieval-threshold", "recall@3=1",
-        "--retrieval-threshold", "precision@3=1",
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-golden",
+        "second.json",
+        "-x",
+        "--retrieval-threshold",
+        "precision@3=1",
     )
-    failing.assert_outcomes(failed=1)
+    failing.assert_outcomes(passed=1, failed=1)  # second.json never ran
+    assert "second [retriever]" not in failing.stdout.str()
 
 
 def test_k_deselects_evaluations(project: pytest.Pytester) -> None:
@@ -229,8 +239,10 @@ def retriever(request):
 
     def numbers(name: str) -> list[object]:
         report = json.loads((pytester.path / name).read_text())
-        return [(e["golden"]["name"], e["retriever"], e["metrics"], e["ci"])
-                for e in report["evaluations"]]
+        return [
+            (e["golden"]["name"], e["retriever"], e["metrics"], e["ci"])
+            for e in report["evaluations"]
+        ]
 
     assert numbers("serial.json") == numbers("parallel.json")
 

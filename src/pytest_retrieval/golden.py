@@ -346,8 +346,26 @@ def _explain(
         detail = exc.errors()[0]
         path = "/".join(str(p) for p in detail["loc"][1:])
         return GoldenError(source, f"{_where(prefix, index, lines)}/{path}", detail["msg"])
-    error = min(errors, key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    error = _specific(min(errors, key=lambda e: (len(e.absolute_path), str(e.absolute_path))))
     return _schema_error(source, error, lines=lines, prefix=prefix, index=index)
+
+
+def _specific(error: Any) -> Any:
+    """A oneOf failure says little; when only one branch fits the value's type, that
+    branch's own error (e.g. a fractional grade inside a graded object) says more."""
+    if error.validator != "oneOf" or not error.context:
+        return error
+    branches: dict[Any, list[Any]] = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    fitting = [
+        subs
+        for subs in branches.values()
+        if not any(e.validator == "type" and not e.relative_path for e in subs)
+    ]
+    if len(fitting) != 1:
+        return error
+    return max(fitting[0], key=lambda e: len(e.absolute_path))
 
 
 _FIXES = {

@@ -12,14 +12,16 @@ the end of the list). A grade >= 1 is relevant, as with trec_eval's default rele
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain, repeat
 
 import numpy as np
 from numpy.typing import NDArray
 
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.intp]
 
 #: metric family -> one-line definition (shown by the README and error messages)
 FAMILIES: dict[str, str] = {
@@ -73,23 +75,106 @@ def parse_metric(name: str) -> Metric:
             f"unknown metric {family!r} in {name!r}: known families are {', '.join(FAMILIES)}"
         )
     if k < 1:
-        raise MetricNameError(f"bad k in {name!r}: k must be a whole number >= 1")
+        raise MetricNameError(
+            f"bad k in {name!r}: k must be a whole number >= 1, as in {family}@10 "
+            f"(families: {', '.join(FAMILIES)})"
+        )
     return Metric(family, k)
 
 
 @dataclass(frozen=True)
 class GradeMatrix:
-    """The ranked lists of a run expressed as grades, ready for every kernel."""
+    """The ranked lists of a run expressed as grades, ready for every kernel.
+
+    The kernels work on the non-zero cells only (a handful per row: the judged docs that were
+    retrieved), extracted once per matrix and shared by every metric and cutoff.
+    """
 
     grades: FloatArray  # (n, K) grade at each rank, 0 past the end of the list
     ideal: FloatArray  # (n, K) judged grades sorted descending, 0-padded
     n_relevant: FloatArray  # (n,) number of docs with grade >= 1
     depth: int  # K
 
+    @property
+    def n(self) -> int:
+        return len(self.grades)
+
+    @cached_property
+    def _cells(self) -> _Cells:
+        return _Cells.of(self.grades)
+
+    @cached_property
+    def _ideal_cells(self) -> _Cells:
+        return _Cells.of(self.ideal)
+
+    @cached_property
+    def _relevant(self) -> _Relevant:
+        return _Relevant.of(self._cells, self.n)
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """The non-zero cells of a grade matrix in row-major order (ranks ascending in a row)."""
+
+    row: IntArray
+    rank: IntArray  # 0-based
+    grade: FloatArray
+
+    @classmethod
+    def of(cls, matrix: FloatArray) -> _Cells:
+        row, rank = np.nonzero(matrix)
+        return cls(row, rank, matrix[row, rank])
+
+    def dcg(self, k: int, n: int, *, exponential: bool = False) -> FloatArray:
+        top = self.rank < k
+        gain = self.grade[top]
+        if exponential:
+            gain = np.exp2(gain) - 1.0
+        weights = gain * _discount(k)[self.rank[top]]
+        return np.asarray(np.bincount(self.row[top], weights, minlength=n), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class _Relevant:
+    """The relevant (grade >= 1) cells with what the rank-based kernels need of them."""
+
+    row: IntArray
+    rank: IntArray  # 0-based, ascending within a row
+    precision: FloatArray  # precision at this rank: relevant docs up to it / (rank + 1)
+    first: IntArray  # (n,) rank of each row's first relevant doc, ``depth`` when none
+
+    @classmethod
+    def of(cls, cells: _Cells, n: int) -> _Relevant:
+        relevant = cells.grade > 0
+        row, rank = cells.row[relevant], cells.rank[relevant]
+        starts = np.ones(row.size, dtype=bool)
+        starts[1:] = row[1:] != row[:-1]
+        seen = np.arange(1, row.size + 1)  # relevant cells so far, over all rows
+        before = np.maximum.accumulate(np.where(starts, seen - 1, 0))  # ... before this row
+        first = np.full(n, np.iinfo(np.intp).max, dtype=np.intp)
+        first[row[starts]] = rank[starts]
+        return cls(row, rank, (seen - before) / (rank + 1.0), first)
+
+    def hits(self, k: int, n: int) -> FloatArray:
+        """Relevant docs in the top k of each row."""
+        return np.bincount(self.row[self.rank < k], minlength=n).astype(np.float64)
+
 
 def dedupe(ranked: Sequence[str]) -> list[str]:
     """Keep the first occurrence of every id, in order (trec_eval cannot see duplicates)."""
     return list(dict.fromkeys(ranked))
+
+
+def _judged_ranks(run: Sequence[str], qrel: Mapping[str, int], depth: int) -> Iterator[int]:
+    """The 0-based rank of each judged doc (in ``qrel`` order) in ``run``, ``depth`` if absent.
+
+    One dict of the top ``depth`` ids both finds the ranks and tells whether the list repeats
+    an id there; only then is it deduplicated (ranks after a repeat move up).
+    """
+    rank = dict(zip(run, range(depth), strict=False))
+    if len(rank) < min(len(run), depth):
+        rank = dict(zip(dedupe(run), range(depth), strict=False))
+    return map(rank.get, qrel, repeat(depth))
 
 
 def grade_matrix(
@@ -99,41 +184,47 @@ def grade_matrix(
 
     Raises ValueError when a query has no relevant document: its recall and nDCG would be
     undefined, and trec_eval would silently skip it.
+
+    Rather than looking every retrieved id up in the judgments, this looks the (fewer) judged
+    ids up in the ranking, then scatters their grades into the matrix.
     """
     if len(runs) != len(qrels):
         raise ValueError(f"{len(runs)} ranked lists for {len(qrels)} judged queries")
     n = len(runs)
-    padding = [0] * depth
-    rows: list[list[int]] = []
-    for qrel, run in zip(qrels, runs, strict=True):
-        if len(set(run)) != len(run):
-            run = dedupe(run)
-        if len(run) >= depth:
-            rows.append(list(map(qrel.get, run[:depth], repeat(0))))
-        else:
-            rows.append([*map(qrel.get, run, repeat(0)), *padding[len(run) :]])
-    grades = np.array(rows, dtype=np.float64).reshape(n, depth)
-    ideal, n_relevant = _ideal(qrels, depth)
+    lengths = np.fromiter(map(len, qrels), dtype=np.intp, count=n)
+    total = int(lengths.sum())
+    judged = np.fromiter(chain.from_iterable(map(_values, qrels)), dtype=np.float64, count=total)
+    row = np.repeat(np.arange(n), lengths)
+    ideal, n_relevant = _ideal(judged, row, n, depth)
     if n and not n_relevant.min() > 0:
         first = int(np.argmin(n_relevant))
         raise ValueError(f"query #{first} has no relevant document (no grade >= 1)")
+    ranks = np.fromiter(
+        chain.from_iterable(map(_judged_ranks, runs, qrels, repeat(depth))),
+        dtype=np.intp,
+        count=total,
+    )
+    found = (ranks < depth) & (judged != 0)
+    grades = np.zeros((n, depth), dtype=np.float64)
+    grades[row[found], ranks[found]] = judged[found]
     return GradeMatrix(grades, ideal, n_relevant, depth)
 
 
-def _ideal(qrels: Sequence[Mapping[str, int]], depth: int) -> tuple[FloatArray, FloatArray]:
-    """Per query: its relevant grades sorted descending (cut at depth), and how many there are."""
-    n = len(qrels)
-    lengths = np.fromiter(map(len, qrels), dtype=np.int64, count=n)
-    flat = np.fromiter(
-        chain.from_iterable(q.values() for q in qrels), dtype=np.float64, count=int(lengths.sum())
-    )
-    row = np.repeat(np.arange(n), lengths)
-    relevant = flat > 0
-    flat, row = flat[relevant], row[relevant]
+def _values(qrel: Mapping[str, int]) -> Iterable[int]:
+    return qrel.values()
+
+
+def _ideal(judged: FloatArray, row: IntArray, n: int, depth: int) -> tuple[FloatArray, FloatArray]:
+    """Per query: its relevant grades sorted descending (cut at depth), and how many there are.
+
+    ``judged`` holds every judgment of every query, ``row`` the query each belongs to.
+    """
+    relevant = judged > 0
+    flat, row = judged[relevant], row[relevant]
     n_relevant = np.bincount(row, minlength=n).astype(np.float64)
     order = np.lexsort((-flat, row))
     flat, row = flat[order], row[order]
-    starts = (np.cumsum(n_relevant) - n_relevant).astype(np.int64)
+    starts = (np.cumsum(n_relevant) - n_relevant).astype(np.intp)
     col = np.arange(flat.size) - starts[row]
     keep = col < depth
     ideal = np.zeros((n, depth), dtype=np.float64)
@@ -145,40 +236,35 @@ def _discount(k: int) -> FloatArray:
     return 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
 
 
-def _dcg(gains: FloatArray, k: int) -> FloatArray:
-    return np.asarray(gains[:, :k] @ _discount(k), dtype=np.float64)
-
-
 def _recall(m: GradeMatrix, k: int) -> FloatArray:
-    return np.asarray((m.grades[:, :k] > 0).sum(axis=1) / m.n_relevant, dtype=np.float64)
+    return m._relevant.hits(k, m.n) / m.n_relevant
 
 
 def _precision(m: GradeMatrix, k: int) -> FloatArray:
-    return np.asarray((m.grades[:, :k] > 0).sum(axis=1) / k, dtype=np.float64)
+    return m._relevant.hits(k, m.n) / k
 
 
 def _hit_rate(m: GradeMatrix, k: int) -> FloatArray:
-    return np.asarray((m.grades[:, :k] > 0).any(axis=1), dtype=np.float64)
+    return (m._relevant.hits(k, m.n) > 0).astype(np.float64)
 
 
 def _mrr(m: GradeMatrix, k: int) -> FloatArray:
-    relevant = m.grades[:, :k] > 0
-    first = relevant.argmax(axis=1)
-    return np.asarray(np.where(relevant.any(axis=1), 1.0 / (first + 1.0), 0.0), dtype=np.float64)
+    first = m._relevant.first
+    return np.where(first < k, 1.0 / (first + 1.0), 0.0)
 
 
 def _ndcg(m: GradeMatrix, k: int) -> FloatArray:
-    return _dcg(m.grades, k) / _dcg(m.ideal, k)
+    return m._cells.dcg(k, m.n) / m._ideal_cells.dcg(k, m.n)
 
 
 def _ndcg_exp(m: GradeMatrix, k: int) -> FloatArray:
-    return _dcg(np.exp2(m.grades) - 1.0, k) / _dcg(np.exp2(m.ideal) - 1.0, k)
+    return m._cells.dcg(k, m.n, exponential=True) / m._ideal_cells.dcg(k, m.n, exponential=True)
 
 
 def _map(m: GradeMatrix, k: int) -> FloatArray:
-    relevant = (m.grades[:, :k] > 0).astype(np.float64)
-    precision_at_rank = np.cumsum(relevant, axis=1) / np.arange(1, k + 1, dtype=np.float64)
-    return np.asarray((precision_at_rank * relevant).sum(axis=1) / m.n_relevant)
+    rel = m._relevant
+    top = rel.rank < k
+    return np.bincount(rel.row[top], rel.precision[top], minlength=m.n) / m.n_relevant
 
 
 _KERNELS: dict[str, Callable[[GradeMatrix, int], FloatArray]] = {

@@ -222,8 +222,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = state
     if settings.ini_thresholds:
         _ini_layer(settings)  # fail fast on a bad ini line
-    for path in settings.goldens:
-        state.goldens[path] = _load(path)  # usage errors before any worker starts
+    for path in settings.goldens:  # usage errors surface here, before any worker starts
+        state.goldens[path] = _load(path)
+        _thresholds(settings, state.goldens[path])
     if not _is_worker(config):
         config.pluginmanager.register(Reporter(config), REPORTER)
 
