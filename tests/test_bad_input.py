@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import GOLDEN, KEYWORD_RETRIEVER, write_golden
+from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
 
 
 def _usage_error(pytester: pytest.Pytester, *args: str) -> str:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import GOLDEN, KEYWORD_RETRIEVER, write_golden
+from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
 
 
 def test_evaluation_passes_and_prints_summary(project: pytest.Pytester) -> None:
@@ -251,7 +251,7 @@ def test_retrieval_eval_fixture_and_marker(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_mine="""
 import pytest
-from conftest import search
+from helpers import search
 
 @pytest.mark.retrieval(golden="golden.json", thresholds={"recall@3": 0.9})
 def test_my_search(retrieval_eval, retrieval_golden):

@@ -19,12 +19,14 @@ from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictInt,
     StrictStr,
     TypeAdapter,
     ValidationError,
+    model_validator,
 )
 
 DEFAULT_K = 10
@@ -47,8 +49,15 @@ class GoldenError(Exception):
         return f"{text}\n  fix: {self.fix}" if self.fix else text
 
 
+def _integral(value: Any) -> Any:
+    """JSON Schema counts 2.0 as an integer; so do we (stored as 2). Anything else is left
+    for the strict int check to accept or reject."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
 NonEmptyStr = Annotated[StrictStr, Field(min_length=1)]
-Grade = Annotated[StrictInt, Field(ge=0)]
+Integral = Annotated[StrictInt, BeforeValidator(_integral)]
+Grade = Annotated[Integral, Field(ge=0)]
 
 
 class _Entry(BaseModel):
@@ -56,7 +65,7 @@ class _Entry(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    id: NonEmptyStr | StrictInt | None = None
+    id: NonEmptyStr | Integral | None = None
     query: NonEmptyStr
     relevant: (
         Annotated[list[NonEmptyStr], Field(min_length=1)]
@@ -67,6 +76,18 @@ class _Entry(BaseModel):
     criteria: StrictStr | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _absent_not_null(cls, data: Any) -> Any:
+        """An optional key may be left out but not set to null (as in the schema)."""
+        if isinstance(data, dict) and None in (
+            data.get("id", 0),
+            data.get("relevant", 0),
+            data.get("criteria", 0),
+        ):
+            raise ValueError("null is not allowed")
+        return data
 
 
 _ENTRIES = TypeAdapter(list[_Entry])

@@ -1,0 +1,48 @@
+"""Shared test data: a tiny corpus with a keyword retriever, and a golden set over it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+#: a conftest with a deterministic keyword retriever over six documents
+KEYWORD_RETRIEVER = """
+import pytest
+
+DOCS = {
+    "d1": "apple pie recipe",
+    "d2": "banana bread recipe",
+    "d3": "cherry tart",
+    "d4": "apple cider vinegar",
+    "d5": "bread machine manual",
+    "d6": "tart cherry juice",
+}
+
+def search(query, k, **params):
+    words = set(query.split())
+    ranked = sorted(DOCS, key=lambda d: (-len(words & set(DOCS[d].split())), d))
+    return ranked[:k]
+
+@pytest.fixture(scope="session")
+def retriever():
+    return search
+"""
+
+GOLDEN: dict[str, Any] = {
+    "name": "fruit",
+    "k": 3,
+    "queries": [
+        {"id": "apple", "query": "apple", "relevant": ["d1", "d4"], "tags": ["fruit"]},
+        {"id": "bread", "query": "bread recipe", "relevant": {"d2": 3, "d5": 1, "d1": 0}},
+        {"id": "cherry", "query": "cherry", "relevant": ["d3", "d6"], "tags": ["fruit"]},
+        {"id": "juice", "query": "juice", "relevant": ["d6"], "tags": ["drink"]},
+    ],
+}
+
+
+def write_golden(pytester: pytest.Pytester, data: Any = None, name: str = "golden.json") -> str:
+    path = pytester.path / name
+    path.write_text(json.dumps(GOLDEN if data is None else data, indent=1), encoding="utf-8")
+    return name

@@ -1,0 +1,181 @@
+"""Golden-set formats, fingerprints, and the fast validator agreeing with the JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from pytest_retrieval import GoldenError, load_golden
+from pytest_retrieval.golden import golden_schema
+
+ENTRIES = [
+    {"id": "q1", "query": "apple pie", "relevant": ["d1", "d2"], "tags": ["food"]},
+    {"id": "q2", "query": "banana", "relevant": {"d3": 2, "d4": 0}},
+]
+
+
+def _write(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_list_and_object_forms(tmp_path: Path) -> None:
+    bare = load_golden(_write(tmp_path / "bare.json", ENTRIES))
+    assert bare.name == "bare"
+    assert bare.k == 10
+    assert [q.id for q in bare.queries] == ["q1", "q2"]
+    assert bare.queries[0].relevant == {"d1": 1, "d2": 1}
+    assert bare.queries[1].relevant == {"d3": 2, "d4": 0}
+    assert bare.queries[1].relevant_ids == ["d3"]
+
+    full = load_golden(
+        _write(
+            tmp_path / "full.json",
+            {"name": "faq", "k": 5, "metrics": ["ndcg@5"], "thresholds": {"recall@5": 0.5},
+             "queries": ENTRIES},
+        )
+    )
+    assert (full.name, full.k, full.metrics, full.thresholds) == (
+        "faq", 5, ("ndcg@5",), {"recall@5": 0.5}
+    )
+    assert full.fingerprint == bare.fingerprint  # same queries and judgments
+
+
+def test_default_ids_are_positions(tmp_path: Path) -> None:
+    golden = load_golden(
+        _write(tmp_path / "g.json", [{"query": "a", "relevant": ["x"]}, {"query": "b",
+               "relevant": ["y"], "id": 7}])
+    )
+    assert [q.id for q in golden.queries] == ["0", "7"]
+
+
+def test_optional_fields(tmp_path: Path) -> None:
+    golden = load_golden(
+        _write(
+            tmp_path / "g.json",
+            [{"query": "a", "relevant": ["x"], "criteria": "must mention pricing",
+              "params": {"namespace": "eu"}, "metadata": {"answer": "42"}}],
+        )
+    )
+    query = golden.queries[0]
+    assert query.criteria == "must mention pricing"
+    assert query.params == {"namespace": "eu"}
+    assert query.metadata == {"answer": "42"}
+
+
+def test_jsonl(tmp_path: Path) -> None:
+    path = tmp_path / "g.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in ENTRIES) + "\n\n", encoding="utf-8")
+    golden = load_golden(path)
+    assert [q.id for q in golden.queries] == ["q1", "q2"]
+    assert golden.fingerprint == load_golden(_write(tmp_path / "g.json", ENTRIES)).fingerprint
+
+
+def test_beir_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "scifact"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "queries.jsonl").write_text(
+        '{"_id": "q1", "text": "apple pie"}\n{"_id": "q2", "text": "banana"}\n'
+        '{"_id": "q3", "text": "unjudged query"}\n'
+    )
+    (folder / "corpus.jsonl").write_text('{"_id": "d1", "title": "", "text": "apple"}\n')
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t1\nq2\td3\t2\nq2\td4\t0\n"
+    )
+    golden = load_golden(folder)
+    assert golden.name == "scifact"
+    assert [q.id for q in golden.queries] == ["q1", "q2"]  # like BEIR: judged queries only
+    assert golden.queries[1].relevant == {"d3": 2, "d4": 0}
+    assert golden.corpus == str((folder / "corpus.jsonl").resolve())
+    (folder / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq3\td1\t1\n")
+    dev = load_golden(folder / "qrels" / "dev.tsv")
+    assert dev.name == "scifact-dev"
+    assert [q.id for q in dev.queries] == ["q3"]
+
+
+def test_beir_bad_qrels_line(tmp_path: Path) -> None:
+    folder = tmp_path / "b"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "a"}\n')
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\n")
+    with pytest.raises(GoldenError, match=r"test.tsv, line 2: expected 3 columns, got 2"):
+        load_golden(folder)
+
+
+def test_trec_qrels_with_queries_file(tmp_path: Path) -> None:
+    (tmp_path / "run.qrels").write_text("1 0 d1 2\n1 0 d2 -1\n2 0 d3 1   \n\n\n")
+    (tmp_path / "queries.tsv").write_text("1\tapple pie\n2\tbanana\n")
+    golden = load_golden(tmp_path / "run.qrels")
+    assert [(q.id, q.query, q.relevant) for q in golden.queries] == [
+        ("1", "apple pie", {"d1": 2, "d2": 0}),  # negative grade: judged not relevant
+        ("2", "banana", {"d3": 1}),
+    ]
+
+
+def test_trec_without_queries_file_explains(tmp_path: Path) -> None:
+    (tmp_path / "run.qrels").write_text("1 0 d1 2\n")
+    with pytest.raises(GoldenError, match=r"(?s)need a queries file.*QUERY_ID<TAB>TEXT"):
+        load_golden(tmp_path / "run.qrels")
+
+
+def test_fingerprint_tracks_judgments_not_order(tmp_path: Path) -> None:
+    base = load_golden(_write(tmp_path / "a.json", ENTRIES)).fingerprint
+    reordered = load_golden(_write(tmp_path / "b.json", ENTRIES[::-1])).fingerprint
+    changed = [dict(ENTRIES[0], relevant=["d1"]), ENTRIES[1]]
+    rejudged = load_golden(_write(tmp_path / "c.json", changed)).fingerprint
+    assert base == reordered
+    assert base != rejudged
+
+
+def test_unknown_extension(tmp_path: Path) -> None:
+    (tmp_path / "g.yaml").write_text("x")
+    with pytest.raises(GoldenError, match=r"unknown golden-set format '\.yaml'"):
+        load_golden(tmp_path / "g.yaml")
+
+
+# The fast pydantic path must accept exactly what the published JSON Schema accepts.
+
+_doc_ids = st.one_of(st.text(max_size=3), st.integers(-1, 2))
+_values = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 3), st.floats(allow_nan=False, width=16),
+    st.text(max_size=3), st.lists(_doc_ids, max_size=3),
+    st.dictionaries(st.text(max_size=3), st.one_of(st.integers(-1, 3), st.floats(0, 2),
+                                                   st.booleans()), max_size=3),
+)
+_entries = st.dictionaries(
+    st.sampled_from(["id", "query", "relevant", "tags", "criteria", "params", "metadata",
+                     "extra"]),
+    _values,
+    max_size=7,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(entry=_entries)
+@example(entry={"query": "a", "relevant": {"d1": 1.0}, "id": 2.0})
+@example(entry={"query": "a", "relevant": {"d1": 1.5}})
+@example(entry={"query": "a", "relevant": {"d1": True}})
+@example(entry={"query": "", "relevant": ["d1"]})
+@example(entry={"query": "a", "relevant": ["d1"], "id": ""})
+def test_fast_validator_agrees_with_json_schema(entry: dict[str, Any], tmp_path_factory:
+                                                pytest.TempPathFactory) -> None:
+    schema = {"$defs": golden_schema()["$defs"], "$ref": "#/$defs/query"}
+    schema_ok = Draft202012Validator(schema).is_valid(entry)
+    path = tmp_path_factory.mktemp("h") / "g.json"
+    path.write_text(json.dumps([entry]))
+    try:
+        load_golden(path, require_relevant=False)
+        loader_ok = True
+    except GoldenError as exc:
+        loader_ok = False
+        semantic = ("listed twice", "every grade is 0")
+        if schema_ok:  # only checks the schema cannot express may reject a valid entry
+            assert any(s in exc.problem for s in semantic), exc
+    if loader_ok:
+        assert schema_ok, entry
