@@ -1,0 +1,153 @@
+"""The retriever runner: hit shapes, golden order under concurrency, limits, timeouts, async."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_retrieval.golden import GoldenQuery
+from pytest_retrieval.retrieval import HitError, normalize_hits, run_retriever
+
+
+def _queries(n: int) -> list[GoldenQuery]:
+    return [GoldenQuery(id=str(i), query=f"q{i}", relevant={"d": 1}) for i in range(n)]
+
+
+@dataclass
+class Doc:
+    id: str
+    text: str
+    score: float
+
+
+def test_hit_shapes() -> None:
+    run = normalize_hits(
+        ["a", {"id": "b", "text": "bee", "score": 2}, Doc("c", "sea", 0.5), "a", "d"], k=3
+    )
+    assert run.ids == ["a", "b", "c"]
+    assert run.texts == {"b": "bee", "c": "sea"}
+    assert run.scores == {"b": 2.0, "c": 0.5}
+    assert run.duplicates == 1
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (None, "returned None"),
+        ("doc1", "returned a str"),
+        ({"id": "x"}, "returned a dict"),
+        (42, "returned a int"),
+        ([1], "rank 1 has no usable id (got int 1)"),
+        (["a", {"id": 7}], "rank 2 has no usable id (got 7)"),
+        (["a", ""], "rank 2 has no usable id (got '')"),
+    ],
+)
+def test_bad_hits(raw: Any, message: str) -> None:
+    with pytest.raises(HitError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        normalize_hits(raw, k=5)
+
+
+def test_golden_order_and_concurrency_limit() -> None:
+    lock = threading.Lock()
+    in_flight = peak = 0
+
+    def search(query: str, k: int) -> list[str]:
+        nonlocal in_flight, peak
+        with lock:
+            in_flight += 1
+            peak = max(peak, in_flight)
+        time.sleep(random.random() / 200)
+        with lock:
+            in_flight -= 1
+        return [query]
+
+    runs = run_retriever(search, _queries(200), 1, concurrency=4)
+    assert [r.ids for r in runs] == [[f"q{i}"] for i in range(200)]
+    assert peak == 4
+    assert all(r.latency > 0 for r in runs)
+
+
+def test_params_are_passed() -> None:
+    seen: list[dict[str, Any]] = []
+    query = GoldenQuery(id="x", query="q", relevant={"d": 1}, params={"namespace": "eu"})
+    run_retriever(lambda q, k, **kw: seen.append(kw) or ["d"], [query], 3)
+    assert seen == [{"namespace": "eu"}]
+
+
+def test_async_limit_and_order_inside_a_running_loop() -> None:
+    in_flight = peak = 0
+
+    async def search(query: str, k: int) -> list[str]:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(random.random() / 200)
+        in_flight -= 1
+        return [query]
+
+    async def inside_loop() -> list[list[str]]:  # e.g. an async test under pytest-asyncio
+        return [r.ids for r in run_retriever(search, _queries(100), 1, concurrency=5)]
+
+    assert asyncio.run(inside_loop()) == [[f"q{i}"] for i in range(100)]
+    assert peak == 5
+
+
+def test_sync_timeout_does_not_hold_up_the_rest() -> None:
+    def search(query: str, k: int) -> list[str]:
+        if query == "q1":
+            time.sleep(5)
+        return ["d"]
+
+    started = time.perf_counter()
+    runs = run_retriever(search, _queries(10), 1, concurrency=2, timeout=0.2)
+    assert time.perf_counter() - started < 2
+    assert runs[1].error is not None and "within 0.2 s" in runs[1].error
+    assert [r.error for i, r in enumerate(runs) if i != 1] == [None] * 9
+
+
+def test_async_timeout() -> None:
+    async def search(query: str, k: int) -> list[str]:
+        await asyncio.sleep(5 if query == "q0" else 0)
+        return ["d"]
+
+    runs = run_retriever(search, _queries(3), 1, timeout=0.2)
+    assert runs[0].error is not None and "within 0.2 s" in runs[0].error
+    assert runs[1].error is None
+
+
+def test_exceptions_are_per_query() -> None:
+    def search(query: str, k: int) -> list[str]:
+        if query == "q2":
+            raise RuntimeError("boom")
+        return ["d"]
+
+    runs = run_retriever(search, _queries(4), 1)
+    assert runs[2].error == "the retriever raised RuntimeError: boom"
+    assert sum(r.error is not None for r in runs) == 1
+
+
+def test_library_api_without_pytest(tmp_path: Path) -> None:
+    """`evaluate` works in a plain script: no pytest, no plugin involved."""
+    (tmp_path / "g.json").write_text(
+        '[{"query": "a", "relevant": ["d1"]}, {"query": "b", "relevant": ["d9"]}]'
+    )
+    script = (
+        "import sys\n"
+        "from pytest_retrieval import evaluate, load_golden\n"
+        "golden = load_golden('g.json')\n"
+        "result = evaluate(lambda q, k: ['d1', 'd2'], golden, thresholds={'recall@10': 0.4})\n"
+        "print(result.metrics['recall@10'], result.passed, 'pytest' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["0.5", "True", "False"]
