@@ -251,7 +251,7 @@ def test_retrieval_eval_fixture_and_marker(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_mine="""
 import pytest
-from helpers import search
+from conftest import search
 
 @pytest.mark.retrieval(golden="golden.json", thresholds={"recall@3": 0.9})
 def test_my_search(retrieval_eval, retrieval_golden):

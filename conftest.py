@@ -1,0 +1,79 @@
+"""The example retriever the README uses: BM25 over the bundled Cranfield collection.
+
+pytest-retrieval evaluates whatever the session-scoped ``retriever`` fixture returns: a callable
+``search(query, k)`` giving ranked hits. Here that is a BM25 index (``bm25s``, English stopwords,
+Snowball English stemmer from PyStemmer) over the title and abstract of the 1400 documents in
+``example_golden/cranfield/corpus.jsonl``; try it with::
+
+    pip install -e ".[example]"
+    pytest --retrieval-golden example_golden/cranfield.json
+
+The index is built once per session, and ``bm25s`` is imported only when the fixture is used,
+so this file costs nothing to test runs that do not ask for ``retriever``.
+``tests/test_cranfield_conformance.py`` reuses :func:`build_bm25_search`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parent / "example_golden" / "cranfield" / "corpus.jsonl"
+
+Hit = dict[str, object]
+Search = Callable[[str, int], list[Hit]]
+
+
+def build_bm25_search(corpus_path: str | Path = CORPUS) -> Search:
+    """Index a BEIR ``corpus.jsonl`` (title + text) with BM25 and return ``search(query, k)``.
+
+    ``search`` returns at most ``k`` hits ``{"id", "text", "score"}``, best first; documents
+    sharing no term with the query (score 0) are left out. It is safe to call from threads.
+    """
+    import bm25s
+    import Stemmer
+
+    ids: list[str] = []
+    texts: list[str] = []
+    with Path(corpus_path).open(encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                doc = json.loads(line)
+                ids.append(str(doc["_id"]))
+                texts.append("\n".join(p for p in (doc.get("title"), doc.get("text")) if p))
+
+    stemmer = Stemmer.Stemmer("english")
+    index = bm25s.BM25()
+    index.index(
+        bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
+        show_progress=False,
+    )
+    lock = threading.Lock()  # a PyStemmer stemmer is not thread-safe
+
+    def search(query: str, k: int) -> list[Hit]:
+        """The top ``k`` documents for ``query`` by BM25 score."""
+        k = min(k, len(ids))
+        if k < 1:
+            return []
+        with lock:
+            tokens = bm25s.tokenize(
+                [query], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+            )
+            docs, scores = index.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+        return [
+            {"id": ids[doc], "text": texts[doc], "score": float(score)}
+            for doc, score in zip(docs[0].tolist(), scores[0].tolist(), strict=True)
+            if score > 0
+        ]
+
+    return search
+
+
+@pytest.fixture(scope="session")
+def retriever() -> Search:
+    """BM25 over the Cranfield example corpus (built once per session)."""
+    return build_bm25_search(CORPUS)
