@@ -172,9 +172,9 @@ def retriever(request):
         [
             "*golden.json::retrieval[[]keyword[]] PASSED*",
             "*golden.json::retrieval[[]reversed[]] PASSED*",
-            "fruit: 2 retrievers side by side",
-            "*metric*keyword*reversed*Δ*",
-            "*recall@3*1.0000*-*",
+            "fruit: 2 retrievers side by side (Δ and paired two-sided p against keyword)",
+            "*metric*keyword*reversed*Δ*p*",
+            "*recall@3*1.0000*0.0000*-1.0000*0.7463*",
         ]
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +14,9 @@ from . import metrics as kernels
 from .gate import GateOutcome, Threshold
 from .golden import GoldenSet, load_golden
 from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, QueryRun, Retriever, run_retriever
+
+if TYPE_CHECKING:
+    from .compare import Comparison
 
 DEFAULT_FAMILIES = ("recall", "precision", "hit_rate", "mrr", "ndcg", "map")
 
@@ -31,6 +34,7 @@ class QueryResult:
     latency_ms: float
     error: str | None = None
     duplicates: int = 0
+    fingerprint: str = ""
 
     @property
     def missed(self) -> list[str]:
@@ -55,6 +59,7 @@ class QueryResult:
             "latency_ms": round(self.latency_ms, 3),
             "error": self.error,
             "duplicates": self.duplicates,
+            "fingerprint": self.fingerprint,
         }
 
 
@@ -76,6 +81,23 @@ class EvaluationResult:
     latency_p50_ms: float
     latency_p95_ms: float
     thresholds: list[Threshold] = field(default_factory=list)
+    #: set by the pytest plugin: the stored baseline this run was compared with, if any
+    baseline_path: str | None = None
+    baseline_note: str = ""
+    comparison: Comparison | None = None
+    #: metric -> (drop detectable with 80% power, allowed drop), when the plugin gates it
+    power: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def regressed(self) -> bool:
+        return self.comparison is not None and bool(self.comparison.regressed)
+
+    def assert_no_regression(self) -> None:
+        """Raise AssertionError with the regression table when a gated metric regressed."""
+        if self.regressed:
+            from .report import failure_text
+
+            raise AssertionError(failure_text(self, self.gate()))
 
     @property
     def errors(self) -> list[QueryResult]:
@@ -173,6 +195,12 @@ class EvaluationResult:
             "errors": len(self.errors),
             "duplicates_dropped": self.duplicates,
             "passed": self.passed,
+            "baseline": {
+                "path": self.baseline_path,
+                "note": self.baseline_note,
+                "comparison": None if self.comparison is None else self.comparison.to_dict(),
+                "power": {name: list(pair) for name, pair in self.power.items()},
+            },
             "queries": [q.to_dict() for q in self.queries],
         }
 
@@ -188,6 +216,10 @@ def _nan(value: float | None) -> float:
 
 def result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
     """Rebuild an :class:`EvaluationResult` from its report entry (``to_dict``)."""
+    from .compare import Comparison
+
+    baseline = data.get("baseline") or {}
+    stored = baseline.get("comparison")
     queries = [
         QueryResult(
             id=q["id"],
@@ -199,6 +231,7 @@ def result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
             latency_ms=_nan(q["latency_ms"]),
             error=q["error"],
             duplicates=q["duplicates"],
+            fingerprint=q.get("fingerprint", ""),
         )
         for q in data["queries"]
     ]
@@ -217,6 +250,10 @@ def result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
         latency_p50_ms=_nan(data["latency_ms"]["p50"]),
         latency_p95_ms=_nan(data["latency_ms"]["p95"]),
         thresholds=[_threshold_from_dict(t) for t in data["thresholds"]],
+        baseline_path=baseline.get("path"),
+        baseline_note=baseline.get("note", ""),
+        comparison=None if stored is None else Comparison.from_dict(stored),
+        power={name: (_nan(d), _nan(a)) for name, (d, a) in baseline.get("power", {}).items()},
     )
 
 
@@ -278,6 +315,7 @@ def evaluate(
             latency_ms=run.latency * 1000.0,
             error=run.error,
             duplicates=run.duplicates,
+            fingerprint=golden_set.query_fingerprints[q.id],
         )
         for q, run in zip(golden_set.queries, runs, strict=True)
     ]
@@ -329,6 +367,7 @@ def _aggregate(
             latency_ms=q.latency_ms,
             error=q.error,
             duplicates=q.duplicates,
+            fingerprint=q.fingerprint,
         )
         for i, q in enumerate(base)
     ]

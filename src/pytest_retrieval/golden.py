@@ -132,9 +132,14 @@ class GoldenSet(BaseModel):
     corpus: str | None = None
 
     @cached_property
+    def query_fingerprints(self) -> dict[str, str]:
+        """Query id -> hash of what decides its scores (to spot re-judged queries)."""
+        return {q.id: q.fingerprint for q in self.queries}
+
+    @cached_property
     def fingerprint(self) -> str:
         """Content hash of queries and judgments; independent of file format and order."""
-        return _digest(sorted((q.id, q.fingerprint) for q in self.queries))
+        return _digest(sorted(self.query_fingerprints.items()))
 
     @property
     def tags(self) -> list[str]:

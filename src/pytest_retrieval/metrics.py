@@ -122,16 +122,29 @@ class _Cells:
 
     @classmethod
     def of(cls, matrix: FloatArray) -> _Cells:
-        row, rank = np.nonzero(matrix)
-        return cls(row, rank, matrix[row, rank])
+        flat = matrix.reshape(-1)
+        where = np.flatnonzero(flat)
+        row, rank = np.divmod(where, matrix.shape[1])
+        return cls(row, rank, flat[where])
+
+    @cached_property
+    def _discount(self) -> FloatArray:
+        discount: FloatArray = 1.0 / np.log2(self.rank + 2.0)  # 1 / log2(rank + 1), 1-based
+        return discount
+
+    @cached_property
+    def _linear(self) -> FloatArray:
+        return self.grade * self._discount
+
+    @cached_property
+    def _exponential(self) -> FloatArray:
+        return (np.exp2(self.grade) - 1.0) * self._discount
 
     def dcg(self, k: int, n: int, *, exponential: bool = False) -> FloatArray:
+        """DCG@k of every row, with gain ``grade`` or ``2**grade - 1``."""
         top = self.rank < k
-        gain = self.grade[top]
-        if exponential:
-            gain = np.exp2(gain) - 1.0
-        weights = gain * _discount(k)[self.rank[top]]
-        return np.asarray(np.bincount(self.row[top], weights, minlength=n), dtype=np.float64)
+        gains = self._exponential if exponential else self._linear
+        return np.asarray(np.bincount(self.row[top], gains[top], minlength=n), dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -230,10 +243,6 @@ def _ideal(judged: FloatArray, row: IntArray, n: int, depth: int) -> tuple[Float
     ideal = np.zeros((n, depth), dtype=np.float64)
     ideal[row[keep], col[keep]] = flat[keep]
     return ideal, n_relevant
-
-
-def _discount(k: int) -> FloatArray:
-    return 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
 
 
 def _recall(m: GradeMatrix, k: int) -> FloatArray:

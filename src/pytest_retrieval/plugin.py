@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from .baseline import BaselineEntry
+    from .compare import Allowance
     from .evaluation import EvaluationResult
     from .gate import Threshold
     from .golden import GoldenSet
@@ -50,6 +52,28 @@ def _metric_arg(text: str) -> str:
         return parse_metric(text).name
     except MetricNameError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _max_drop_arg(text: str) -> str:
+    from .compare import AllowanceError, parse_assignment
+
+    try:
+        parse_assignment(text, "--retrieval-max-drop")
+    except AllowanceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _alpha_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a significance level in (0, 1] (1 turns the test off)"
+        )
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -128,7 +152,54 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write a JSON report of every evaluation (metrics, CIs, per-query results). "
         "ini: retrieval_report",
     )
+    group.addoption(
+        "--retrieval-baseline",
+        metavar="PATH",
+        default=None,
+        help="baseline file to compare with and update (default: <golden>.baseline.json "
+        "beside each golden set). ini: retrieval_baseline",
+    )
+    group.addoption(
+        "--retrieval-update-baseline",
+        nargs="?",
+        const="safe",
+        choices=["safe", "force"],
+        default=None,
+        help="record this run as the baseline (refused on a partial run or failed retriever "
+        "calls unless =force)",
+    )
+    group.addoption(
+        "--retrieval-max-drop",
+        action="append",
+        metavar="METRIC=DROP",
+        type=_max_drop_arg,
+        default=None,
+        help="allowed drop against the baseline, absolute (recall@10=0.01) or relative "
+        f"(ndcg@10=2%%, latency_p95=20%%); repeatable; default {0.01} for every metric",
+    )
+    group.addoption(
+        "--retrieval-alpha",
+        type=_alpha_arg,
+        metavar="ALPHA",
+        default=None,
+        help="significance level of the paired test a regression must pass (default 0.05; "
+        "1 turns it off). ini: retrieval_alpha",
+    )
+    group.addoption(
+        "--retrieval-compare-to",
+        metavar="RETRIEVER_ID",
+        default=None,
+        help="in an A/B run, the retriever the others are compared with (default: first)",
+    )
     parser.addini("retrieval_golden", "golden sets to evaluate", type="paths", default=[])
+    parser.addini("retrieval_baseline", "baseline file path", default="")
+    parser.addini(
+        "retrieval_max_drop",
+        "METRIC=DROP lines, e.g. recall@10=0.01",
+        type="linelist",
+        default=[],
+    )
+    parser.addini("retrieval_alpha", "significance level for regressions", default="")
     parser.addini(
         "retrieval_thresholds",
         "METRIC=VALUE lines, e.g. recall@10=0.8",
@@ -161,6 +232,12 @@ class Settings:
     ini_thresholds: list[str]
     cli_thresholds: list[str]
     report: Path | None
+    baseline: Path | None
+    update: str | None  # None, "safe" or "force"
+    ini_max_drops: list[str]
+    cli_max_drops: list[str]
+    alpha: float
+    compare_to: str | None
 
 
 @dataclass
@@ -169,6 +246,23 @@ class SessionState:
 
     settings: Settings
     goldens: dict[Path, GoldenSet] = field(default_factory=dict)
+    baselines: dict[Path, dict[str, BaselineEntry]] = field(default_factory=dict)
+
+    def baseline_path(self, golden: GoldenSet) -> Path:
+        from .baseline import default_path
+
+        return self.settings.baseline or default_path(golden.source)
+
+    def baseline_entries(self, path: Path) -> dict[str, BaselineEntry]:
+        """Read once per process; a bad file is a usage error naming it."""
+        from .baseline import BaselineError, read
+
+        if path not in self.baselines:
+            try:
+                self.baselines[path] = read(path)
+            except BaselineError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        return self.baselines[path]
 
 
 STATE = pytest.StashKey[SessionState]()
@@ -186,6 +280,19 @@ def _ini_number(config: pytest.Config, name: str, kind: Callable[[str], Any]) ->
         raise pytest.UsageError(f"ini option {name} = {raw!r}: {exc}") from None
 
 
+def _resolve(config: pytest.Config, path: str, from_cli: bool) -> Path | None:
+    """A path from the command line is relative to where pytest was started; from ini, to
+    the ini file's folder."""
+    if not path:
+        return None
+    base = (
+        config.invocation_params.dir
+        if from_cli
+        else (config.inipath.parent if config.inipath else config.rootpath)
+    )
+    return base / path
+
+
 def _settings(config: pytest.Config) -> Settings:
     cli_goldens = config.getoption("retrieval_golden") or []
     goldens = [
@@ -198,6 +305,10 @@ def _settings(config: pytest.Config) -> Settings:
         config, "retrieval_timeout", _positive_float
     )
     report = config.getoption("retrieval_report") or str(config.getini("retrieval_report"))
+    baseline = config.getoption("retrieval_baseline") or str(config.getini("retrieval_baseline"))
+    alpha = config.getoption("retrieval_alpha") or _ini_number(
+        config, "retrieval_alpha", _alpha_arg
+    )
     return Settings(
         goldens=goldens,
         fixture=str(config.getini("retrieval_fixture")).strip() or DEFAULT_FIXTURE,
@@ -208,6 +319,12 @@ def _settings(config: pytest.Config) -> Settings:
         ini_thresholds=list(config.getini("retrieval_thresholds")),
         cli_thresholds=config.getoption("retrieval_threshold") or [],
         report=Path(report) if report else None,
+        baseline=_resolve(config, baseline, bool(config.getoption("retrieval_baseline"))),
+        update=config.getoption("retrieval_update_baseline"),
+        ini_max_drops=list(config.getini("retrieval_max_drop")),
+        cli_max_drops=config.getoption("retrieval_max_drop") or [],
+        alpha=alpha or 0.05,
+        compare_to=config.getoption("retrieval_compare_to"),
     )
 
 
@@ -223,8 +340,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.ini_thresholds:
         _ini_layer(settings)  # fail fast on a bad ini line
     for path in settings.goldens:  # usage errors surface here, before any worker starts
-        state.goldens[path] = _load(path)
-        _thresholds(settings, state.goldens[path])
+        golden = state.goldens[path] = _load(path)
+        _thresholds(settings, golden)
+        _allowances(settings, golden)
+        if settings.update is None:
+            state.baseline_entries(state.baseline_path(golden))
     if not _is_worker(config):
         config.pluginmanager.register(Reporter(config), REPORTER)
 
@@ -253,6 +373,31 @@ def _ini_layer(settings: Settings) -> list[Threshold]:
         ]
     except ThresholdError as exc:
         raise pytest.UsageError(f"ini option retrieval_thresholds: {exc}") from None
+
+
+def _allowances(
+    settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
+) -> dict[str, Allowance]:
+    """Allowed drops: golden file < ini < marker < command line, metric by metric."""
+    from .compare import AllowanceError, merge, parse_allowance, parse_assignment
+
+    def layer(pairs: Iterable[tuple[str, object]], source: str) -> list[Allowance]:
+        return [parse_allowance(metric, value, source) for metric, value in pairs]
+
+    try:
+        file_layer = layer(golden.max_drop.items(), f"{golden.source} max_drop")
+    except AllowanceError as exc:
+        raise pytest.UsageError(f"golden set {golden.source}, /max_drop: {exc}") from None
+    try:
+        ini_layer = [parse_assignment(t, "ini retrieval_max_drop") for t in settings.ini_max_drops]
+    except AllowanceError as exc:
+        raise pytest.UsageError(f"ini option retrieval_max_drop: {exc}") from None
+    try:
+        marker_layer = layer((marker or {}).items(), "the retrieval marker")
+    except AllowanceError as exc:
+        raise pytest.UsageError(f"@pytest.mark.retrieval(max_drop=...): {exc}") from None
+    cli_layer = [parse_assignment(t, "--retrieval-max-drop") for t in settings.cli_max_drops]
+    return merge(file_layer, ini_layer, marker_layer, cli_layer)
 
 
 def _thresholds(
@@ -304,8 +449,8 @@ def _evaluation_function(fixture: str, golden_path: Path) -> Callable[..., None]
         state = request.config.stash[STATE]
         golden = state.goldens[golden_path]
         thresholds = _thresholds(state.settings, golden)
-        result = _run(request, fixtures[fixture], golden, thresholds, state.settings)
-        if not result.passed:
+        result = _run(request, fixtures[fixture], golden, thresholds, state)
+        if not result.passed or result.regressed:
             from .report import failure_text
 
             pytest.fail(failure_text(result, result.gate()), pytrace=False)
@@ -329,14 +474,17 @@ def _run(
     retriever: Any,
     golden: GoldenSet,
     thresholds: list[Threshold],
-    settings: Settings,
+    state: SessionState,
     *,
     metrics: Iterable[str] = (),
     k: int | None = None,
     retriever_id: str | None = None,
+    marker: Mapping[str, Any] | None = None,
 ) -> EvaluationResult:
     from .evaluation import evaluate
     from .gate import ThresholdError
+
+    settings = state.settings
 
     try:
         result = evaluate(
@@ -352,8 +500,51 @@ def _run(
         result.gate()  # a tag threshold naming an unknown tag fails here, clearly
     except (TypeError, ThresholdError) as exc:
         pytest.fail(f"{golden.source}: {exc}", pytrace=False)
+    _attach_baseline(result, golden, state, (marker or {}).get("max_drop"))
     request.node.stash.setdefault(RESULTS, []).append(result)
     return result
+
+
+def _attach_baseline(
+    result: EvaluationResult,
+    golden: GoldenSet,
+    state: SessionState,
+    marker_drops: Mapping[str, object] | None,
+) -> None:
+    """Compare with the stored baseline (unless this run records one)."""
+    from .baseline import entry_key
+    from .compare import compare_to_baseline, power_table
+
+    path = state.baseline_path(golden)
+    result.baseline_path = str(path)
+    allowances = _allowances(state.settings, golden, marker_drops)
+    entry = None
+    if state.settings.update is not None:
+        result.baseline_note = "recording"
+    else:
+        entry = state.baseline_entries(path).get(entry_key(golden.name, result.retriever_id))
+        result.baseline_note = "missing" if entry is None else ""
+    if entry is not None:
+        result.comparison = compare_to_baseline(
+            result,
+            entry,
+            allowances,
+            alpha=state.settings.alpha,
+            reference=f"baseline {os.path.relpath(path)}",
+        )
+    result.power = power_table(result, allowances, state.settings.alpha)
+    if entry is None or result.comparison is None:
+        return
+    if result.comparison.stale:
+        import warnings
+
+        warnings.warn(
+            pytest.PytestWarning(
+                f"stale retrieval baseline {path} for {entry.key}: {result.comparison.stale}; "
+                "refresh it with --retrieval-update-baseline"
+            ),
+            stacklevel=1,
+        )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -467,10 +658,11 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
             retriever,
             chosen,
             layered,
-            state.settings,
+            state,
             metrics=[*options.get("metrics", ()), *metrics],
             k=k or options.get("k"),
             retriever_id=retriever_id or getattr(retriever, "__name__", None),
+            marker=options,
         )
 
     return run
@@ -485,11 +677,12 @@ def _is_worker(config: pytest.Config) -> bool:
 
 class Reporter:
     """Collects evaluation payloads from test reports (local or from xdist workers) and,
-    on the controller only, prints the summary and writes the JSON report."""
+    on the controller only, prints the summary, records baselines, writes the JSON report."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.payloads: list[dict[str, Any]] = []
+        self.notes: list[str] = []  # printed at the end of the summary section
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.payloads.extend(getattr(report, "retrieval", None) or [])
@@ -501,34 +694,93 @@ class Reporter:
         return [EvaluationResult.from_dict(p) for p in ordered]
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if not self.payloads:
+        if not self.payloads and not self.notes:
             return
-        from .report import comparison_lines, summary_lines
+        from .compare import ab_groups
+        from .report import ab_lines, summary_lines
 
+        state = self.config.stash[STATE]
         results = self.results()
         terminalreporter.section("retrieval")
         for result in results:
             for line in summary_lines(result):
                 terminalreporter.write_line(line)
             terminalreporter.write_line("")
-        groups: dict[tuple[str, str], list[EvaluationResult]] = {}
-        for result in results:
-            groups.setdefault((result.golden_source, result.fingerprint), []).append(result)
-        for group in groups.values():
-            if len({r.retriever_id for r in group}) > 1:
-                for line in comparison_lines(group):
-                    terminalreporter.write_line(line)
-                terminalreporter.write_line("")
+        groups = ab_groups(results, state.settings.compare_to, state.settings.alpha)
+        for line in ab_lines(groups):
+            terminalreporter.write_line(line)
+        for note in self.notes:
+            terminalreporter.write_line(note)
 
-    def pytest_sessionfinish(self) -> None:
-        path = self.config.stash[STATE].settings.report
-        if path is None or not self.payloads or self.config.option.collectonly:
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.config.option.collectonly or not self.payloads:
             return
-        from .report import json_report, write_json
+        state = self.config.stash[STATE]
+        if state.settings.update is not None:
+            self._update_baselines(session, state)
+        path = state.settings.report
+        if path is not None:
+            from .report import json_report, write_json
 
-        if not path.is_absolute():
-            path = self.config.invocation_params.dir / path
-        write_json(path, json_report(self.results()))
+            if not path.is_absolute():
+                path = self.config.invocation_params.dir / path
+            write_json(path, json_report(self.results()))
+
+    def _partial(self, results: list[EvaluationResult], state: SessionState) -> list[str]:
+        """Why this run cannot stand for the whole golden set (empty when it can)."""
+        option = self.config.option
+        reasons = [
+            flag
+            for flag, used in [
+                ("-k", getattr(option, "keyword", "")),
+                ("-m", getattr(option, "markexpr", "")),
+                ("--lf", getattr(option, "lf", False)),
+                ("--sw", getattr(option, "stepwise", False)),
+                ("--deselect", getattr(option, "deselect", None)),
+            ]
+            if used
+        ]
+        ran = {r.golden_source for r in results}
+        reasons += [
+            f"{g.source} did not run" for g in state.goldens.values() if g.source not in ran
+        ]
+        reasons += [
+            f"{len(r.errors)} failed retriever calls in {r.golden_name} [{r.retriever_id}]"
+            for r in results
+            if r.errors
+        ]
+        return reasons
+
+    def _update_baselines(self, session: pytest.Session, state: SessionState) -> None:
+        from .baseline import BaselineError, git_info, now, update
+        from .compare import entry_from_result
+
+        results = self.results()
+        reasons = self._partial(results, state)
+        if reasons and state.settings.update != "force":
+            self.notes.append(
+                "baseline NOT updated: this run is partial (" + "; ".join(reasons) + "). "
+                "Run the whole golden set, or force it with --retrieval-update-baseline=force"
+            )
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
+        git = git_info(self.config.rootpath)
+        created = now()
+        by_path: dict[Path, list[Any]] = {}
+        for result in results:
+            if result.baseline_path is not None:
+                entry = entry_from_result(result, git, created)
+                by_path.setdefault(Path(result.baseline_path), []).append(entry)
+        for path, entries in by_path.items():
+            try:
+                update(path, entries, replace_corrupt=True)
+            except (BaselineError, OSError) as exc:
+                self.notes.append(f"baseline NOT updated: {exc}")
+                continue
+            keys = ", ".join(e.key for e in entries)
+            self.notes.append(f"baseline written: {os.path.relpath(path)} ({keys})")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .compare import ABGroup, Comparison
 from .evaluation import EvaluationResult, QueryResult
 from .gate import GateOutcome
 
@@ -81,25 +82,148 @@ def summary_lines(result: EvaluationResult) -> list[str]:
         )
     if result.errors:
         lines.append(f"  {len(result.errors)} retriever calls failed (scored 0)")
-    verdict = "PASSED" if result.passed else "FAILED"
+    lines.extend(baseline_lines(result))
+    verdict = "PASSED" if result.passed and not result.regressed else "FAILED"
     lines.append(f"  verdict: {verdict}")
     return lines
 
 
-def comparison_lines(results: Sequence[EvaluationResult]) -> list[str]:
-    """Side by side: one column per retriever, with the delta against the first."""
-    first = results[0]
-    header = ["metric", first.retriever_id]
-    for other in results[1:]:
-        header += [other.retriever_id, "Δ"]
-    rows = [header]
-    for name, value in first.metrics.items():
-        row = [name, _num(value)]
-        for other in results[1:]:
-            theirs = other.metrics.get(name, math.nan)
-            row += [_num(theirs), f"{theirs - value:+.4f}"]
-        rows.append(row)
-    return [f"{first.golden_name}: {len(results)} retrievers side by side", *_table(rows)]
+def _command(result: EvaluationResult, extra: str) -> str:
+    return f"pytest --retrieval-golden {os.path.relpath(result.golden_source)} {extra}"
+
+
+def baseline_lines(result: EvaluationResult) -> list[str]:
+    """Where this run stands against its stored baseline, and what to do about it."""
+    lines: list[str] = []
+    path = os.path.relpath(result.baseline_path) if result.baseline_path else ""
+    if result.baseline_note == "missing":
+        lines.append(
+            f"  no baseline for {result.golden_name}::{result.retriever_id} in {path}; "
+            f"record one on main with: {_command(result, '--retrieval-update-baseline')}"
+        )
+    elif result.baseline_note == "recording":
+        lines.append(f"  recording baseline in {path}")
+    comparison = result.comparison
+    if comparison is not None:
+        lines.extend(regression_lines(result, comparison))
+    weak = {m: pair for m, pair in result.power.items() if pair[0] > pair[1]}
+    if weak:
+        shown = ", ".join(f"{m} {d:.3f} (allowed {a:.3f})" for m, (d, a) in list(weak.items())[:3])
+        lines.append(
+            f"  power: {len(result.queries)} queries detect, with 80% power, only drops of at "
+            f"least {shown}; add queries to see smaller ones"
+        )
+    return lines
+
+
+def regression_lines(result: EvaluationResult, comparison: Comparison) -> list[str]:
+    recorded = comparison.baseline_created or "unknown time"
+    if comparison.baseline_commit:
+        recorded += f", commit {comparison.baseline_commit}"
+    lines = [f"  vs {comparison.reference} (recorded {recorded}):"]
+    if comparison.drifted:
+        lines.append(
+            f"    golden set changed since: {len(comparison.added)} added, "
+            f"{len(comparison.removed)} removed, {len(comparison.rejudged)} re-judged; "
+            f"compared on the {comparison.n_common} unchanged queries"
+        )
+        for label, ids in (
+            ("added", comparison.added),
+            ("removed", comparison.removed),
+            ("re-judged", comparison.rejudged),
+        ):
+            if ids:
+                more = f" (+{len(ids) - 8} more)" if len(ids) > 8 else ""
+                lines.append(f"      {label}: {', '.join(ids[:8])}{more}")
+    if comparison.stale:
+        lines.append(
+            f"    STALE baseline: {comparison.stale}. Not compared. Refresh it with: "
+            f"{_command(result, '--retrieval-update-baseline')}"
+        )
+        return lines
+    lines.extend(_table(change_rows(comparison), indent="    "))
+    if comparison.improved:
+        names = ", ".join(f"{c.metric} {c.delta:+.4f}" for c in comparison.improved)
+        lines.append(
+            f"    improved beyond the allowance ({names}): ratchet the baseline up with "
+            f"{_command(result, '--retrieval-update-baseline')}"
+        )
+    for change in comparison.regressed:
+        lines.append(
+            f"    REGRESSION: {change.metric} dropped {-change.delta:.4f} "
+            f"(allowed {change.allowed:.4f}"
+            + (
+                f", p={change.p_adjusted:.4f} < {comparison.alpha:g}"
+                if change.p_adjusted is not None
+                else ""
+            )
+            + ")"
+        )
+    if comparison.worst:
+        lines.append(f"    queries that got worse on {comparison.worst[0].metric}:")
+        for worst in comparison.worst:
+            text = worst.query if len(worst.query) <= 60 else worst.query[:57] + "..."
+            lines.append(f"      {worst.id}: {text!r} {_num(worst.before)} -> {_num(worst.after)}")
+            if worst.lost:
+                moved = ", ".join(
+                    f"{doc} -> {'#' + str(rank) if rank else 'not retrieved'}"
+                    for doc, rank in worst.lost.items()
+                )
+                lines.append(f"        lost from the top: {moved}")
+    return lines
+
+
+def _p(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
+
+
+def change_rows(comparison: Comparison) -> list[list[str]]:
+    rows = [["metric", "baseline", "current", "Δ", "allowed", "p", "verdict"]]
+    for c in comparison.changes:
+        latency = c.metric == "latency_p95"
+        fmt = (lambda v: f"{v:.1f} ms") if latency else _num
+        rows.append(
+            [
+                c.metric,
+                fmt(c.baseline),
+                fmt(c.current),
+                f"{c.delta:+.1f}" if latency else f"{c.delta:+.4f}",
+                fmt(c.allowed) if not math.isnan(c.allowed) else "",
+                _p(c.p_adjusted),
+                c.verdict,
+            ]
+        )
+    return rows
+
+
+def ab_lines(groups: Sequence[ABGroup]) -> list[str]:
+    """Side by side: one column per retriever, deltas and paired p against the reference."""
+    lines: list[str] = []
+    for group in groups:
+        reference = group.reference
+        header = ["metric", reference.retriever_id]
+        for other, _ in group.others:
+            header += [other.retriever_id, "Δ", "p"]
+        rows = [header]
+        for name, value in reference.metrics.items():
+            row = [name, _num(value)]
+            for other, comparison in group.others:
+                change = next((c for c in comparison.changes if c.metric == name), None)
+                theirs = other.metrics.get(name, math.nan)
+                row += [
+                    _num(theirs),
+                    f"{theirs - value:+.4f}",
+                    _p(change.p_adjusted if change else None),
+                ]
+            rows.append(row)
+        count = len(group.others) + 1
+        lines.append(
+            f"{reference.golden_name}: {count} retrievers side by side "
+            f"(Δ and paired two-sided p against {reference.retriever_id})"
+        )
+        lines.extend(_table(rows))
+        lines.append("")
+    return lines
 
 
 def worst_queries(
@@ -131,6 +255,8 @@ def failure_text(result: EvaluationResult, outcomes: Sequence[GateOutcome]) -> s
     """Why an evaluation failed: the gate table, failed calls, and the worst queries."""
     failed = [o for o in outcomes if not o.passed]
     lines = [f"retrieval gate failed: {title(result)}", *metric_table(result, outcomes)]
+    if result.regressed and not failed and not result.errors:
+        lines[0] = f"retrieval regression: {title(result)}"
     for outcome in failed:
         t = outcome.threshold
         scope = f" on tag {t.tag!r}" if t.tag else ""
@@ -146,6 +272,8 @@ def failure_text(result: EvaluationResult, outcomes: Sequence[GateOutcome]) -> s
             lines.append(f"    {query.id}: {query.error}")
         if len(result.errors) > 10:
             lines.append(f"    ... and {len(result.errors) - 10} more (see --retrieval-report)")
+    if result.comparison is not None and result.regressed:
+        lines.extend(regression_lines(result, result.comparison))
     if failed:
         worst = failed[0].threshold
         lines.append(f"  worst queries by {worst.key}:")

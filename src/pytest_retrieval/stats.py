@@ -67,3 +67,85 @@ def percentile(values: FloatArray, q: float) -> float:
     if values.size == 0:
         return float("nan")
     return float(np.percentile(values, q))
+
+
+PERMUTATIONS = 10_000
+#: above this many paired queries the sign-flip test uses its normal approximation
+PERMUTATION_MAX_QUERIES = 20_000
+
+
+def paired_pvalue(
+    before: FloatArray,
+    after: FloatArray,
+    *,
+    alternative: str = "less",
+    resamples: int = PERMUTATIONS,
+    seed: int = 0,
+) -> float:
+    """p-value of a paired randomization (sign-flip) test on per-query differences.
+
+    ``alternative="less"``: evidence that ``after`` is lower (a regression);
+    ``"two-sided"``: that they differ (an A/B comparison). Under "no change" each query's
+    difference is as likely to have either sign. Seeded: the same data always gives the
+    same p. Above PERMUTATION_MAX_QUERIES the normal approximation of the same statistic.
+    """
+    if alternative not in {"less", "two-sided"}:
+        raise ValueError(f"alternative must be 'less' or 'two-sided', not {alternative!r}")
+    diffs = np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64)
+    n = diffs.size
+    if n == 0 or not np.any(diffs):
+        return 1.0
+    observed = float(diffs.mean())
+    two_sided = alternative == "two-sided"
+    if n > PERMUTATION_MAX_QUERIES:
+        scale = float(np.sqrt(np.sum(diffs**2))) / n
+        tail = _normal_left_tail(-abs(observed) if two_sided else observed, scale)
+        return min(1.0, 2 * tail) if two_sided else tail
+    rng = np.random.default_rng(seed)
+    extreme = 0
+    chunk = max(1, 2_000_000 // n)
+    for start in range(0, resamples, chunk):
+        size = min(chunk, resamples - start)
+        signs = rng.integers(0, 2, size=(size, n), dtype=np.int8) * 2 - 1
+        means = signs @ diffs / n
+        if two_sided:
+            extreme += int(np.count_nonzero(np.abs(means) >= abs(observed) - 1e-12))
+        else:
+            extreme += int(np.count_nonzero(means <= observed + 1e-12))
+    return (extreme + 1) / (resamples + 1)
+
+
+def _normal_left_tail(observed: float, scale: float) -> float:
+    from math import erf, sqrt
+
+    if scale == 0:
+        return 1.0 if observed >= 0 else 0.0
+    return 0.5 * (1.0 + erf(observed / scale / sqrt(2.0)))
+
+
+def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone), same keys."""
+    order = sorted(pvalues, key=lambda name: pvalues[name])
+    m = len(order)
+    adjusted: dict[str, float] = {}
+    running = 0.0
+    for i, name in enumerate(order):
+        running = max(running, min(1.0, (m - i) * pvalues[name]))
+        adjusted[name] = running
+    return adjusted
+
+
+def _z(alpha: float) -> float:
+    """Upper-tail standard normal quantile for a one-sided ``alpha``."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(1.0 - alpha)
+
+
+def detectable_drop(sd_diff: float, n: int, alpha: float, power: float = 0.8) -> float:
+    """Smallest mean drop a one-sided paired test finds with ``power`` at ``alpha``."""
+    from statistics import NormalDist
+
+    if n == 0:
+        return float("inf")
+    return (_z(alpha) + NormalDist().inv_cdf(power)) * sd_diff / float(np.sqrt(n))
