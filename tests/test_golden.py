@@ -37,20 +37,30 @@ def test_list_and_object_forms(tmp_path: Path) -> None:
     full = load_golden(
         _write(
             tmp_path / "full.json",
-            {"name": "faq", "k": 5, "metrics": ["ndcg@5"], "thresholds": {"recall@5": 0.5},
-             "queries": ENTRIES},
+            {
+                "name": "faq",
+                "k": 5,
+                "metrics": ["ndcg@5"],
+                "thresholds": {"recall@5": 0.5},
+                "queries": ENTRIES,
+            },
         )
     )
     assert (full.name, full.k, full.metrics, full.thresholds) == (
-        "faq", 5, ("ndcg@5",), {"recall@5": 0.5}
+        "faq",
+        5,
+        ("ndcg@5",),
+        {"recall@5": 0.5},
     )
     assert full.fingerprint == bare.fingerprint  # same queries and judgments
 
 
 def test_default_ids_are_positions(tmp_path: Path) -> None:
     golden = load_golden(
-        _write(tmp_path / "g.json", [{"query": "a", "relevant": ["x"]}, {"query": "b",
-               "relevant": ["y"], "id": 7}])
+        _write(
+            tmp_path / "g.json",
+            [{"query": "a", "relevant": ["x"]}, {"query": "b", "relevant": ["y"], "id": 7}],
+        )
     )
     assert [q.id for q in golden.queries] == ["0", "7"]
 
@@ -59,8 +69,15 @@ def test_optional_fields(tmp_path: Path) -> None:
     golden = load_golden(
         _write(
             tmp_path / "g.json",
-            [{"query": "a", "relevant": ["x"], "criteria": "must mention pricing",
-              "params": {"namespace": "eu"}, "metadata": {"answer": "42"}}],
+            [
+                {
+                    "query": "a",
+                    "relevant": ["x"],
+                    "criteria": "must mention pricing",
+                    "params": {"namespace": "eu"},
+                    "metadata": {"answer": "42"},
+                }
+            ],
         )
     )
     query = golden.queries[0]
@@ -143,14 +160,20 @@ def test_unknown_extension(tmp_path: Path) -> None:
 
 _doc_ids = st.one_of(st.text(max_size=3), st.integers(-1, 2))
 _values = st.one_of(
-    st.none(), st.booleans(), st.integers(-2, 3), st.floats(allow_nan=False, width=16),
-    st.text(max_size=3), st.lists(_doc_ids, max_size=3),
-    st.dictionaries(st.text(max_size=3), st.one_of(st.integers(-1, 3), st.floats(0, 2),
-                                                   st.booleans()), max_size=3),
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 3),
+    st.floats(allow_nan=False, width=16),
+    st.text(max_size=3),
+    st.lists(_doc_ids, max_size=3),
+    st.dictionaries(
+        st.text(max_size=3),
+        st.one_of(st.integers(-1, 3), st.floats(0, 2), st.booleans()),
+        max_size=3,
+    ),
 )
 _entries = st.dictionaries(
-    st.sampled_from(["id", "query", "relevant", "tags", "criteria", "params", "metadata",
-                     "extra"]),
+    st.sampled_from(["id", "query", "relevant", "tags", "criteria", "params", "metadata", "extra"]),
     _values,
     max_size=7,
 )
@@ -163,8 +186,9 @@ _entries = st.dictionaries(
 @example(entry={"query": "a", "relevant": {"d1": True}})
 @example(entry={"query": "", "relevant": ["d1"]})
 @example(entry={"query": "a", "relevant": ["d1"], "id": ""})
-def test_fast_validator_agrees_with_json_schema(entry: dict[str, Any], tmp_path_factory:
-                                                pytest.TempPathFactory) -> None:
+def test_fast_validator_agrees_with_json_schema(
+    entry: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     schema = {"$defs": golden_schema()["$defs"], "$ref": "#/$defs/query"}
     schema_ok = Draft202012Validator(schema).is_valid(entry)
     path = tmp_path_factory.mktemp("h") / "g.json"

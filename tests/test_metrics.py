@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from pytest_retrieval.metrics import (
     FAMILIES,
+    GradeMatrix,
     Metric,
     MetricNameError,
     compute,
@@ -149,6 +150,23 @@ def test_matrix_path_equals_compute() -> None:
     via_matrix = compute_from_matrix(matrix, [parse_metric(m) for m in ALL_METRICS])
     for name in ALL_METRICS:
         np.testing.assert_array_equal(direct[name], via_matrix[name])
+    # a matrix made by hand from the dense arrays (kernels find its cells themselves)
+    by_hand = GradeMatrix(matrix.grades, matrix.ideal, matrix.n_relevant, matrix.depth)
+    from_dense = compute_from_matrix(by_hand, [parse_metric(m) for m in ALL_METRICS])
+    for name in ALL_METRICS:
+        np.testing.assert_allclose(from_dense[name], via_matrix[name], rtol=0, atol=TOL)
+
+
+def test_grade_matrix_contents() -> None:
+    runs = [["x", "b", "b", "a", "z"], [], ["c"]]
+    qrels = [{"a": 2, "b": 1, "z": 0, "q": 3}, {"a": 1}, {"c": 1, "d": 3, "e": 2}]
+    matrix = grade_matrix(runs, qrels, depth=4)
+    assert matrix.depth == 4
+    # query 0 deduplicated to [x, b, a, z]; grades 0 past the end of a list
+    np.testing.assert_array_equal(matrix.grades, [[0, 1, 2, 0], [0, 0, 0, 0], [1, 0, 0, 0]])
+    np.testing.assert_array_equal(matrix.ideal, [[3, 2, 1, 0], [1, 0, 0, 0], [3, 2, 1, 0]])
+    np.testing.assert_array_equal(matrix.n_relevant, [3, 1, 3])
+    assert matrix.grades.dtype == matrix.ideal.dtype == np.float64
 
 
 # ---------------------------------------------------------------------------------------------

@@ -93,7 +93,7 @@ def read(path: Path) -> dict[str, BaselineEntry]:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
-        where = "truncated" if exc.pos >= len(text.rstrip()) else "corrupt"
+        where = "corrupt" if text.rstrip().endswith("}") else "truncated"
         raise BaselineError(
             path, f"{where} JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None

@@ -26,6 +26,7 @@ DEFAULT_MAX_DROP = 0.01
 DEFAULT_ALPHA = 0.05
 LATENCY = "latency_p95"
 WORST = 5
+TOLERANCE = 1e-9  # a drop of exactly the allowance is allowed, whatever the float rounding
 
 _DROP = re.compile(r"^\s*(?P<amount>[0-9]*\.?[0-9]+)\s*(?P<percent>%?)\s*$")
 
@@ -243,9 +244,9 @@ def _judge(
     for change in changes:
         change.p_adjusted = adjusted.get(change.metric)
         significant = change.p_adjusted is None or change.p_adjusted < alpha
-        if -change.delta > change.allowed:
+        if -change.delta > change.allowed + TOLERANCE:
             change.verdict = "regressed" if significant else "within noise"
-        elif change.delta > change.allowed:
+        elif change.delta > change.allowed + TOLERANCE:
             change.verdict = "improved"
     return changes
 
@@ -256,7 +257,7 @@ def _latency_change(
     old = float(entry.latency_p95_ms or 0.0)
     allowed = allowance.allowed(old)
     change = MetricChange(LATENCY, old, result.latency_p95_ms, allowed)
-    if result.latency_p95_ms - old > allowed:  # higher latency is worse
+    if result.latency_p95_ms - old > allowed + TOLERANCE:  # higher latency is worse
         change.verdict = "regressed"
     return change
 

@@ -121,9 +121,11 @@ class _Cells:
     grade: FloatArray
 
     @classmethod
-    def of(cls, matrix: FloatArray) -> _Cells:
+    def of(cls, matrix: FloatArray, where: IntArray | None = None) -> _Cells:
+        """The cells at the sorted flat indices ``where``; by default every non-zero cell."""
         flat = matrix.reshape(-1)
-        where = np.flatnonzero(flat)
+        if where is None:
+            where = np.flatnonzero(flat)
         row, rank = np.divmod(where, matrix.shape[1])
         return cls(row, rank, flat[where])
 
@@ -154,7 +156,7 @@ class _Relevant:
     row: IntArray
     rank: IntArray  # 0-based, ascending within a row
     precision: FloatArray  # precision at this rank: relevant docs up to it / (rank + 1)
-    first: IntArray  # (n,) rank of each row's first relevant doc, ``depth`` when none
+    first: IntArray  # (n,) rank of each row's first relevant doc, a huge number when none
 
     @classmethod
     def of(cls, cells: _Cells, n: int) -> _Relevant:
@@ -201,6 +203,7 @@ def grade_matrix(
     Rather than looking every retrieved id up in the judgments, this looks the (fewer) judged
     ids up in the ranking, then scatters their grades into the matrix.
     """
+    # One pass over the judgments (their grades, and which query each belongs to) ...
     if len(runs) != len(qrels):
         raise ValueError(f"{len(runs)} ranked lists for {len(qrels)} judged queries")
     n = len(runs)
@@ -208,29 +211,38 @@ def grade_matrix(
     total = int(lengths.sum())
     judged = np.fromiter(chain.from_iterable(map(_values, qrels)), dtype=np.float64, count=total)
     row = np.repeat(np.arange(n), lengths)
-    ideal, n_relevant = _ideal(judged, row, n, depth)
+    ideal, n_relevant, ideal_cells = _ideal(judged, row, n, depth)
     if n and not n_relevant.min() > 0:
         first = int(np.argmin(n_relevant))
         raise ValueError(f"query #{first} has no relevant document (no grade >= 1)")
+    # ... and one over the ranked lists, giving each judgment its rank.
     ranks = np.fromiter(
         chain.from_iterable(map(_judged_ranks, runs, qrels, repeat(depth))),
         dtype=np.intp,
         count=total,
     )
     found = (ranks < depth) & (judged != 0)
+    where = row[found] * depth + ranks[found]  # flat index in the matrix
     grades = np.zeros((n, depth), dtype=np.float64)
-    grades[row[found], ranks[found]] = judged[found]
-    return GradeMatrix(grades, ideal, n_relevant, depth)
+    grades.reshape(-1)[where] = judged[found]
+    matrix = GradeMatrix(grades, ideal, n_relevant, depth)
+    # The non-zero cells are at hand: spare the kernels a scan of both matrices for them
+    # (cached_property reads the instance dict first).
+    vars(matrix).update(_cells=_Cells.of(grades, np.sort(where)), _ideal_cells=ideal_cells)
+    return matrix
 
 
 def _values(qrel: Mapping[str, int]) -> Iterable[int]:
     return qrel.values()
 
 
-def _ideal(judged: FloatArray, row: IntArray, n: int, depth: int) -> tuple[FloatArray, FloatArray]:
+def _ideal(
+    judged: FloatArray, row: IntArray, n: int, depth: int
+) -> tuple[FloatArray, FloatArray, _Cells]:
     """Per query: its relevant grades sorted descending (cut at depth), and how many there are.
 
-    ``judged`` holds every judgment of every query, ``row`` the query each belongs to.
+    ``judged`` holds every judgment of every query, ``row`` the query each belongs to. Also
+    returns the non-zero cells of the ideal matrix.
     """
     relevant = judged > 0
     flat, row = judged[relevant], row[relevant]
@@ -240,9 +252,10 @@ def _ideal(judged: FloatArray, row: IntArray, n: int, depth: int) -> tuple[Float
     starts = (np.cumsum(n_relevant) - n_relevant).astype(np.intp)
     col = np.arange(flat.size) - starts[row]
     keep = col < depth
+    cells = _Cells(row[keep], col[keep], flat[keep])  # row-major: sorted by row, then col
     ideal = np.zeros((n, depth), dtype=np.float64)
-    ideal[row[keep], col[keep]] = flat[keep]
-    return ideal, n_relevant
+    ideal[cells.row, cells.rank] = cells.grade
+    return ideal, n_relevant, cells
 
 
 def _recall(m: GradeMatrix, k: int) -> FloatArray:
