@@ -236,7 +236,8 @@ def test_partial_run_does_not_update(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
-            f"*baseline NOT updated: this run is partial ({reason})*--retrieval-update-baseline=force*"
+            f"*baseline NOT updated: this run is partial ({reason})*"
+            "--retrieval-update-baseline=force*"
         ]
     )
     assert not (moded.path / "golden.json.baseline.json").exists()
