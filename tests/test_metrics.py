@@ -48,7 +48,11 @@ def trec_reference(
     pytrec_eval = pytest.importorskip("pytrec_eval")
     qids = [f"q{i}" for i in range(len(runs))]
     trec_qrels = {qid: dict(qrel) for qid, qrel in zip(qids, qrels, strict=True)}
-    exp_qrels = {qid: {d: 2**g - 1 for d, g in qrel.items()} for qid, qrel in trec_qrels.items()}
+    # gain 2**g - 1 for ndcg_exp; a negative grade stays negative (trec_eval's gain 0) and int
+    exp_qrels = {
+        qid: {d: 2**g - 1 if g > 0 else g for d, g in qrel.items()}
+        for qid, qrel in trec_qrels.items()
+    }
     deduped = [dedupe(run) for run in runs]
 
     def as_run(cut: int | None) -> dict[str, dict[str, float]]:
@@ -105,14 +109,18 @@ def assert_matches_trec(runs: Sequence[Sequence[str]], qrels: Sequence[Mapping[s
 
 
 def random_query(rng: random.Random, pool: Sequence[str]) -> tuple[list[str], dict[str, int]]:
-    """A graded judgment set (with 0 grades, >= 1 relevant) and a ranked list with duplicates,
-    unjudged docs and a length anywhere from empty to well past the largest cutoff."""
+    """A graded judgment set (grades -1 to 4, >= 1 relevant) and a ranked list with unjudged
+    docs, a length anywhere from empty to well past the largest cutoff and, for half of the
+    lists, duplicates."""
     judged = rng.sample(pool, rng.randint(1, 30))
-    qrel = {doc: rng.choice((0, 0, 1, 1, 2, 3, 4)) for doc in judged}
+    qrel = {doc: rng.choice((-1, 0, 0, 1, 1, 2, 3, 4)) for doc in judged}
     qrel[rng.choice(judged)] = rng.randint(1, 4)
     length = rng.choice((0, 1, 2, 4, 7, 12, 19, 20, 21, 35, 60))
-    source = judged + rng.sample(pool, 10) if rng.random() < 0.7 else list(pool)
-    run = [rng.choice(source) for _ in range(length)]
+    source = list(dict.fromkeys(judged + rng.sample(pool, 10))) if rng.random() < 0.7 else pool
+    if rng.random() < 0.5:
+        run = rng.sample(source, min(length, len(source)))
+    else:
+        run = [rng.choice(source) for _ in range(length)]
     return run, qrel
 
 
@@ -124,11 +132,12 @@ def test_matches_trec_eval_on_seeded_random_lists(seed: int) -> None:
     runs = [run for run, _ in queries]
     qrels = [qrel for _, qrel in queries]
     assert any(not run for run in runs) and any(len(set(run)) < len(run) for run in runs)
+    assert any(len(set(run)) == len(run) > max(KS) for run in runs)
     assert_matches_trec(runs, qrels)
 
 
 doc_ids = st.sampled_from([f"d{i}" for i in range(25)])
-judgments = st.dictionaries(doc_ids, st.integers(0, 4), min_size=1, max_size=15).filter(
+judgments = st.dictionaries(doc_ids, st.integers(-2, 4), min_size=1, max_size=15).filter(
     lambda qrel: max(qrel.values()) >= 1
 )
 query = st.tuples(st.lists(doc_ids, max_size=30), judgments)
@@ -248,6 +257,20 @@ def test_order_given_is_the_ranking() -> None:
     qrel = {"a": 1}
     assert one("mrr@5", ["a", "b", "c"], qrel) == 1.0
     assert one("mrr@5", ["c", "b", "a"], qrel) == pytest.approx(1 / 3)
+
+
+def test_negative_grade_is_not_relevant_and_gains_nothing() -> None:
+    # TREC qrels use negative grades for "judged not relevant"; trec_eval's nDCG gives them
+    # gain 0 (not a negative gain), so a negative nDCG is impossible
+    qrel = {"a": -1, "b": 1}
+    run = ["a", "b"]
+    assert one("ndcg@2", run, qrel) == pytest.approx(1 / math.log2(3), abs=TOL)
+    assert one("ndcg_exp@2", run, qrel) == pytest.approx(1 / math.log2(3), abs=TOL)
+    assert one("precision@2", run, qrel) == 0.5
+    assert one("recall@2", run, qrel) == 1.0
+    assert grade_matrix([run], [qrel], depth=2).grades.tolist() == [[0.0, 1.0]]
+    with pytest.raises(ValueError, match="no relevant document"):
+        compute(["ndcg@2"], [run], [{"a": -1}])
 
 
 def test_grade_zero_is_judged_not_relevant() -> None:

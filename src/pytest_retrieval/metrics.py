@@ -6,7 +6,8 @@ and still counts; precision divides by k; a query must have at least one relevan
 
 Every kernel works on a grade matrix ``G`` (queries x K): ``G[i, r]`` is the judged grade of
 the document at rank ``r + 1`` of query ``i`` (0 when unjudged, judged non-relevant, or past
-the end of the list). A grade >= 1 is relevant, as with trec_eval's default relevance level.
+the end of the list). A grade >= 1 is relevant, as with trec_eval's default relevance level;
+a negative grade counts as 0, as trec_eval's nDCG does.
 """
 
 from __future__ import annotations
@@ -86,18 +87,14 @@ def parse_metric(name: str) -> Metric:
 class GradeMatrix:
     """The ranked lists of a run expressed as grades, ready for every kernel.
 
-    The kernels work on the non-zero cells only (a handful per row: the judged docs that were
-    retrieved), extracted once per matrix and shared by every metric and cutoff.
+    The kernels work on the cells with a grade > 0 only (a handful per row: the relevant docs
+    that were retrieved), extracted once per matrix and shared by every metric and cutoff.
     """
 
     grades: FloatArray  # (n, K) grade at each rank, 0 past the end of the list
     ideal: FloatArray  # (n, K) judged grades sorted descending, 0-padded
     n_relevant: FloatArray  # (n,) number of docs with grade >= 1
     depth: int  # K
-
-    @property
-    def n(self) -> int:
-        return len(self.grades)
 
     @cached_property
     def _cells(self) -> _Cells:
@@ -107,27 +104,55 @@ class GradeMatrix:
     def _ideal_cells(self) -> _Cells:
         return _Cells.of(self.ideal)
 
-    @cached_property
-    def _relevant(self) -> _Relevant:
-        return _Relevant.of(self._cells, self.n)
-
 
 @dataclass(frozen=True)
 class _Cells:
-    """The non-zero cells of a grade matrix in row-major order (ranks ascending in a row)."""
+    """The cells of a grade matrix with a grade > 0, in row-major order (ranks ascending).
+
+    Everything a kernel needs of them is computed once and shared by all metrics and cutoffs.
+    """
 
     row: IntArray
     rank: IntArray  # 0-based
     grade: FloatArray
+    n: int  # rows in the matrix
 
     @classmethod
     def of(cls, matrix: FloatArray, where: IntArray | None = None) -> _Cells:
-        """The cells at the sorted flat indices ``where``; by default every non-zero cell."""
+        """The cells at the sorted flat indices ``where``; by default every cell with grade > 0."""
         flat = matrix.reshape(-1)
         if where is None:
-            where = np.flatnonzero(flat)
+            where = np.flatnonzero(flat > 0)
         row, rank = np.divmod(where, matrix.shape[1])
-        return cls(row, rank, flat[where])
+        return cls(row, rank, flat[where], len(matrix))
+
+    def hits(self, k: int) -> FloatArray:
+        """Relevant docs in the top k of each row."""
+        return np.bincount(self.row[self.rank < k], minlength=self.n).astype(np.float64)
+
+    @cached_property
+    def first(self) -> IntArray:
+        """Rank of each row's first relevant doc; a huge number for a row without one."""
+        starts = self._row_starts
+        first = np.full(self.n, np.iinfo(np.intp).max, dtype=np.intp)
+        first[self.row[starts]] = self.rank[starts]
+        return first
+
+    @cached_property
+    def precision(self) -> FloatArray:
+        """Precision at the rank of each cell: relevant docs up to it / (rank + 1)."""
+        seen = np.arange(1, self.row.size + 1)  # cells so far, over all rows ...
+        before = np.maximum.accumulate(
+            np.where(self._row_starts, seen - 1, 0)
+        )  # ... before its row
+        precision: FloatArray = (seen - before) / (self.rank + 1.0)
+        return precision
+
+    @cached_property
+    def _row_starts(self) -> NDArray[np.bool_]:
+        starts = np.ones(self.row.size, dtype=bool)
+        starts[1:] = self.row[1:] != self.row[:-1]
+        return starts
 
     @cached_property
     def _discount(self) -> FloatArray:
@@ -142,37 +167,12 @@ class _Cells:
     def _exponential(self) -> FloatArray:
         return (np.exp2(self.grade) - 1.0) * self._discount
 
-    def dcg(self, k: int, n: int, *, exponential: bool = False) -> FloatArray:
+    def dcg(self, k: int, *, exponential: bool = False) -> FloatArray:
         """DCG@k of every row, with gain ``grade`` or ``2**grade - 1``."""
         top = self.rank < k
         gains = self._exponential if exponential else self._linear
-        return np.asarray(np.bincount(self.row[top], gains[top], minlength=n), dtype=np.float64)
-
-
-@dataclass(frozen=True)
-class _Relevant:
-    """The relevant (grade >= 1) cells with what the rank-based kernels need of them."""
-
-    row: IntArray
-    rank: IntArray  # 0-based, ascending within a row
-    precision: FloatArray  # precision at this rank: relevant docs up to it / (rank + 1)
-    first: IntArray  # (n,) rank of each row's first relevant doc, a huge number when none
-
-    @classmethod
-    def of(cls, cells: _Cells, n: int) -> _Relevant:
-        relevant = cells.grade > 0
-        row, rank = cells.row[relevant], cells.rank[relevant]
-        starts = np.ones(row.size, dtype=bool)
-        starts[1:] = row[1:] != row[:-1]
-        seen = np.arange(1, row.size + 1)  # relevant cells so far, over all rows
-        before = np.maximum.accumulate(np.where(starts, seen - 1, 0))  # ... before this row
-        first = np.full(n, np.iinfo(np.intp).max, dtype=np.intp)
-        first[row[starts]] = rank[starts]
-        return cls(row, rank, (seen - before) / (rank + 1.0), first)
-
-    def hits(self, k: int, n: int) -> FloatArray:
-        """Relevant docs in the top k of each row."""
-        return np.bincount(self.row[self.rank < k], minlength=n).astype(np.float64)
+        dcg = np.bincount(self.row[top], gains[top], minlength=self.n)
+        return np.asarray(dcg, dtype=np.float64)
 
 
 def dedupe(ranked: Sequence[str]) -> list[str]:
@@ -203,10 +203,10 @@ def grade_matrix(
     Rather than looking every retrieved id up in the judgments, this looks the (fewer) judged
     ids up in the ranking, then scatters their grades into the matrix.
     """
-    # One pass over the judgments (their grades, and which query each belongs to) ...
     if len(runs) != len(qrels):
         raise ValueError(f"{len(runs)} ranked lists for {len(qrels)} judged queries")
     n = len(runs)
+    # One pass over the judgments (their grades, and which query each belongs to) ...
     lengths = np.fromiter(map(len, qrels), dtype=np.intp, count=n)
     total = int(lengths.sum())
     judged = np.fromiter(chain.from_iterable(map(_values, qrels)), dtype=np.float64, count=total)
@@ -221,12 +221,12 @@ def grade_matrix(
         dtype=np.intp,
         count=total,
     )
-    found = (ranks < depth) & (judged != 0)
+    found = (ranks < depth) & (judged > 0)
     where = row[found] * depth + ranks[found]  # flat index in the matrix
     grades = np.zeros((n, depth), dtype=np.float64)
     grades.reshape(-1)[where] = judged[found]
     matrix = GradeMatrix(grades, ideal, n_relevant, depth)
-    # The non-zero cells are at hand: spare the kernels a scan of both matrices for them
+    # The cells with a grade are at hand: spare the kernels a scan of both matrices for them
     # (cached_property reads the instance dict first).
     vars(matrix).update(_cells=_Cells.of(grades, np.sort(where)), _ideal_cells=ideal_cells)
     return matrix
@@ -242,7 +242,7 @@ def _ideal(
     """Per query: its relevant grades sorted descending (cut at depth), and how many there are.
 
     ``judged`` holds every judgment of every query, ``row`` the query each belongs to. Also
-    returns the non-zero cells of the ideal matrix.
+    returns the cells of the ideal matrix that hold a grade.
     """
     relevant = judged > 0
     flat, row = judged[relevant], row[relevant]
@@ -252,41 +252,41 @@ def _ideal(
     starts = (np.cumsum(n_relevant) - n_relevant).astype(np.intp)
     col = np.arange(flat.size) - starts[row]
     keep = col < depth
-    cells = _Cells(row[keep], col[keep], flat[keep])  # row-major: sorted by row, then col
+    cells = _Cells(row[keep], col[keep], flat[keep], n)  # row-major: by row, then col
     ideal = np.zeros((n, depth), dtype=np.float64)
     ideal[cells.row, cells.rank] = cells.grade
     return ideal, n_relevant, cells
 
 
 def _recall(m: GradeMatrix, k: int) -> FloatArray:
-    return m._relevant.hits(k, m.n) / m.n_relevant
+    return m._cells.hits(k) / m.n_relevant
 
 
 def _precision(m: GradeMatrix, k: int) -> FloatArray:
-    return m._relevant.hits(k, m.n) / k
+    return m._cells.hits(k) / k
 
 
 def _hit_rate(m: GradeMatrix, k: int) -> FloatArray:
-    return (m._relevant.hits(k, m.n) > 0).astype(np.float64)
+    return (m._cells.hits(k) > 0).astype(np.float64)
 
 
 def _mrr(m: GradeMatrix, k: int) -> FloatArray:
-    first = m._relevant.first
+    first = m._cells.first
     return np.where(first < k, 1.0 / (first + 1.0), 0.0)
 
 
 def _ndcg(m: GradeMatrix, k: int) -> FloatArray:
-    return m._cells.dcg(k, m.n) / m._ideal_cells.dcg(k, m.n)
+    return m._cells.dcg(k) / m._ideal_cells.dcg(k)
 
 
 def _ndcg_exp(m: GradeMatrix, k: int) -> FloatArray:
-    return m._cells.dcg(k, m.n, exponential=True) / m._ideal_cells.dcg(k, m.n, exponential=True)
+    return m._cells.dcg(k, exponential=True) / m._ideal_cells.dcg(k, exponential=True)
 
 
 def _map(m: GradeMatrix, k: int) -> FloatArray:
-    rel = m._relevant
-    top = rel.rank < k
-    return np.bincount(rel.row[top], rel.precision[top], minlength=m.n) / m.n_relevant
+    cells = m._cells
+    top = cells.rank < k
+    return np.bincount(cells.row[top], cells.precision[top], minlength=cells.n) / m.n_relevant
 
 
 _KERNELS: dict[str, Callable[[GradeMatrix, int], FloatArray]] = {

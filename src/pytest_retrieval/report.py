@@ -108,10 +108,12 @@ def baseline_lines(result: EvaluationResult) -> list[str]:
         lines.extend(regression_lines(result, comparison))
     weak = {m: pair for m, pair in result.power.items() if pair[0] > pair[1]}
     if weak:
-        shown = ", ".join(f"{m} {d:.3f} (allowed {a:.3f})" for m, (d, a) in list(weak.items())[:3])
+        metric, (detectable, allowed) = next(iter(weak.items()))
+        basis = "observed" if comparison is not None else "estimated"
+        more = f" (and {len(weak) - 1} more metrics)" if len(weak) > 1 else ""
         lines.append(
-            f"  power: {len(result.queries)} queries detect, with 80% power, only drops of at "
-            f"least {shown}; add queries to see smaller ones"
+            f"  power ({basis}): {len(result.queries)} queries detect a {detectable:.3f} drop "
+            f"in {metric} with 80% power, not the allowed {allowed:.3f}{more}"
         )
     return lines
 
