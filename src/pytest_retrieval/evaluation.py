@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +11,7 @@ import numpy as np
 
 from . import gate, stats
 from . import metrics as kernels
+from ._gc import frozen_heap, paused_gc
 from .gate import GateOutcome, Threshold
 from .golden import GoldenSet, load_golden
 from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, QueryRun, Retriever, run_retriever
@@ -35,6 +36,11 @@ class QueryResult:
     error: str | None = None
     duplicates: int = 0
     fingerprint: str = ""
+    #: doc id -> the LLM judge's verdict on it (``{"on_topic", "score", "grade", "reason",
+    #: "error"}``), for the top-k hits it was asked about; empty without a judge
+    judgments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: doc id -> downstream (eRAG) label in [0, 1], for the top-k hits; empty without one
+    downstream: dict[str, float] = field(default_factory=dict)
 
     @property
     def missed(self) -> list[str]:
@@ -60,6 +66,8 @@ class QueryResult:
             "error": self.error,
             "duplicates": self.duplicates,
             "fingerprint": self.fingerprint,
+            "judgments": self.judgments,
+            "downstream": self.downstream,
         }
 
 
@@ -87,6 +95,9 @@ class EvaluationResult:
     comparison: Comparison | None = None
     #: metric -> (drop detectable with 80% power, allowed drop), when the plugin gates it
     power: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: the LLM judge's run summary (model, prompt version, calls, cache hits, tokens, cost,
+    #: coverage, ungraded causes); None when no judge ran
+    judge: dict[str, Any] | None = None
 
     @property
     def regressed(self) -> bool:
@@ -152,7 +163,7 @@ class EvaluationResult:
             fingerprint=self.fingerprint,
             retriever_id=self.retriever_id,
             k=self.k,
-            base=self.queries,
+            base=[replace(q, metrics={}) for q in self.queries],
             runs=runs,
             qrels=qrels,
             wanted=wanted,
@@ -165,6 +176,10 @@ class EvaluationResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report entry (schema: ``schema/report.schema.json``)."""
+        with paused_gc():
+            return self._to_dict()
+
+    def _to_dict(self) -> dict[str, Any]:
         return {
             "golden": {
                 "name": self.golden_name,
@@ -201,6 +216,7 @@ class EvaluationResult:
                 "comparison": None if self.comparison is None else self.comparison.to_dict(),
                 "power": {name: list(pair) for name, pair in self.power.items()},
             },
+            "judge": self.judge,
             "queries": [q.to_dict() for q in self.queries],
         }
 
@@ -216,6 +232,11 @@ def _nan(value: float | None) -> float:
 
 def result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
     """Rebuild an :class:`EvaluationResult` from its report entry (``to_dict``)."""
+    with paused_gc():
+        return _result_from_dict(data)
+
+
+def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
     from .compare import Comparison
 
     baseline = data.get("baseline") or {}
@@ -232,6 +253,8 @@ def result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
             error=q["error"],
             duplicates=q["duplicates"],
             fingerprint=q.get("fingerprint", ""),
+            judgments=dict(q.get("judgments") or {}),
+            downstream=dict(q.get("downstream") or {}),
         )
         for q in data["queries"]
     ]
@@ -254,6 +277,7 @@ def result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
         baseline_note=baseline.get("note", ""),
         comparison=None if stored is None else Comparison.from_dict(stored),
         power={name: (_nan(d), _nan(a)) for name, (d, a) in baseline.get("power", {}).items()},
+        judge=data.get("judge"),
     )
 
 
@@ -296,14 +320,27 @@ def evaluate(
         _check_name(name)
     wanted = metric_names(golden_set, cutoff, metrics, chosen)
     depth = max([cutoff, *(_check_name(name).k for name in wanted)])
-    runs = run_retriever(
-        retriever,
-        golden_set.queries,
-        depth,
-        concurrency=concurrency,
-        timeout=timeout,
-        progress=progress,
-    )
+    with frozen_heap():
+        runs = run_retriever(
+            retriever,
+            golden_set.queries,
+            depth,
+            concurrency=concurrency,
+            timeout=timeout,
+            progress=progress,
+        )
+    with paused_gc():
+        return _score(golden_set, runs, retriever_id, cutoff, wanted, chosen)
+
+
+def _score(
+    golden_set: GoldenSet,
+    runs: Sequence[QueryRun],
+    retriever_id: str,
+    cutoff: int,
+    wanted: Sequence[str],
+    chosen: Sequence[Threshold],
+) -> EvaluationResult:
     base = [
         QueryResult(
             id=q.id,
@@ -355,22 +392,10 @@ def _aggregate(
 ) -> EvaluationResult:
     per_query = kernels.compute(wanted, runs, qrels)
     intervals, method = stats.bootstrap_ci(per_query)
-    columns = {metric: values.tolist() for metric, values in per_query.items()}
-    queries = [
-        QueryResult(
-            id=q.id,
-            query=q.query,
-            tags=q.tags,
-            relevant=q.relevant,
-            returned=q.returned,
-            metrics={metric: columns[metric][i] for metric in wanted},
-            latency_ms=q.latency_ms,
-            error=q.error,
-            duplicates=q.duplicates,
-            fingerprint=q.fingerprint,
-        )
-        for i, q in enumerate(base)
-    ]
+    columns = [(metric, values.tolist()) for metric, values in per_query.items()]
+    for i, q in enumerate(base):  # base is ours to fill: fresh from evaluate or copied
+        q.metrics = {metric: column[i] for metric, column in columns}
+    queries = list(base)
     by_tag: dict[str, list[int]] = {}
     for i, q in enumerate(base):
         for tag in q.tags:

@@ -29,6 +29,8 @@ from pydantic import (
     model_validator,
 )
 
+from ._gc import paused_gc
+
 DEFAULT_K = 10
 SCHEMA_FILE = "golden.schema.json"
 
@@ -173,7 +175,11 @@ def load_golden(path: str | Path, *, require_relevant: bool = True) -> GoldenSet
     ``require_relevant=False`` accepts entries without ``relevant`` (open queries, only
     useful to an LLM judge). Raises :class:`GoldenError` naming the file, place and fix.
     """
-    source = Path(path)
+    with paused_gc():
+        return _load_any(Path(path), require_relevant)
+
+
+def _load_any(source: Path, require_relevant: bool) -> GoldenSet:
     if not source.exists():
         raise GoldenError(
             source, "", "no such file or folder", "check the path given to --retrieval-golden"

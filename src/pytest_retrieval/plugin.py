@@ -571,9 +571,14 @@ def pytest_runtest_makereport(
     report = yield
     results = item.stash.get(RESULTS, [])
     if call.when == "call" and results:
-        report.retrieval = [  # type: ignore[attr-defined]
-            dict(result.to_dict(), nodeid=item.nodeid) for result in results
-        ]
+        if _is_worker(item.config):  # xdist ships reports as JSON to the controller
+            report.retrieval = [  # type: ignore[attr-defined]
+                dict(result.to_dict(), nodeid=item.nodeid) for result in results
+            ]
+        else:  # same process: hand over the objects, no round trip through dicts
+            report.retrieval_results = [  # type: ignore[attr-defined]
+                (item.nodeid, result) for result in results
+            ]
     if (
         call.when == "setup"
         and isinstance(item, pytest.Function)
@@ -681,20 +686,31 @@ class Reporter:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.payloads: list[dict[str, Any]] = []
+        self.received: list[tuple[str, EvaluationResult | dict[str, Any]]] = []
         self.notes: list[str] = []  # printed at the end of the summary section
+        self._results: list[EvaluationResult] | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.payloads.extend(getattr(report, "retrieval", None) or [])
+        payloads = getattr(report, "retrieval", None) or []
+        self.received.extend((p["nodeid"], p) for p in payloads)
+        self.received.extend(getattr(report, "retrieval_results", None) or [])
+        if payloads or getattr(report, "retrieval_results", None):
+            self._results = None
 
     def results(self) -> list[EvaluationResult]:
+        """Every evaluation of the session, in node id order (stable under xdist)."""
         from .evaluation import EvaluationResult
 
-        ordered = sorted(self.payloads, key=lambda p: p["nodeid"])
-        return [EvaluationResult.from_dict(p) for p in ordered]
+        if self._results is None:
+            ordered = sorted(self.received, key=lambda pair: pair[0])
+            self._results = [
+                r if isinstance(r, EvaluationResult) else EvaluationResult.from_dict(r)
+                for _, r in ordered
+            ]
+        return self._results
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if not self.payloads and not self.notes:
+        if not self.received and not self.notes:
             return
         from .compare import ab_groups
         from .report import ab_lines, summary_lines
@@ -714,7 +730,7 @@ class Reporter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.config.option.collectonly or not self.payloads:
+        if self.config.option.collectonly or not self.received:
             return
         state = self.config.stash[STATE]
         if state.settings.update is not None:
