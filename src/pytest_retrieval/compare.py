@@ -177,7 +177,8 @@ def compare_to_baseline(
         for qid in set(current) & set(entry.queries)
         if current[qid].fingerprint != entry.queries[qid].fingerprint
     )
-    common = [qid for qid in current if qid in entry.queries and qid not in set(rejudged)]
+    changed = set(rejudged)
+    common = [qid for qid in current if qid in entry.queries and qid not in changed]
     comparison = Comparison(
         reference=reference,
         n_common=len(common),

@@ -98,6 +98,8 @@ class EvaluationResult:
     #: the LLM judge's run summary (model, prompt version, calls, cache hits, tokens, cost,
     #: coverage, ungraded causes); None when no judge ran
     judge: dict[str, Any] | None = None
+    #: the full golden set's size when only a ``--retrieval-sample`` of it ran
+    sampled_from: int | None = None
 
     @property
     def regressed(self) -> bool:
@@ -152,6 +154,11 @@ class EvaluationResult:
 
     def with_metrics(self, names: Sequence[str]) -> EvaluationResult:
         """A copy with more metrics, from the stored rankings (no retriever calls)."""
+        result = self._rescored(names)
+        result.sampled_from, result.judge = self.sampled_from, self.judge
+        return result
+
+    def _rescored(self, names: Sequence[str]) -> EvaluationResult:
         runs = [q.returned for q in self.queries]
         qrels = [q.relevant for q in self.queries]
         wanted = sorted(
@@ -217,6 +224,7 @@ class EvaluationResult:
                 "power": {name: list(pair) for name, pair in self.power.items()},
             },
             "judge": self.judge,
+            "sampled_from": self.sampled_from,
             "queries": [q.to_dict() for q in self.queries],
         }
 
@@ -278,6 +286,7 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
         comparison=None if stored is None else Comparison.from_dict(stored),
         power={name: (_nan(d), _nan(a)) for name, (d, a) in baseline.get("power", {}).items()},
         judge=data.get("judge"),
+        sampled_from=data.get("sampled_from"),
     )
 
 
@@ -356,7 +365,7 @@ def _score(
         )
         for q, run in zip(golden_set.queries, runs, strict=True)
     ]
-    return _aggregate(
+    result = _aggregate(
         name=golden_set.name,
         source=golden_set.source,
         fingerprint=golden_set.fingerprint,
@@ -368,6 +377,8 @@ def _score(
         wanted=wanted,
         thresholds=chosen,
     )
+    result.sampled_from = golden_set.sampled_from
+    return result
 
 
 def _check_name(name: str) -> kernels.Metric:

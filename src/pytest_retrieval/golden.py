@@ -132,6 +132,37 @@ class GoldenSet(BaseModel):
     thresholds: dict[str, float] = Field(default_factory=dict)
     max_drop: dict[str, float | str] = Field(default_factory=dict)
     corpus: str | None = None
+    #: size of the full set when this is a ``--retrieval-sample`` of it (None: the full set)
+    sampled_from: int | None = None
+
+    def sample(self, n: int, seed: int = 0) -> GoldenSet:
+        """``n`` queries drawn without replacement, stratified by first tag, in golden order.
+
+        Each tag's share is kept (largest remainder), so a sample of a set that is 10% "errors"
+        is 10% "errors"; the same seed gives the same sample on every machine.
+        """
+        if n >= len(self.queries):
+            return self
+        import random
+
+        strata: dict[str, list[int]] = {}
+        for index, query in enumerate(self.queries):
+            strata.setdefault(query.tags[0] if query.tags else "", []).append(index)
+        total = len(self.queries)
+        exact = {tag: n * len(rows) / total for tag, rows in strata.items()}
+        quota = {tag: int(share) for tag, share in exact.items()}
+        by_remainder = sorted(exact, key=lambda tag: (quota[tag] - exact[tag], tag))
+        for tag in by_remainder[: n - sum(quota.values())]:
+            quota[tag] += 1
+        rng = random.Random(seed)
+        chosen = sorted(
+            index
+            for tag, rows in sorted(strata.items())
+            for index in rng.sample(rows, quota[tag])
+        )
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        fields.update(queries=tuple(self.queries[i] for i in chosen), sampled_from=total)
+        return type(self).model_construct(**fields)  # not model_copy: it keeps cached hashes
 
     @cached_property
     def query_fingerprints(self) -> dict[str, str]:

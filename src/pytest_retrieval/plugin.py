@@ -11,15 +11,21 @@ only process that prints summaries and writes the JSON report.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import os
 from collections.abc import Callable, Generator, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
+    DEFAULT_FIXTURE,
+    Settings,
+    pytest_addoption,
+    settings_from_config,
+)
 
 if TYPE_CHECKING:
     from .baseline import BaselineEntry
@@ -27,217 +33,6 @@ if TYPE_CHECKING:
     from .evaluation import EvaluationResult
     from .gate import Threshold
     from .golden import GoldenSet
-
-DEFAULT_FIXTURE = "retriever"
-DEFAULT_CONCURRENCY = 8
-
-
-# ---------------------------------------------------------------------------- options
-
-
-def _threshold_arg(text: str) -> str:
-    from .gate import ThresholdError, parse_assignment
-
-    try:
-        parse_assignment(text, "--retrieval-threshold")
-    except ThresholdError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _metric_arg(text: str) -> str:
-    from .metrics import MetricNameError, parse_metric
-
-    try:
-        return parse_metric(text).name
-    except MetricNameError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _max_drop_arg(text: str) -> str:
-    from .compare import AllowanceError, parse_assignment
-
-    try:
-        parse_assignment(text, "--retrieval-max-drop")
-    except AllowanceError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _alpha_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a significance level in (0, 1] (1 turns the test off)"
-        )
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
-    return value
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("retrieval", "retrieval evaluation (pytest-retrieval)")
-    group.addoption(
-        "--retrieval-golden",
-        action="append",
-        metavar="PATH",
-        default=None,
-        help="golden set to evaluate the retriever fixture on (.json, .jsonl, BEIR folder, "
-        "TREC qrels); repeatable. ini: retrieval_golden",
-    )
-    group.addoption(
-        "--retrieval-threshold",
-        action="append",
-        metavar="METRIC=VALUE",
-        type=_threshold_arg,
-        default=None,
-        help="minimum for a metric, e.g. recall@10=0.8 or recall@10[errors]=0.7 (tag); "
-        "repeatable; wins over ini, marker and golden file",
-    )
-    group.addoption(
-        "--retrieval-metric",
-        action="append",
-        metavar="METRIC",
-        type=_metric_arg,
-        default=None,
-        help="extra metric to compute and show, e.g. ndcg_exp@20; repeatable",
-    )
-    group.addoption(
-        "--retrieval-k",
-        type=_positive_int,
-        metavar="K",
-        default=None,
-        help="default cutoff k (overrides the golden file's k)",
-    )
-    group.addoption(
-        "--retrieval-concurrency",
-        type=_positive_int,
-        metavar="N",
-        default=None,
-        help=f"retriever calls in flight at once (default {DEFAULT_CONCURRENCY}). "
-        "ini: retrieval_concurrency",
-    )
-    group.addoption(
-        "--retrieval-timeout",
-        type=_positive_float,
-        metavar="SECONDS",
-        default=None,
-        help="per-call timeout for the retriever (default: none). ini: retrieval_timeout",
-    )
-    group.addoption(
-        "--retrieval-report",
-        metavar="PATH",
-        default=None,
-        help="write a JSON report of every evaluation (metrics, CIs, per-query results). "
-        "ini: retrieval_report",
-    )
-    group.addoption(
-        "--retrieval-baseline",
-        metavar="PATH",
-        default=None,
-        help="baseline file to compare with and update (default: <golden>.baseline.json "
-        "beside each golden set). ini: retrieval_baseline",
-    )
-    group.addoption(
-        "--retrieval-update-baseline",
-        nargs="?",
-        const="safe",
-        choices=["safe", "force"],
-        default=None,
-        help="record this run as the baseline (refused on a partial run or failed retriever "
-        "calls unless =force)",
-    )
-    group.addoption(
-        "--retrieval-max-drop",
-        action="append",
-        metavar="METRIC=DROP",
-        type=_max_drop_arg,
-        default=None,
-        help="allowed drop against the baseline, absolute (recall@10=0.01) or relative "
-        f"(ndcg@10=2%%, latency_p95=20%%); repeatable; default {0.01} for every metric",
-    )
-    group.addoption(
-        "--retrieval-alpha",
-        type=_alpha_arg,
-        metavar="ALPHA",
-        default=None,
-        help="significance level of the paired test a regression must pass (default 0.05; "
-        "1 turns it off). ini: retrieval_alpha",
-    )
-    group.addoption(
-        "--retrieval-compare-to",
-        metavar="RETRIEVER_ID",
-        default=None,
-        help="in an A/B run, the retriever the others are compared with (default: first)",
-    )
-    parser.addini("retrieval_golden", "golden sets to evaluate", type="paths", default=[])
-    parser.addini("retrieval_baseline", "baseline file path", default="")
-    parser.addini(
-        "retrieval_max_drop",
-        "METRIC=DROP lines, e.g. recall@10=0.01",
-        type="linelist",
-        default=[],
-    )
-    parser.addini("retrieval_alpha", "significance level for regressions", default="")
-    parser.addini(
-        "retrieval_thresholds",
-        "METRIC=VALUE lines, e.g. recall@10=0.8",
-        type="linelist",
-        default=[],
-    )
-    parser.addini(
-        "retrieval_fixture",
-        f"name of the retriever fixture (default {DEFAULT_FIXTURE})",
-        default=DEFAULT_FIXTURE,
-    )
-    parser.addini("retrieval_concurrency", "retriever calls in flight at once", default="")
-    parser.addini("retrieval_timeout", "per-call retriever timeout in seconds", default="")
-    parser.addini("retrieval_report", "path of the JSON report", default="")
-
-
-# ---------------------------------------------------------------------------- settings
-
-
-@dataclass
-class Settings:
-    """Everything the options and ini say, resolved once (CLI > ini > built-in default)."""
-
-    goldens: list[Path]
-    fixture: str
-    concurrency: int
-    timeout: float | None
-    k: int | None
-    metrics: list[str]
-    ini_thresholds: list[str]
-    cli_thresholds: list[str]
-    report: Path | None
-    baseline: Path | None
-    update: str | None  # None, "safe" or "force"
-    ini_max_drops: list[str]
-    cli_max_drops: list[str]
-    alpha: float
-    compare_to: str | None
 
 
 @dataclass
@@ -270,77 +65,22 @@ REPORTER = "retrieval-reporter"
 RESULTS = pytest.StashKey[list["EvaluationResult"]]()
 
 
-def _ini_number(config: pytest.Config, name: str, kind: Callable[[str], Any]) -> Any:
-    raw = str(config.getini(name)).strip()
-    if not raw:
-        return None
-    try:
-        return kind(raw)
-    except argparse.ArgumentTypeError as exc:
-        raise pytest.UsageError(f"ini option {name} = {raw!r}: {exc}") from None
-
-
-def _resolve(config: pytest.Config, path: str, from_cli: bool) -> Path | None:
-    """A path from the command line is relative to where pytest was started; from ini, to
-    the ini file's folder."""
-    if not path:
-        return None
-    base = (
-        config.invocation_params.dir
-        if from_cli
-        else (config.inipath.parent if config.inipath else config.rootpath)
-    )
-    return base / path
-
-
-def _settings(config: pytest.Config) -> Settings:
-    cli_goldens = config.getoption("retrieval_golden") or []
-    goldens = [
-        Path(p) if Path(p).is_absolute() else config.invocation_params.dir / p for p in cli_goldens
-    ] or list(config.getini("retrieval_golden"))
-    concurrency = config.getoption("retrieval_concurrency") or _ini_number(
-        config, "retrieval_concurrency", _positive_int
-    )
-    timeout = config.getoption("retrieval_timeout") or _ini_number(
-        config, "retrieval_timeout", _positive_float
-    )
-    report = config.getoption("retrieval_report") or str(config.getini("retrieval_report"))
-    baseline = config.getoption("retrieval_baseline") or str(config.getini("retrieval_baseline"))
-    alpha = config.getoption("retrieval_alpha") or _ini_number(
-        config, "retrieval_alpha", _alpha_arg
-    )
-    return Settings(
-        goldens=goldens,
-        fixture=str(config.getini("retrieval_fixture")).strip() or DEFAULT_FIXTURE,
-        concurrency=concurrency or DEFAULT_CONCURRENCY,
-        timeout=timeout,
-        k=config.getoption("retrieval_k"),
-        metrics=config.getoption("retrieval_metric") or [],
-        ini_thresholds=list(config.getini("retrieval_thresholds")),
-        cli_thresholds=config.getoption("retrieval_threshold") or [],
-        report=Path(report) if report else None,
-        baseline=_resolve(config, baseline, bool(config.getoption("retrieval_baseline"))),
-        update=config.getoption("retrieval_update_baseline"),
-        ini_max_drops=list(config.getini("retrieval_max_drop")),
-        cli_max_drops=config.getoption("retrieval_max_drop") or [],
-        alpha=alpha or 0.05,
-        compare_to=config.getoption("retrieval_compare_to"),
-    )
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "retrieval(golden=PATH, thresholds={...}, metrics=[...], k=N): settings for the "
         "retrieval_eval fixture in this test",
     )
-    settings = _settings(config)
+    settings = settings_from_config(config)
     state = SessionState(settings)
     config.stash[STATE] = state
     if settings.ini_thresholds:
         _ini_layer(settings)  # fail fast on a bad ini line
     for path in settings.goldens:  # usage errors surface here, before any worker starts
-        golden = state.goldens[path] = _load(path)
+        golden = _load(path)
+        if settings.sample is not None:
+            golden = golden.sample(settings.sample, settings.sample_seed)
+        state.goldens[path] = golden
         _thresholds(settings, golden)
         _allowances(settings, golden)
         if settings.update is None:
@@ -485,7 +225,8 @@ def _run(
     from .gate import ThresholdError
 
     settings = state.settings
-
+    chosen_id = retriever_id or _retriever_id(request, settings.fixture)
+    printer = _progress_printer(request.config, f"{golden.name} [{chosen_id}]")
     try:
         result = evaluate(
             retriever,
@@ -495,14 +236,75 @@ def _run(
             k=k or settings.k,
             concurrency=settings.concurrency,
             timeout=settings.timeout,
-            retriever_id=retriever_id or _retriever_id(request, settings.fixture),
+            retriever_id=chosen_id,
+            progress=None if printer is None else printer.queries,
         )
         result.gate()  # a tag threshold naming an unknown tag fails here, clearly
     except (TypeError, ThresholdError) as exc:
         pytest.fail(f"{golden.source}: {exc}", pytrace=False)
     _attach_baseline(result, golden, state, (marker or {}).get("max_drop"))
-    request.node.stash.setdefault(RESULTS, []).append(result)
+    results = request.node.stash.setdefault(RESULTS, [])
+    results.append(result)
+    _record_properties(request.node, result, len(results))
     return result
+
+
+def _record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> None:
+    """Metrics as JUnit ``<property>`` elements (``--junitxml``), like ``record_property``;
+    ``user_properties`` travel with the report, so this works under xdist too."""
+    prefix = "retrieval." if nth == 1 else f"retrieval.{nth}."
+    properties: list[tuple[str, object]] = [
+        (prefix + "golden", result.golden_name),
+        (prefix + "retriever", result.retriever_id),
+        (prefix + "queries", len(result.queries)),
+    ]
+    properties += [(prefix + name, round(value, 6)) for name, value in result.metrics.items()]
+    for change in result.comparison.changes if result.comparison else []:
+        properties.append((f"{prefix}{change.metric}.baseline", round(change.baseline, 6)))
+        properties.append((f"{prefix}{change.metric}.verdict", change.verdict))
+    properties.append((prefix + "latency_p95_ms", round(result.latency_p95_ms, 3)))
+    properties.append((prefix + "passed", result.passed and not result.regressed))
+    node.user_properties.extend(properties)
+
+
+def _progress_printer(config: pytest.Config, label: str) -> _Progress | None:
+    """Live progress for this evaluation, or None (``--retrieval-progress off``, an xdist
+    worker whose output nobody sees, or no terminal reporter)."""
+    mode = config.stash[STATE].settings.progress
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if mode == "off" or _is_worker(config) or reporter is None:
+        return None
+    return _Progress(
+        config, reporter, label, live=reporter.isatty() if mode == "auto" else mode == "live"
+    )
+
+
+class _Progress:
+    """Writes progress past pytest's output capturing, on lines of its own."""
+
+    def __init__(self, config: pytest.Config, reporter: Any, label: str, live: bool) -> None:
+        from .progress import ProgressPrinter
+
+        self.reporter = reporter
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
+        self.printer = ProgressPrinter(label, self._write, live=live)
+        self.started = False
+
+    def _write(self, text: str) -> None:
+        from contextlib import nullcontext
+
+        suspended = self.capture.global_and_fixture_disabled() if self.capture else nullcontext()
+        with suspended:
+            if not self.started:
+                self.reporter.ensure_newline()
+                self.started = True
+            self.reporter._tw.write(text, flush=True)
+
+    def queries(self, done: int, total: int) -> None:
+        self.printer.update("queries", done, total)
+
+    def judge(self, done: int, total: int, detail: str = "") -> None:
+        self.printer.update("judge", done, total, detail)
 
 
 def _attach_baseline(
@@ -524,6 +326,9 @@ def _attach_baseline(
     else:
         entry = state.baseline_entries(path).get(entry_key(golden.name, result.retriever_id))
         result.baseline_note = "missing" if entry is None else ""
+        if entry is not None and golden.sampled_from is not None:  # the rest is not "removed"
+            ids = golden.query_fingerprints
+            entry = replace(entry, queries={q: v for q, v in entry.queries.items() if q in ids})
     if entry is not None:
         result.comparison = compare_to_baseline(
             result,
@@ -754,6 +559,7 @@ class Reporter:
                 ("--lf", getattr(option, "lf", False)),
                 ("--sw", getattr(option, "stepwise", False)),
                 ("--deselect", getattr(option, "deselect", None)),
+                ("--retrieval-sample", state.settings.sample),
             ]
             if used
         ]

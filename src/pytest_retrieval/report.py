@@ -38,7 +38,10 @@ def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
 
 
 def title(result: EvaluationResult) -> str:
-    return f"{result.golden_name} [{result.retriever_id}] · {len(result.queries)} queries"
+    size = f"{len(result.queries)} queries"
+    if result.sampled_from is not None:
+        size = f"sample of {len(result.queries)} of {result.sampled_from} queries"
+    return f"{result.golden_name} [{result.retriever_id}] · {size}"
 
 
 def metric_table(result: EvaluationResult, outcomes: Sequence[GateOutcome]) -> list[str]:
@@ -82,6 +85,11 @@ def summary_lines(result: EvaluationResult) -> list[str]:
         )
     if result.errors:
         lines.append(f"  {len(result.errors)} retriever calls failed (scored 0)")
+    if result.sampled_from is not None:
+        lines.append(
+            "  a sample (--retrieval-sample): a quick check, not the full gate; "
+            "baselines are never updated from it"
+        )
     lines.extend(baseline_lines(result))
     verdict = "PASSED" if result.passed and not result.regressed else "FAILED"
     lines.append(f"  verdict: {verdict}")

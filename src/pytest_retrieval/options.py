@@ -1,0 +1,535 @@
+"""Command-line options and ini keys, validated and resolved once into :class:`Settings`.
+
+Validators run at argument-parsing time, so a bad value is an argparse-style usage error
+(exit 4) naming the option, never a failure deep inside a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DEFAULT_FIXTURE = "retriever"
+DEFAULT_CONCURRENCY = 8
+DEFAULT_JUDGE_MODEL = "gpt-4.1-mini"
+
+
+# ---------------------------------------------------------------------------- options
+
+
+def _threshold_arg(text: str) -> str:
+    from .gate import ThresholdError, parse_assignment
+
+    try:
+        parse_assignment(text, "--retrieval-threshold")
+    except ThresholdError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _metric_arg(text: str) -> str:
+    from .metrics import MetricNameError, parse_metric
+
+    try:
+        return parse_metric(text).name
+    except MetricNameError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _max_drop_arg(text: str) -> str:
+    from .compare import AllowanceError, parse_assignment
+
+    try:
+        parse_assignment(text, "--retrieval-max-drop")
+    except AllowanceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _alpha_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a significance level in (0, 1] (1 turns the test off)"
+        )
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number between 0 and 1")
+    return value
+
+
+def _existing_file(text: str) -> str:
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+    return text
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("retrieval", "retrieval evaluation (pytest-retrieval)")
+    group.addoption(
+        "--retrieval-golden",
+        action="append",
+        metavar="PATH",
+        default=None,
+        help="golden set to evaluate the retriever fixture on (.json, .jsonl, BEIR folder, "
+        "TREC qrels); repeatable. ini: retrieval_golden",
+    )
+    group.addoption(
+        "--retrieval-threshold",
+        action="append",
+        metavar="METRIC=VALUE",
+        type=_threshold_arg,
+        default=None,
+        help="minimum for a metric, e.g. recall@10=0.8 or recall@10[errors]=0.7 (tag); "
+        "repeatable; wins over ini, marker and golden file",
+    )
+    group.addoption(
+        "--retrieval-metric",
+        action="append",
+        metavar="METRIC",
+        type=_metric_arg,
+        default=None,
+        help="extra metric to compute and show, e.g. ndcg_exp@20; repeatable",
+    )
+    group.addoption(
+        "--retrieval-k",
+        type=_positive_int,
+        metavar="K",
+        default=None,
+        help="default cutoff k (overrides the golden file's k)",
+    )
+    group.addoption(
+        "--retrieval-concurrency",
+        type=_positive_int,
+        metavar="N",
+        default=None,
+        help=f"retriever calls in flight at once (default {DEFAULT_CONCURRENCY}). "
+        "ini: retrieval_concurrency",
+    )
+    group.addoption(
+        "--retrieval-timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        default=None,
+        help="per-call timeout for the retriever (default: none). ini: retrieval_timeout",
+    )
+    group.addoption(
+        "--retrieval-report",
+        metavar="PATH",
+        default=None,
+        help="write a JSON report of every evaluation (metrics, CIs, per-query results). "
+        "ini: retrieval_report",
+    )
+    group.addoption(
+        "--retrieval-baseline",
+        metavar="PATH",
+        default=None,
+        help="baseline file to compare with and update (default: <golden>.baseline.json "
+        "beside each golden set). ini: retrieval_baseline",
+    )
+    group.addoption(
+        "--retrieval-update-baseline",
+        nargs="?",
+        const="safe",
+        choices=["safe", "force"],
+        default=None,
+        help="record this run as the baseline (refused on a partial run or failed retriever "
+        "calls unless =force)",
+    )
+    group.addoption(
+        "--retrieval-max-drop",
+        action="append",
+        metavar="METRIC=DROP",
+        type=_max_drop_arg,
+        default=None,
+        help="allowed drop against the baseline, absolute (recall@10=0.01) or relative "
+        f"(ndcg@10=2%%, latency_p95=20%%); repeatable; default {0.01} for every metric",
+    )
+    group.addoption(
+        "--retrieval-alpha",
+        type=_alpha_arg,
+        metavar="ALPHA",
+        default=None,
+        help="significance level of the paired test a regression must pass (default 0.05; "
+        "1 turns it off). ini: retrieval_alpha",
+    )
+    group.addoption(
+        "--retrieval-compare-to",
+        metavar="RETRIEVER_ID",
+        default=None,
+        help="in an A/B run, the retriever the others are compared with (default: first)",
+    )
+    group.addoption(
+        "--retrieval-markdown",
+        metavar="PATH",
+        default=None,
+        help="write a GitHub-flavoured Markdown summary (also appended to $GITHUB_STEP_SUMMARY "
+        "when set). ini: retrieval_markdown",
+    )
+    group.addoption(
+        "--retrieval-html",
+        metavar="PATH",
+        default=None,
+        help="write a self-contained HTML report with plots and a per-query table. "
+        "ini: retrieval_html",
+    )
+    group.addoption(
+        "--retrieval-sample",
+        type=_positive_int,
+        metavar="N",
+        default=None,
+        help="evaluate a seeded sample of N queries, stratified by tag (a fast local check; "
+        "never updates a baseline)",
+    )
+    group.addoption(
+        "--retrieval-sample-seed",
+        type=int,
+        metavar="SEED",
+        default=0,
+        help="seed of --retrieval-sample (default 0)",
+    )
+    group.addoption(
+        "--retrieval-progress",
+        choices=["auto", "live", "lines", "off"],
+        default="auto",
+        help="progress of long evaluations: live line on a terminal, plain lines in CI logs "
+        "(auto picks by whether the output is a terminal)",
+    )
+    _add_judge_options(group)
+    parser.addini("retrieval_golden", "golden sets to evaluate", type="paths", default=[])
+    parser.addini("retrieval_markdown", "path of the Markdown summary", default="")
+    parser.addini("retrieval_html", "path of the HTML report", default="")
+    parser.addini("retrieval_judge_model", "LLM judge model", default="")
+    parser.addini("retrieval_judge_cache", "LLM judge cache folder", default="")
+    parser.addini("retrieval_baseline", "baseline file path", default="")
+    parser.addini(
+        "retrieval_max_drop",
+        "METRIC=DROP lines, e.g. recall@10=0.01",
+        type="linelist",
+        default=[],
+    )
+    parser.addini("retrieval_alpha", "significance level for regressions", default="")
+    parser.addini(
+        "retrieval_thresholds",
+        "METRIC=VALUE lines, e.g. recall@10=0.8",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "retrieval_fixture",
+        f"name of the retriever fixture (default {DEFAULT_FIXTURE})",
+        default=DEFAULT_FIXTURE,
+    )
+    parser.addini("retrieval_concurrency", "retriever calls in flight at once", default="")
+    parser.addini("retrieval_timeout", "per-call retriever timeout in seconds", default="")
+    parser.addini("retrieval_report", "path of the JSON report", default="")
+
+
+def _add_judge_options(group: Any) -> None:
+    group.addoption(
+        "--retrieval-judge",
+        action="store_true",
+        default=False,
+        help="grade the returned hits with an LLM judge: on-topic rate otr@k (needs "
+        "OPENAI_API_KEY, Azure OpenAI variables, or --retrieval-judge-base-url)",
+    )
+    group.addoption(
+        "--retrieval-judge-model",
+        metavar="MODEL",
+        default=None,
+        help=f"judge model (default {DEFAULT_JUDGE_MODEL}). ini: retrieval_judge_model",
+    )
+    group.addoption(
+        "--retrieval-judge-base-url",
+        metavar="URL",
+        default=None,
+        help="OpenAI-compatible endpoint (vLLM, Ollama, ...); default $OPENAI_BASE_URL",
+    )
+    group.addoption(
+        "--retrieval-judge-scale",
+        choices=["binary", "0-3"],
+        default="binary",
+        help="binary on-topic verdicts (otr@k), or 0-3 grades that add llm_ndcg@k, llm_mrr@k, "
+        "llm_precision@k",
+    )
+    group.addoption(
+        "--retrieval-judge-min-score",
+        type=_fraction,
+        metavar="SCORE",
+        default=0.5,
+        help="a hit is on topic when the judge says yes with at least this score (default 0.5)",
+    )
+    group.addoption(
+        "--retrieval-judge-min-coverage",
+        type=_fraction,
+        metavar="FRACTION",
+        default=0.95,
+        help="fail when fewer of the hits than this were graded (default 0.95)",
+    )
+    group.addoption(
+        "--retrieval-judge-concurrency",
+        type=_positive_int,
+        metavar="N",
+        default=16,
+        help="judge requests in flight at once (default 16)",
+    )
+    group.addoption(
+        "--retrieval-judge-timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        default=60.0,
+        help="timeout of one judge request (default 60)",
+    )
+    group.addoption(
+        "--retrieval-judge-max-wait",
+        type=_positive_float,
+        metavar="SECONDS",
+        default=300.0,
+        help="longest Retry-After the judge honours before giving a pair up (default 300)",
+    )
+    group.addoption(
+        "--retrieval-judge-cache",
+        metavar="DIR",
+        default=None,
+        help="verdict cache folder (default: under pytest's cache dir). ini: retrieval_judge_cache",
+    )
+    group.addoption(
+        "--retrieval-judge-no-cache",
+        action="store_true",
+        default=False,
+        help="neither read nor write the verdict cache",
+    )
+    group.addoption(
+        "--retrieval-judge-cache-only",
+        action="store_true",
+        default=False,
+        help="offline: use cached verdicts only, never call the judge (uncached hits count "
+        "as ungraded); for pre-commit",
+    )
+    group.addoption(
+        "--retrieval-judge-max-calls",
+        type=_positive_int,
+        metavar="N",
+        default=None,
+        help="stop calling the judge after N requests (the rest count as ungraded)",
+    )
+    group.addoption(
+        "--retrieval-judge-max-tokens",
+        type=_positive_int,
+        metavar="N",
+        default=None,
+        help="stop calling the judge once N tokens (prompt + completion) were spent",
+    )
+    group.addoption(
+        "--retrieval-judge-prompt",
+        type=_existing_file,
+        metavar="FILE",
+        default=None,
+        help="your own judge instructions (system message); versioned by content hash",
+    )
+    group.addoption(
+        "--retrieval-judge-text-budget",
+        type=_positive_int,
+        metavar="CHARS",
+        default=4000,
+        help="documents longer than this are cut before judging (default 4000 characters)",
+    )
+    group.addoption(
+        "--retrieval-judge-validate",
+        type=_existing_file,
+        metavar="LABELS",
+        default=None,
+        help="human-labelled (query, doc, on_topic) pairs: report the judge's accuracy and "
+        "Cohen's kappa against them",
+    )
+
+
+# ---------------------------------------------------------------------------- settings
+
+
+@dataclass
+class Settings:
+    """Everything the options and ini say, resolved once (CLI > ini > built-in default)."""
+
+    goldens: list[Path]
+    fixture: str
+    concurrency: int
+    timeout: float | None
+    k: int | None
+    metrics: list[str]
+    ini_thresholds: list[str]
+    cli_thresholds: list[str]
+    report: Path | None
+    baseline: Path | None
+    update: str | None  # None, "safe" or "force"
+    ini_max_drops: list[str]
+    cli_max_drops: list[str]
+    alpha: float
+    compare_to: str | None
+    markdown: Path | None = None
+    html: Path | None = None
+    sample: int | None = None
+    sample_seed: int = 0
+    progress: str = "auto"
+    judge: JudgeSettings | None = None
+
+
+@dataclass
+class JudgeSettings:
+    """The LLM judge's options; present only with ``--retrieval-judge``."""
+
+    model: str
+    base_url: str | None
+    scale: str
+    min_score: float
+    min_coverage: float
+    concurrency: int
+    timeout: float
+    max_wait: float
+    cache_dir: Path | None  # None: no cache
+    cache_only: bool
+    max_calls: int | None
+    max_tokens: int | None
+    prompt_file: Path | None
+    text_budget: int
+    validate: Path | None
+
+
+def _ini_number(config: pytest.Config, name: str, kind: Callable[[str], Any]) -> Any:
+    raw = str(config.getini(name)).strip()
+    if not raw:
+        return None
+    try:
+        return kind(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option {name} = {raw!r}: {exc}") from None
+
+
+def _resolve(config: pytest.Config, path: str, from_cli: bool) -> Path | None:
+    """A path from the command line is relative to where pytest was started; from ini, to
+    the ini file's folder."""
+    if not path:
+        return None
+    base = (
+        config.invocation_params.dir
+        if from_cli
+        else (config.inipath.parent if config.inipath else config.rootpath)
+    )
+    return base / path
+
+
+def settings_from_config(config: pytest.Config) -> Settings:
+    cli_goldens = config.getoption("retrieval_golden") or []
+    goldens = [
+        Path(p) if Path(p).is_absolute() else config.invocation_params.dir / p for p in cli_goldens
+    ] or list(config.getini("retrieval_golden"))
+    concurrency = config.getoption("retrieval_concurrency") or _ini_number(
+        config, "retrieval_concurrency", _positive_int
+    )
+    timeout = config.getoption("retrieval_timeout") or _ini_number(
+        config, "retrieval_timeout", _positive_float
+    )
+    report = config.getoption("retrieval_report") or str(config.getini("retrieval_report"))
+    baseline = config.getoption("retrieval_baseline") or str(config.getini("retrieval_baseline"))
+    alpha = config.getoption("retrieval_alpha") or _ini_number(
+        config, "retrieval_alpha", _alpha_arg
+    )
+    return Settings(
+        goldens=goldens,
+        fixture=str(config.getini("retrieval_fixture")).strip() or DEFAULT_FIXTURE,
+        concurrency=concurrency or DEFAULT_CONCURRENCY,
+        timeout=timeout,
+        k=config.getoption("retrieval_k"),
+        metrics=config.getoption("retrieval_metric") or [],
+        ini_thresholds=list(config.getini("retrieval_thresholds")),
+        cli_thresholds=config.getoption("retrieval_threshold") or [],
+        report=Path(report) if report else None,
+        baseline=_resolve(config, baseline, bool(config.getoption("retrieval_baseline"))),
+        update=config.getoption("retrieval_update_baseline"),
+        ini_max_drops=list(config.getini("retrieval_max_drop")),
+        cli_max_drops=config.getoption("retrieval_max_drop") or [],
+        alpha=alpha or 0.05,
+        compare_to=config.getoption("retrieval_compare_to"),
+        markdown=_output(config, "retrieval_markdown"),
+        html=_output(config, "retrieval_html"),
+        sample=config.getoption("retrieval_sample"),
+        sample_seed=config.getoption("retrieval_sample_seed"),
+        progress=config.getoption("retrieval_progress"),
+        judge=_judge_settings(config) if config.getoption("retrieval_judge") else None,
+    )
+
+
+def _output(config: pytest.Config, name: str) -> Path | None:
+    """An output path: the option (relative to the start dir) or the ini key (to the ini)."""
+    cli = config.getoption(name)
+    return _resolve(config, cli or str(config.getini(name)).strip(), bool(cli))
+
+
+def _judge_settings(config: pytest.Config) -> JudgeSettings:
+    def option(name: str) -> Any:
+        return config.getoption(f"retrieval_judge_{name}")
+
+    cache: Path | None = None
+    if not option("no_cache"):
+        cache = _output(config, "retrieval_judge_cache")
+        if cache is None:
+            cache = config.rootpath / ".pytest_cache" / "retrieval-judge"
+            if config.cache is not None:
+                cache = config.cache.mkdir("retrieval-judge")
+    prompt = option("prompt")
+    validate = option("validate")
+    return JudgeSettings(
+        model=option("model")
+        or str(config.getini("retrieval_judge_model")).strip()
+        or DEFAULT_JUDGE_MODEL,
+        base_url=option("base_url") or os.environ.get("OPENAI_BASE_URL") or None,
+        scale=option("scale"),
+        min_score=option("min_score"),
+        min_coverage=option("min_coverage"),
+        concurrency=option("concurrency"),
+        timeout=option("timeout"),
+        max_wait=option("max_wait"),
+        cache_dir=cache,
+        cache_only=option("cache_only"),
+        max_calls=option("max_calls"),
+        max_tokens=option("max_tokens"),
+        prompt_file=Path(prompt).resolve() if prompt else None,
+        text_budget=option("text_budget"),
+        validate=Path(validate).resolve() if validate else None,
+    )
