@@ -231,6 +231,9 @@ def _judge(
     raw: dict[str, float] = {}
     for metric, old in before.items():
         new = after[metric]
+        paired = np.isfinite(old) & np.isfinite(new)  # open queries have no golden metrics
+        if not paired.all():
+            old, new = old[paired], new[paired]
         allowance = allowances.get(metric) or Allowance(metric, DEFAULT_MAX_DROP)
         change = MetricChange(
             metric, float(old.mean()), float(new.mean()), allowance.allowed(float(old.mean()))
@@ -363,10 +366,11 @@ def detectable_drops(result: EvaluationResult, alpha: float) -> dict[str, float]
     """Per metric, the drop a paired test finds with 80% power at this size and alpha
     (Bonferroni over the metrics, so conservative). Assumes two runs' per-query differences
     spread about as much as the per-query values themselves."""
-    n = len(result.queries)
     drops = {}
     for metric in result.metrics:
         values = np.array([q.metrics[metric] for q in result.queries])
+        values = values[np.isfinite(values)]  # open queries have no golden metrics
+        n = values.size
         sd = float(values.std(ddof=1)) if n > 1 else 0.0
         drops[metric] = stats.detectable_drop(sd, n, alpha / max(1, len(result.metrics)))
     return drops

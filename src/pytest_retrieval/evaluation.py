@@ -14,6 +14,7 @@ from . import metrics as kernels
 from ._gc import frozen_heap, paused_gc
 from .gate import GateOutcome, Threshold
 from .golden import GoldenSet, load_golden
+from .metrics import FloatArray
 from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, QueryRun, Retriever, run_retriever
 
 if TYPE_CHECKING:
@@ -401,8 +402,25 @@ def _aggregate(
     wanted: Sequence[str],
     thresholds: Sequence[Threshold],
 ) -> EvaluationResult:
-    per_query = kernels.compute(wanted, runs, qrels)
-    intervals, method = stats.bootstrap_ci(per_query)
+    parsed = [kernels.parse_metric(metric) for metric in wanted]
+    labelled = any(m.labels != "golden" for m in parsed)
+    open_rows = np.array([not qrel for qrel in qrels], dtype=bool)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_query = kernels.compute(
+            parsed,
+            runs,
+            [qrel or {"": 1} for qrel in qrels],  # open queries: masked out just below
+            _labels_of(base) if labelled else None,
+        )
+    human = {m.name for m in parsed if m.labels == "golden"}
+    if open_rows.any():
+        for metric in human:
+            per_query[metric][open_rows] = np.nan
+    intervals, method = stats.bootstrap_ci(
+        {m: v[~open_rows] for m, v in per_query.items() if m in human}
+    )
+    judged, _ = stats.bootstrap_ci({m: v for m, v in per_query.items() if m not in human})
+    intervals.update(judged)
     columns = [(metric, values.tolist()) for metric, values in per_query.items()]
     for i, q in enumerate(base):  # base is ours to fill: fresh from evaluate or copied
         q.metrics = {metric: column[i] for metric, column in columns}
@@ -412,7 +430,7 @@ def _aggregate(
         for tag in q.tags:
             by_tag.setdefault(tag, []).append(i)
     per_tag = {
-        tag: {metric: float(values[rows].mean()) for metric, values in per_query.items()}
+        tag: {metric: _mean(values[rows]) for metric, values in per_query.items()}
         for tag, rows in sorted(by_tag.items())
     }
     latencies = np.array([q.latency_ms for q in base if q.error is None], dtype=np.float64)
@@ -422,7 +440,7 @@ def _aggregate(
         fingerprint=fingerprint,
         retriever_id=retriever_id,
         k=k,
-        metrics={metric: float(values.mean()) for metric, values in per_query.items()},
+        metrics={metric: _mean(values) for metric, values in per_query.items()},
         ci=intervals,
         ci_method=method,
         per_tag=per_tag,
@@ -435,3 +453,24 @@ def _aggregate(
 
 
 __all__ = ["EvaluationResult", "QueryResult", "QueryRun", "evaluate"]
+
+
+def _mean(values: FloatArray) -> float:
+    """Mean over the queries that have the metric (open queries have no golden metrics)."""
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else float("nan")
+
+
+def _labels_of(queries: Sequence[QueryResult]) -> dict[str, list[dict[str, float]]]:
+    """The judge's and the downstream labels of each query's hits, as the kernels take them."""
+    return {
+        "on_topic": [
+            {doc: float(v.get("on_topic") is True) for doc, v in q.judgments.items()}
+            for q in queries
+        ],
+        "llm_grade": [
+            {doc: float(v["grade"]) for doc, v in q.judgments.items() if v.get("grade")}
+            for q in queries
+        ],
+        "downstream": [dict(q.downstream) for q in queries],
+    }

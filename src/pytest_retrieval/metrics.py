@@ -33,6 +33,43 @@ FAMILIES: dict[str, str] = {
     "ndcg": "DCG@k / ideal DCG@k, gain = grade, discount = log2(rank + 1)",
     "ndcg_exp": "as ndcg with gain = 2**grade - 1",
     "map": "sum of precision@rank at each relevant rank <= k / all relevant docs",
+    "otr": "on-topic rate: hits the LLM judge found on topic in the top k / k",
+    "llm_precision": "precision on the LLM judge's 0-3 grades (grade >= 1 relevant)",
+    "llm_mrr": "mrr on the LLM judge's 0-3 grades",
+    "llm_ndcg": "ndcg on the LLM judge's 0-3 grades of the returned hits",
+    "erag_precision": "precision on downstream (eRAG) labels (label >= 0.5 relevant)",
+    "erag_hit_rate": "hit_rate on downstream (eRAG) labels",
+    "erag_mrr": "mrr on downstream (eRAG) labels",
+    "erag_ndcg": "ndcg on downstream (eRAG) labels, gain = label in [0, 1]",
+}
+
+#: the label source of each family: "golden" (the golden set's judgments), "on_topic"
+#: (the judge's binary verdicts), "llm_grade" (its 0-3 grades), "downstream" (eRAG labels,
+#: binarised at 0.5) or "downstream_gain" (eRAG labels as graded gains)
+LABELS: dict[str, str] = {
+    "otr": "on_topic",
+    "llm_precision": "llm_grade",
+    "llm_mrr": "llm_grade",
+    "llm_ndcg": "llm_grade",
+    "erag_precision": "downstream",
+    "erag_hit_rate": "downstream",
+    "erag_mrr": "downstream",
+    "erag_ndcg": "downstream_gain",
+}
+
+#: the families scored on the golden set's own judgments (the ones trec_eval can check)
+GOLDEN_FAMILIES: tuple[str, ...] = tuple(f for f in FAMILIES if f not in LABELS)
+
+#: the kernel a labelled family runs (on its own labels instead of the golden judgments)
+_KERNEL_OF: dict[str, str] = {
+    "otr": "precision",
+    "llm_precision": "precision",
+    "llm_mrr": "mrr",
+    "llm_ndcg": "ndcg",
+    "erag_precision": "precision",
+    "erag_hit_rate": "hit_rate",
+    "erag_mrr": "mrr",
+    "erag_ndcg": "ndcg",
 }
 
 _NAME = re.compile(r"^(?P<family>[a-z_]+)@(?P<k>[0-9]+)$")
@@ -55,6 +92,15 @@ class Metric:
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def labels(self) -> str:
+        """Which labels it is computed on: "golden", or a judge/downstream source."""
+        return LABELS.get(self.family, "golden")
+
+    @property
+    def kernel(self) -> str:
+        return _KERNEL_OF.get(self.family, self.family)
 
     @property
     def sort_key(self) -> tuple[int, int]:
@@ -180,7 +226,7 @@ def dedupe(ranked: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(ranked))
 
 
-def _judged_ranks(run: Sequence[str], qrel: Mapping[str, int], depth: int) -> Iterator[int]:
+def _judged_ranks(run: Sequence[str], qrel: Mapping[str, float], depth: int) -> Iterator[int]:
     """The 0-based rank of each judged doc (in ``qrel`` order) in ``run``, ``depth`` if absent.
 
     One dict of the top ``depth`` ids both finds the ranks and tells whether the list repeats
@@ -193,7 +239,11 @@ def _judged_ranks(run: Sequence[str], qrel: Mapping[str, int], depth: int) -> It
 
 
 def grade_matrix(
-    runs: Sequence[Sequence[str]], qrels: Sequence[Mapping[str, int]], depth: int
+    runs: Sequence[Sequence[str]],
+    qrels: Sequence[Mapping[str, float]],
+    depth: int,
+    *,
+    allow_empty: bool = False,
 ) -> GradeMatrix:
     """Build the grade matrix for ``runs`` cut at ``depth``; duplicates are dropped first.
 
@@ -212,7 +262,7 @@ def grade_matrix(
     judged = np.fromiter(chain.from_iterable(map(_values, qrels)), dtype=np.float64, count=total)
     row = np.repeat(np.arange(n), lengths)
     ideal, n_relevant, ideal_cells = _ideal(judged, row, n, depth)
-    if n and not n_relevant.min() > 0:
+    if n and not allow_empty and not n_relevant.min() > 0:
         first = int(np.argmin(n_relevant))
         raise ValueError(f"query #{first} has no relevant document (no grade >= 1)")
     # ... and one over the ranked lists, giving each judgment its rank.
@@ -232,7 +282,7 @@ def grade_matrix(
     return matrix
 
 
-def _values(qrel: Mapping[str, int]) -> Iterable[int]:
+def _values(qrel: Mapping[str, float]) -> Iterable[float]:
     return qrel.values()
 
 
@@ -298,28 +348,53 @@ _KERNELS: dict[str, Callable[[GradeMatrix, int], FloatArray]] = {
     "ndcg_exp": _ndcg_exp,
     "map": _map,
 }
-assert set(_KERNELS) == set(FAMILIES)
+assert set(_KERNELS) | set(_KERNEL_OF) == set(FAMILIES)
 
 
 def compute_from_matrix(matrix: GradeMatrix, metrics: Sequence[Metric]) -> dict[str, FloatArray]:
     """Per-query values of every metric on an already built grade matrix."""
     if metrics and max(m.k for m in metrics) > matrix.depth:
         raise ValueError(f"grade matrix depth {matrix.depth} is below the largest cutoff")
-    return {m.name: _KERNELS[m.family](matrix, m.k) for m in metrics}
+    return {m.name: _KERNELS[m.kernel](matrix, m.k) for m in metrics}
 
 
 def compute(
     metrics: Sequence[str | Metric],
     runs: Sequence[Sequence[str]],
     qrels: Sequence[Mapping[str, int]],
+    labels: Mapping[str, Sequence[Mapping[str, float]]] | None = None,
 ) -> dict[str, FloatArray]:
     """Per-query values of each metric: ``{name: array of len(runs)}``.
 
     ``runs[i]`` is the ranked doc-id list returned for query ``i`` and ``qrels[i]`` its
-    judgments ``{doc_id: grade}`` (grade >= 1 relevant, 0 judged not relevant).
+    judgments ``{doc_id: grade}`` (grade >= 1 relevant, 0 judged not relevant). Judge and
+    downstream metrics take their per-query labels from ``labels[source]`` instead (see
+    :data:`LABELS`); a query none of whose hits is labelled relevant scores 0 there, since
+    those labels only ever cover what came back.
     """
     parsed = [m if isinstance(m, Metric) else parse_metric(m) for m in metrics]
-    if not parsed:
-        return {}
-    matrix = grade_matrix(runs, qrels, max(m.k for m in parsed))
-    return compute_from_matrix(matrix, parsed)
+    values: dict[str, FloatArray] = {}
+    for source in dict.fromkeys(m.labels for m in parsed):
+        group = [m for m in parsed if m.labels == source]
+        depth = max(m.k for m in group)
+        if source == "golden":
+            matrix = grade_matrix(runs, qrels, depth)
+        else:
+            matrix = grade_matrix(runs, _labels(labels, source), depth, allow_empty=True)
+        for name, column in compute_from_matrix(matrix, group).items():
+            values[name] = column if source == "golden" else np.nan_to_num(column)
+    return {m.name: values[m.name] for m in parsed}
+
+
+def _labels(
+    labels: Mapping[str, Sequence[Mapping[str, float]]] | None, source: str
+) -> Sequence[Mapping[str, float]]:
+    key = "downstream" if source.startswith("downstream") else source
+    if labels is None or key not in labels:
+        raise ValueError(f"no {key} labels given for the metrics that need them")
+    per_query = labels[key]
+    if source == "downstream":  # binary metrics: relevant when the label is at least 0.5
+        return [{d: float(v >= 0.5) for d, v in q.items()} for q in per_query]
+    if source == "downstream_gain":  # graded: the label is the gain (kernels need > 0 cells)
+        return [{d: v for d, v in q.items() if v > 0} for q in per_query]
+    return per_query
