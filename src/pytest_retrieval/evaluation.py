@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from . import gate, stats
 from . import metrics as kernels
 from ._gc import frozen_heap, paused_gc
 from .gate import GateOutcome, Threshold
-from .golden import GoldenSet, load_golden
+from .golden import GoldenQuery, GoldenSet, load_golden
 from .metrics import FloatArray
 from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, QueryRun, Retriever, run_retriever
 
@@ -132,7 +132,31 @@ class EvaluationResult:
 
     @property
     def passed(self) -> bool:
-        return not self.errors and all(outcome.passed for outcome in self.gate())
+        return (
+            not self.errors
+            and self.judge_problem is None
+            and all(outcome.passed for outcome in self.gate())
+        )
+
+    @property
+    def judge_problem(self) -> str | None:
+        """Why the judge's metrics cannot be trusted (too few hits graded), or None."""
+        if not self.judge:
+            return None
+        coverage, needed = self.judge.get("coverage", 1.0), self.judge.get("min_coverage", 0.0)
+        if coverage >= needed:
+            return None
+        causes = sorted((self.judge.get("causes") or {}).items(), key=lambda kv: -kv[1])
+        why = f"; most often: {causes[0][0]} ({causes[0][1]}x)" if causes else ""
+        return (
+            f"the LLM judge graded {coverage:.1%} of the hits, below the required {needed:.0%} "
+            f"(--retrieval-judge-min-coverage){why}"
+        )
+
+    @property
+    def open_queries(self) -> int:
+        """Queries without golden judgments (scored by the judge or downstream labels only)."""
+        return sum(1 for q in self.queries if not q.relevant)
 
     def assert_thresholds(self, thresholds: Mapping[str, float] | None = None) -> None:
         """Raise AssertionError with the gate table when a threshold fails or a call failed.
@@ -150,7 +174,7 @@ class EvaluationResult:
             if needed:
                 result = self.with_metrics(sorted(needed))
         outcomes = result.gate(chosen)
-        if result.errors or not all(o.passed for o in outcomes):
+        if result.errors or result.judge_problem or not all(o.passed for o in outcomes):
             raise AssertionError(failure_text(result, outcomes))
 
     def with_metrics(self, names: Sequence[str]) -> EvaluationResult:
@@ -312,13 +336,25 @@ def evaluate(
     timeout: float | None = None,
     retriever_id: str = "retriever",
     progress: ProgressCallback | None = None,
+    judge: Judge | None = None,
+    corpus: Mapping[str, str] | None = None,
+    judge_progress: ProgressCallback | None = None,
+    downstream: DownstreamLabeller | None = None,
 ) -> EvaluationResult:
     """Run ``retriever(query, k, **params)`` over the golden set and score it.
 
     ``thresholds`` default to the golden file's; metrics default to the golden file's list or
-    recall/precision/hit_rate/mrr/ndcg/map at its k.
+    recall/precision/hit_rate/mrr/ndcg/map at its k. With a ``judge`` (see
+    :mod:`pytest_retrieval.judge`) the top-k hits are graded too and ``otr@k`` (and, on the 0-3
+    scale, ``llm_*@k``) added; hit texts come from the hits or from ``corpus`` (id -> text).
+    With ``downstream`` (a :class:`DownstreamLabeller`) each top-k hit gets an eRAG label and
+    ``erag_*@k`` are added. Open queries (no ``relevant``) need one of the two.
     """
-    golden_set = golden if isinstance(golden, GoldenSet) else load_golden(golden)
+    golden_set = (
+        golden
+        if isinstance(golden, GoldenSet)
+        else load_golden(golden, require_relevant=judge is None and downstream is None)
+    )
     if thresholds is None:
         chosen = gate.from_mapping(golden_set.thresholds, f"{golden_set.source} thresholds")
     elif isinstance(thresholds, Mapping):
@@ -328,7 +364,15 @@ def evaluate(
     cutoff = k or golden_set.k
     for name in metrics:
         _check_name(name)
-    wanted = metric_names(golden_set, cutoff, metrics, chosen)
+    defaults: list[str] = []
+    if judge is not None:
+        defaults.append(f"otr@{cutoff}")
+        if judge.graded:
+            defaults += [f"llm_{family}@{cutoff}" for family in ("precision", "mrr", "ndcg")]
+    if downstream is not None:
+        defaults += [f"erag_{f}@{cutoff}" for f in ("precision", "hit_rate", "mrr", "ndcg")]
+    wanted = metric_names(golden_set, cutoff, [*defaults, *metrics], chosen)
+    _check_labels(golden_set, wanted, judge, downstream)
     depth = max([cutoff, *(_check_name(name).k for name in wanted)])
     with frozen_heap():
         runs = run_retriever(
@@ -339,8 +383,136 @@ def evaluate(
             timeout=timeout,
             progress=progress,
         )
+    label_depth = {
+        source: max(
+            (m.k for m in map(kernels.parse_metric, wanted) if m.labels in kinds), default=0
+        )
+        for source, kinds in (("judge", {"on_topic", "llm_grade"}), ("downstream", DOWNSTREAM))
+    }
+    judgments: list[dict[str, dict[str, Any]]] = [{} for _ in runs]
+    downstream_labels: list[dict[str, float]] = [{} for _ in runs]
+    summary: dict[str, Any] | None = None
+    if judge is not None and label_depth["judge"]:
+        judgments, summary = _judge_hits(
+            judge, golden_set, runs, label_depth["judge"], corpus, judge_progress
+        )
+    if downstream is not None and label_depth["downstream"]:
+        downstream_labels = downstream.label(
+            golden_set.queries, runs, label_depth["downstream"], corpus
+        )
     with paused_gc():
-        return _score(golden_set, runs, retriever_id, cutoff, wanted, chosen)
+        result = _score(
+            golden_set, runs, retriever_id, cutoff, wanted, chosen, judgments, downstream_labels
+        )
+    result.judge = summary
+    return result
+
+
+DOWNSTREAM = {"downstream", "downstream_gain"}
+
+
+class Judge(Protocol):
+    """What :func:`evaluate` needs of an LLM judge (``pytest_retrieval.judge.Judge``)."""
+
+    @property
+    def graded(self) -> bool:
+        """True on the 0-3 scale (adds llm_* metrics), False for binary verdicts."""
+
+    @property
+    def min_coverage(self) -> float: ...
+
+    def judge(
+        self, pairs: Sequence[Any], progress: ProgressCallback | None = None
+    ) -> Sequence[Any]: ...
+
+    def pair(self, query: GoldenQuery, doc_id: str, text: str) -> Any: ...
+
+    def summary(self) -> dict[str, Any]: ...
+
+
+class DownstreamLabeller(Protocol):
+    """Gives each top-k hit a downstream (eRAG) label in [0, 1]."""
+
+    def label(
+        self,
+        queries: Sequence[GoldenQuery],
+        runs: Sequence[QueryRun],
+        depth: int,
+        corpus: Mapping[str, str] | None,
+    ) -> list[dict[str, float]]: ...
+
+
+NO_TEXT = (
+    "no text to judge: the hit has no 'text' and no corpus has this id "
+    "(return hits with 'text', or give a corpus)"
+)
+
+
+def _judge_hits(
+    judge: Judge,
+    golden: GoldenSet,
+    runs: Sequence[QueryRun],
+    depth: int,
+    corpus: Mapping[str, str] | None,
+    progress: ProgressCallback | None,
+) -> tuple[list[dict[str, dict[str, Any]]], dict[str, Any]]:
+    """Ask the judge about every top-``depth`` hit; hits without text are ungraded."""
+    judgments: list[dict[str, dict[str, Any]]] = [{} for _ in runs]
+    pairs, where = [], []
+    no_text = 0
+    for row, (query, run) in enumerate(zip(golden.queries, runs, strict=True)):
+        for doc in run.ids[:depth]:
+            text = run.texts.get(doc)
+            if text is None and corpus is not None:
+                text = corpus.get(doc)
+            if text is None:
+                judgments[row][doc] = {
+                    "on_topic": None,
+                    "score": None,
+                    "grade": None,
+                    "reason": "",
+                    "error": NO_TEXT,
+                }
+                no_text += 1
+                continue
+            pairs.append(judge.pair(query, doc, text))
+            where.append((row, doc))
+    verdicts = judge.judge(pairs, progress) if pairs else []
+    for (row, doc), verdict in zip(where, verdicts, strict=True):
+        judgments[row][doc] = verdict.to_dict()
+    summary = dict(judge.summary())
+    total = len(pairs) + no_text
+    graded = sum(1 for v in verdicts if v.error is None)
+    causes = dict(summary.get("causes") or {})
+    if no_text:
+        causes[NO_TEXT] = causes.get(NO_TEXT, 0) + no_text
+    summary.update(
+        pairs=total,
+        graded=graded,
+        ungraded=total - graded,
+        causes=causes,
+        coverage=graded / total if total else 1.0,
+        min_coverage=judge.min_coverage,
+    )
+    return judgments, summary
+
+
+def _check_labels(
+    golden: GoldenSet, wanted: Sequence[str], judge: Judge | None, downstream: Any
+) -> None:
+    """A judge metric needs a judge, a downstream metric a labeller, an open query either."""
+    for name in wanted:
+        source = kernels.parse_metric(name).labels
+        if source in {"on_topic", "llm_grade"} and judge is None:
+            raise gate.ThresholdError(f"{name} needs an LLM judge: run with --retrieval-judge")
+        if source == "llm_grade" and judge is not None and not judge.graded:
+            raise gate.ThresholdError(
+                f"{name} needs graded verdicts: add --retrieval-judge-scale 0-3"
+            )
+        if source in DOWNSTREAM and downstream is None:
+            raise gate.ThresholdError(
+                f"{name} needs downstream labels: define a retrieval_downstream fixture"
+            )
 
 
 def _score(
@@ -350,6 +522,8 @@ def _score(
     cutoff: int,
     wanted: Sequence[str],
     chosen: Sequence[Threshold],
+    judgments: Sequence[dict[str, dict[str, Any]]],
+    downstream: Sequence[dict[str, float]],
 ) -> EvaluationResult:
     base = [
         QueryResult(
@@ -363,8 +537,12 @@ def _score(
             error=run.error,
             duplicates=run.duplicates,
             fingerprint=golden_set.query_fingerprints[q.id],
+            judgments=verdicts,
+            downstream=labels,
         )
-        for q, run in zip(golden_set.queries, runs, strict=True)
+        for q, run, verdicts, labels in zip(
+            golden_set.queries, runs, judgments, downstream, strict=True
+        )
     ]
     result = _aggregate(
         name=golden_set.name,

@@ -156,9 +156,7 @@ class GoldenSet(BaseModel):
             quota[tag] += 1
         rng = random.Random(seed)
         chosen = sorted(
-            index
-            for tag, rows in sorted(strata.items())
-            for index in rng.sample(rows, quota[tag])
+            index for tag, rows in sorted(strata.items()) for index in rng.sample(rows, quota[tag])
         )
         fields = {name: getattr(self, name) for name in type(self).model_fields}
         fields.update(queries=tuple(self.queries[i] for i in chosen), sampled_from=total)
@@ -631,3 +629,37 @@ def _trec_queries_file(qrels: Path) -> Path:
 def iter_relevant(golden: GoldenSet) -> Iterable[Mapping[str, int]]:
     """The judgments of every query, in golden order (what the metric kernels take)."""
     return (q.relevant for q in golden.queries)
+
+
+def load_corpus(path: str | Path) -> dict[str, str]:
+    """Doc id -> text, for the LLM judge: BEIR ``corpus.jsonl`` (``_id``, ``title``, ``text``
+    per line; ``id`` also accepted) or a JSON object ``{"doc-id": "text", ...}``."""
+    source = Path(path)
+    if not source.is_file():
+        raise GoldenError(source, "", "no such corpus file", "fix the golden set's corpus path")
+    text = _read_text(source)
+    if source.suffix == ".json":
+        document = _parse_json(source, text)
+        if not isinstance(document, dict) or not all(isinstance(v, str) for v in document.values()):
+            raise GoldenError(
+                source, "/", "a JSON corpus must be an object of doc id -> text", "fix its shape"
+            )
+        return {str(key): value for key, value in document.items()}
+    corpus: dict[str, str] = {}
+    with paused_gc():
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            record = _parse_json(source, line, line_offset=number - 1)
+            doc_id = record.get("_id", record.get("id")) if isinstance(record, dict) else None
+            body = record.get("text") if isinstance(record, dict) else None
+            if doc_id is None or not isinstance(body, str):
+                raise GoldenError(
+                    source,
+                    f"line {number}",
+                    "a corpus line needs an id (_id or id) and a text",
+                    'write {"_id": "doc-1", "title": "...", "text": "..."}',
+                )
+            title = record.get("title")
+            corpus[str(doc_id)] = f"{title}\n{body}" if isinstance(title, str) and title else body
+    return corpus

@@ -15,13 +15,14 @@ from . import __version__
 from .compare import ABGroup, Comparison
 from .evaluation import EvaluationResult, QueryResult
 from .gate import GateOutcome
+from .metrics import parse_metric
 
 REPORT_VERSION = 1
 WORST_QUERIES = 5
 
 
 def _num(value: float) -> str:
-    return "nan" if math.isnan(value) else f"{value:.4f}"
+    return "n/a" if math.isnan(value) else f"{value:.4f}"
 
 
 def _ci(bounds: tuple[float, float] | None) -> str:
@@ -85,6 +86,15 @@ def summary_lines(result: EvaluationResult) -> list[str]:
         )
     if result.errors:
         lines.append(f"  {len(result.errors)} retriever calls failed (scored 0)")
+    if result.open_queries:
+        labelled = len(result.queries) - result.open_queries
+        lines.append(
+            f"  {labelled} labelled and {result.open_queries} open queries (open ones count "
+            "for the judge and downstream metrics only)"
+        )
+    lines.extend(judge_lines(result))
+    if result.judge_problem:
+        lines.append(f"  {result.judge_problem}")
     if result.sampled_from is not None:
         lines.append(
             "  a sample (--retrieval-sample): a quick check, not the full gate; "
@@ -240,7 +250,11 @@ def worst_queries(
     result: EvaluationResult, metric: str, tag: str | None = None, limit: int = WORST_QUERIES
 ) -> list[QueryResult]:
     """The lowest-scoring queries on ``metric`` (within ``tag`` if given)."""
-    pool = [q for q in result.queries if tag is None or tag in q.tags]
+    pool = [
+        q
+        for q in result.queries
+        if (tag is None or tag in q.tags) and math.isfinite(q.metrics.get(metric, 0.0))
+    ]
     return sorted(pool, key=lambda q: (q.metrics.get(metric, 0.0), q.id))[:limit]
 
 
@@ -258,6 +272,49 @@ def describe_query(query: QueryResult, metric: str) -> list[str]:
     found = query.found_ranks
     if found:
         lines.append("      relevant found at: " + ", ".join(f"{d} #{r}" for d, r in found.items()))
+    if query.judgments and parse_metric(metric).labels != "golden":
+        lines.extend(_verdict_lines(query))
+    return lines
+
+
+def _verdict_lines(query: QueryResult, limit: int = 3) -> list[str]:
+    """The judge's reasons for the hits it found off topic (or could not grade)."""
+    lines: list[str] = []
+    for rank, doc in enumerate(query.returned, 1):
+        verdict = query.judgments.get(doc)
+        if verdict is None or verdict.get("on_topic") is True:
+            continue
+        if len(lines) == limit:
+            lines.append("      ...")
+            break
+        if verdict.get("error"):
+            lines.append(f"      #{rank} {doc} ungraded: {verdict['error']}")
+        else:
+            lines.append(f"      #{rank} {doc} off topic: {verdict.get('reason', '')}")
+    return lines
+
+
+def judge_lines(result: EvaluationResult) -> list[str]:
+    """The judge's bill: calls, cache, tokens, cost, coverage, and why hits went ungraded."""
+    judge = result.judge
+    if not judge:
+        return []
+    cost = judge.get("estimated_cost_usd")
+    lines = [
+        f"  judge {judge.get('model', '?')} (prompt {judge.get('prompt_version', '?')}): "
+        f"{judge.get('calls', 0)} calls, {judge.get('cache_hits', 0)} cache hits, "
+        f"{judge.get('prompt_tokens', 0) + judge.get('completion_tokens', 0)} tokens"
+        + (f", ~${cost:.4f}" if cost is not None else "")
+        + f"; graded {judge.get('graded', 0)}/{judge.get('pairs', 0)} hits "
+        f"(coverage {judge.get('coverage', 1.0):.1%})"
+    ]
+    for cause, count in sorted((judge.get("causes") or {}).items(), key=lambda kv: -kv[1])[:3]:
+        lines.append(f"    ungraded {count}x: {cause}")
+    if judge.get("truncated_docs"):
+        lines.append(
+            f"    {judge['truncated_docs']} documents were cut to the text budget "
+            "(--retrieval-judge-text-budget)"
+        )
     return lines
 
 
@@ -282,6 +339,9 @@ def failure_text(result: EvaluationResult, outcomes: Sequence[GateOutcome]) -> s
             lines.append(f"    {query.id}: {query.error}")
         if len(result.errors) > 10:
             lines.append(f"    ... and {len(result.errors) - 10} more (see --retrieval-report)")
+    if result.judge_problem:
+        lines.append(f"  {result.judge_problem}")
+        lines.extend(judge_lines(result))
     if result.comparison is not None and result.regressed:
         lines.extend(regression_lines(result, result.comparison))
     if failed:
