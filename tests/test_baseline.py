@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -469,3 +470,19 @@ def test_bootstrap_ci_agrees_with_scipy() -> None:
 def test_holm_matches_statsmodels_definition() -> None:
     adjusted = stats.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.5})
     assert adjusted == pytest.approx({"a": 0.04, "c": 0.09, "b": 0.09, "d": 0.5})
+
+
+def test_writes_keep_permissions_and_leave_no_lock_file_beside_the_baseline(
+    tmp_path: Path,
+) -> None:
+    from pytest_retrieval.baseline import atomic_write
+
+    target = tmp_path / "golden.json.baseline.json"
+    atomic_write(target, "{}\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask  # not mkstemp's 0600
+    target.chmod(0o640)
+    atomic_write(target, "{}\n")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]

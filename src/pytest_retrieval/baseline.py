@@ -8,8 +8,10 @@ workers, concurrent CI jobs or a killed process never leave a torn or mixed file
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -223,7 +225,7 @@ def update(path: Path, new_entries: Sequence[BaselineEntry], *, replace_corrupt:
     from filelock import FileLock
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock", timeout=120):
+    with FileLock(str(lock_path(path)), timeout=120):
         try:
             entries = read(path)
         except BaselineError:
@@ -235,10 +237,30 @@ def update(path: Path, new_entries: Sequence[BaselineEntry], *, replace_corrupt:
         atomic_write(path, render(entries))
 
 
+def lock_path(path: Path) -> Path:
+    """The lock for writing ``path``: in the temp dir, so no ``.lock`` file litters the
+    user's repository; keyed by the absolute path, so every process agrees on it."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
+    folder = Path(tempfile.gettempdir()) / "pytest-retrieval-locks"
+    folder.mkdir(exist_ok=True)
+    return folder / f"{digest}.lock"
+
+
 def atomic_write(path: Path, text: str) -> None:
-    """Write to a temp file in the same folder, fsync, then rename over ``path``."""
+    """Write to a temp file in the same folder, fsync, then rename over ``path``.
+
+    The new file gets the old one's permissions, or the usual umask-based ones for a new
+    file (mkstemp alone would leave it readable by its owner only).
+    """
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +22,12 @@ WORST_QUERIES = 5
 
 def _num(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.4f}"
+
+
+def _delta(value: float, places: int) -> str:
+    """Signed, and never "-0.0000" for a difference that rounds to nothing."""
+    rounded = round(value, places)
+    return f"{rounded + 0.0:+.{places}f}"
 
 
 def _ci(bounds: tuple[float, float] | None) -> str:
@@ -207,7 +212,7 @@ def change_rows(comparison: Comparison) -> list[list[str]]:
                 c.metric,
                 fmt(c.baseline),
                 fmt(c.current),
-                f"{c.delta:+.1f}" if latency else f"{c.delta:+.4f}",
+                _delta(c.delta, 1 if latency else 4),
                 fmt(c.allowed) if not math.isnan(c.allowed) else "",
                 _p(c.p_adjusted),
                 c.verdict,
@@ -232,7 +237,7 @@ def ab_lines(groups: Sequence[ABGroup]) -> list[str]:
                 theirs = other.metrics.get(name, math.nan)
                 row += [
                     _num(theirs),
-                    f"{theirs - value:+.4f}",
+                    _delta(theirs - value, 4),
                     _p(change.p_adjusted if change else None),
                 ]
             rows.append(row)
@@ -373,16 +378,10 @@ def dumps(document: Any) -> str:
 
 def write_json(path: Path, document: dict[str, Any]) -> None:
     """Write atomically (temp file + rename): a reader never sees half a report."""
+    from .baseline import atomic_write
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(dumps(document))
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, dumps(document) + "\n")
 
 
 def _finite(value: Any) -> Any:
