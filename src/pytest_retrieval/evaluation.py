@@ -101,6 +101,9 @@ class EvaluationResult:
     judge: dict[str, Any] | None = None
     #: the full golden set's size when only a ``--retrieval-sample`` of it ran
     sampled_from: int | None = None
+    #: the downstream (eRAG) labeller's run summary (calls, cache hits, failures); None
+    #: without one
+    erag: dict[str, Any] | None = None
 
     @property
     def regressed(self) -> bool:
@@ -140,7 +143,13 @@ class EvaluationResult:
 
     @property
     def judge_problem(self) -> str | None:
-        """Why the judge's metrics cannot be trusted (too few hits graded), or None."""
+        """Why the LLM or downstream labels cannot be trusted, or None."""
+        if self.erag and self.erag.get("failed"):
+            first, why = next(iter(self.erag["failures"].items()))
+            return (
+                f"{self.erag['failed']} downstream labels failed (they count as 0); "
+                f"first: {first}: {why}"
+            )
         if not self.judge:
             return None
         coverage, needed = self.judge.get("coverage", 1.0), self.judge.get("min_coverage", 0.0)
@@ -180,7 +189,7 @@ class EvaluationResult:
     def with_metrics(self, names: Sequence[str]) -> EvaluationResult:
         """A copy with more metrics, from the stored rankings (no retriever calls)."""
         result = self._rescored(names)
-        result.sampled_from, result.judge = self.sampled_from, self.judge
+        result.sampled_from, result.judge, result.erag = self.sampled_from, self.judge, self.erag
         return result
 
     def _rescored(self, names: Sequence[str]) -> EvaluationResult:
@@ -250,6 +259,7 @@ class EvaluationResult:
             },
             "judge": self.judge,
             "sampled_from": self.sampled_from,
+            "erag": self.erag,
             "queries": [q.to_dict() for q in self.queries],
         }
 
@@ -312,6 +322,7 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
         power={name: (_nan(d), _nan(a)) for name, (d, a) in baseline.get("power", {}).items()},
         judge=data.get("judge"),
         sampled_from=data.get("sampled_from"),
+        erag=data.get("erag"),
     )
 
 
@@ -405,6 +416,8 @@ def evaluate(
             golden_set, runs, retriever_id, cutoff, wanted, chosen, judgments, downstream_labels
         )
     result.judge = summary
+    if downstream is not None:
+        result.erag = downstream.summary()
     return result
 
 
@@ -440,6 +453,8 @@ class DownstreamLabeller(Protocol):
         depth: int,
         corpus: Mapping[str, str] | None,
     ) -> list[dict[str, float]]: ...
+
+    def summary(self) -> dict[str, Any]: ...
 
 
 NO_TEXT = (

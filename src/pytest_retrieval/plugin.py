@@ -22,6 +22,7 @@ import pytest
 
 from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     DEFAULT_FIXTURE,
+    JudgeSettings,
     Settings,
     pytest_addoption,
     settings_from_config,
@@ -42,6 +43,22 @@ class SessionState:
     settings: Settings
     goldens: dict[Path, GoldenSet] = field(default_factory=dict)
     baselines: dict[Path, dict[str, BaselineEntry]] = field(default_factory=dict)
+
+    corpora: dict[str, dict[str, str]] = field(default_factory=dict)
+    _judge: Any = None
+
+    def judge(self) -> Any:
+        """This process's LLM judge (None without ``--retrieval-judge``), built once."""
+        if self._judge is None and self.settings.judge is not None:
+            self._judge = _make_judge(self.settings.judge)
+        return self._judge
+
+    def label_cache(self, config: pytest.Config) -> Path | None:
+        """Where cached labels live: the judge's cache folder, or pytest's cache dir."""
+        judge = self.settings.judge
+        if judge is not None:
+            return judge.cache_dir
+        return None if config.cache is None else config.cache.mkdir("retrieval-labels")
 
     def baseline_path(self, golden: GoldenSet) -> Path:
         from .baseline import default_path
@@ -77,7 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.ini_thresholds:
         _ini_layer(settings)  # fail fast on a bad ini line
     for path in settings.goldens:  # usage errors surface here, before any worker starts
-        golden = _load(path)
+        golden = _load(path, require_relevant=settings.judge is None)
         if settings.sample is not None:
             golden = golden.sample(settings.sample, settings.sample_seed)
         state.goldens[path] = golden
@@ -95,11 +112,39 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(reporter)
 
 
-def _load(path: Path) -> GoldenSet:
+def _make_judge(settings: JudgeSettings) -> Any:
+    """Build the judge; missing credentials or a bad prompt file are usage errors."""
+    from .judge import Judge, JudgeConfig, JudgeConfigError
+
+    try:
+        return Judge(
+            JudgeConfig(
+                model=settings.model,
+                base_url=settings.base_url,
+                scale=settings.scale,
+                min_score=settings.min_score,
+                min_coverage=settings.min_coverage,
+                concurrency=settings.concurrency,
+                timeout=settings.timeout,
+                max_retry_wait=settings.max_wait,
+                cache_dir=settings.cache_dir,
+                use_cache=settings.cache_dir is not None,
+                cache_only=settings.cache_only,
+                max_calls=settings.max_calls,
+                max_tokens_budget=settings.max_tokens,
+                prompt_file=settings.prompt_file,
+                text_budget_chars=settings.text_budget,
+            )
+        )
+    except JudgeConfigError as exc:
+        raise pytest.UsageError(f"--retrieval-judge: {exc}") from None
+
+
+def _load(path: Path, require_relevant: bool = True) -> GoldenSet:
     from .golden import GoldenError, load_golden
 
     try:
-        return load_golden(path)
+        return load_golden(path, require_relevant=require_relevant)
     except GoldenError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -227,6 +272,9 @@ def _run(
     settings = state.settings
     chosen_id = retriever_id or _retriever_id(request, settings.fixture)
     printer = _progress_printer(request.config, f"{golden.name} [{chosen_id}]")
+    judge = state.judge()
+    downstream = _downstream(request, state)
+    corpus = _corpus(request, golden, state) if judge or downstream else None
     try:
         result = evaluate(
             retriever,
@@ -238,6 +286,10 @@ def _run(
             timeout=settings.timeout,
             retriever_id=chosen_id,
             progress=None if printer is None else printer.queries,
+            judge=judge,
+            corpus=corpus,
+            judge_progress=None if printer is None else printer.judge,
+            downstream=downstream,
         )
         result.gate()  # a tag threshold naming an unknown tag fails here, clearly
     except (TypeError, ThresholdError) as exc:
@@ -247,6 +299,44 @@ def _run(
     results.append(result)
     _record_properties(request.node, result, len(results))
     return result
+
+
+def _downstream(request: pytest.FixtureRequest, state: SessionState) -> Any:
+    """The user's ``retrieval_downstream`` fixture wrapped for concurrency and caching."""
+    try:
+        fn = request.getfixturevalue("retrieval_downstream")
+    except pytest.FixtureLookupError:
+        return None
+    from .downstream import DownstreamRunner
+
+    try:
+        return DownstreamRunner(
+            fn, concurrency=state.settings.concurrency, cache_dir=state.label_cache(request.config)
+        )
+    except TypeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def _corpus(
+    request: pytest.FixtureRequest, golden: GoldenSet, state: SessionState
+) -> Mapping[str, str] | None:
+    """Doc texts for the judge: a ``retrieval_corpus`` fixture, else the golden set's corpus
+    (its ``"corpus"`` path, or ``corpus.jsonl`` in a BEIR folder)."""
+    try:
+        corpus: Mapping[str, str] = request.getfixturevalue("retrieval_corpus")
+        return corpus
+    except pytest.FixtureLookupError:
+        pass
+    if golden.corpus is None:
+        return None
+    if golden.corpus not in state.corpora:
+        from .golden import GoldenError, load_corpus
+
+        try:
+            state.corpora[golden.corpus] = load_corpus(golden.corpus)
+        except GoldenError as exc:
+            pytest.fail(str(exc), pytrace=False)
+    return state.corpora[golden.corpus]
 
 
 def _record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> None:
@@ -517,7 +607,6 @@ class Reporter:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.received and not self.notes:
             return
-        from .compare import ab_groups
         from .report import ab_lines, summary_lines
 
         state = self.config.stash[STATE]
@@ -527,8 +616,7 @@ class Reporter:
             for line in summary_lines(result):
                 terminalreporter.write_line(line)
             terminalreporter.write_line("")
-        groups = ab_groups(results, state.settings.compare_to, state.settings.alpha)
-        for line in ab_lines(groups):
+        for line in ab_lines(self._groups(results, state)):
             terminalreporter.write_line(line)
         for note in self.notes:
             terminalreporter.write_line(note)
@@ -540,13 +628,58 @@ class Reporter:
         state = self.config.stash[STATE]
         if state.settings.update is not None:
             self._update_baselines(session, state)
-        path = state.settings.report
-        if path is not None:
-            from .report import json_report, write_json
+        self._write_outputs(session, state)
 
-            if not path.is_absolute():
-                path = self.config.invocation_params.dir / path
-            write_json(path, json_report(self.results()))
+    def _write_outputs(self, session: pytest.Session, state: SessionState) -> None:
+        """JSON, Markdown (and the GitHub step summary) and HTML, each only when asked for."""
+        settings = state.settings
+        results = self.results()
+        renderers: list[tuple[Path, Callable[[], str]]] = []
+        if settings.report is not None:
+            from .report import dumps, json_report
+
+            renderers.append((settings.report, lambda: dumps(json_report(results)) + "\n"))
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if settings.markdown is not None or step_summary:
+            markdown = self._markdown(results, state)
+            if settings.markdown is not None:
+                renderers.append((settings.markdown, lambda: markdown))
+        for path, render in renderers:
+            target = path if path.is_absolute() else self.config.invocation_params.dir / path
+            self._write(session, target, render)
+        if step_summary:  # appended, as GitHub expects: other steps write there too
+            try:
+                with open(step_summary, "a", encoding="utf-8") as handle:
+                    handle.write(markdown + "\n")
+            except OSError as exc:
+                self._output_failed(session, Path(step_summary), exc)
+
+    def _write(self, session: pytest.Session, path: Path, render: Callable[[], str]) -> None:
+        from .baseline import atomic_write
+
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, render())
+        except OSError as exc:
+            self._output_failed(session, path, exc)
+
+    def _output_failed(self, session: pytest.Session, path: Path, exc: OSError) -> None:
+        self.notes.append(
+            f"could not write {path}: {exc.strerror or exc}; check the folder exists and is "
+            "writable"
+        )
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _groups(self, results: list[EvaluationResult], state: SessionState) -> list[Any]:
+        from .compare import ab_groups
+
+        return ab_groups(results, state.settings.compare_to, state.settings.alpha)
+
+    def _markdown(self, results: list[EvaluationResult], state: SessionState) -> str:
+        from .markdown import render_markdown
+
+        return render_markdown(results, self._groups(results, state))
 
     def _partial(self, results: list[EvaluationResult], state: SessionState) -> list[str]:
         """Why this run cannot stand for the whole golden set (empty when it can)."""

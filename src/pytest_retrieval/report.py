@@ -98,6 +98,11 @@ def summary_lines(result: EvaluationResult) -> list[str]:
             "for the judge and downstream metrics only)"
         )
     lines.extend(judge_lines(result))
+    if result.erag:
+        lines.append(
+            f"  downstream labels (retrieval_downstream {result.erag.get('version', '')}): "
+            f"{result.erag.get('calls', 0)} calls, {result.erag.get('cache_hits', 0)} cached"
+        )
     if result.judge_problem:
         lines.append(f"  {result.judge_problem}")
     if result.sampled_from is not None:
