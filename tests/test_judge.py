@@ -302,3 +302,12 @@ def test_bad_labels_file_names_the_place(server: JudgeServer, tmp_path: Path) ->
 
 def test_overlap_grader_sanity() -> None:
     assert overlap(QUERY, ON) == 1.0 and overlap(QUERY, OFF) == 0.0
+
+
+def test_wilson_interval() -> None:
+    from pytest_retrieval.stats import wilson_interval
+
+    z2 = 1.959963984540054**2
+    assert wilson_interval(0, 10) == (0.0, pytest.approx(z2 / (10 + z2)))
+    low, high = wilson_interval(50, 100)
+    assert low == pytest.approx(0.40383, abs=1e-5) and high == pytest.approx(0.59617, abs=1e-5)

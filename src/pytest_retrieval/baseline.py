@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import stat
 import subprocess
@@ -125,6 +126,9 @@ def read(path: Path) -> dict[str, BaselineEntry]:
 def _floats(raw: Mapping[str, Any]) -> dict[str, float]:
     values = {}
     for name, value in raw.items():
+        if value is None:  # an open query has no golden metrics (stored as null)
+            values[str(name)] = math.nan
+            continue
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ValueError(f"{name} is {value!r}, not a number")
         values[str(name)] = float(value)
@@ -159,8 +163,8 @@ def _entry(raw: Mapping[str, Any]) -> BaselineEntry:
 # ---------------------------------------------------------------------------- writing
 
 
-def _round(value: float) -> float:
-    return round(value, DIGITS)
+def _round(value: float) -> float | None:
+    return round(value, DIGITS) if math.isfinite(value) else None
 
 
 def _entry_dict(entry: BaselineEntry) -> dict[str, Any]:

@@ -136,6 +136,8 @@ class Comparison:
     alpha: float = DEFAULT_ALPHA
     baseline_created: str = ""
     baseline_commit: str = ""
+    #: judge setting -> [baseline's, this run's], when LLM-judged values are not comparable
+    judge_changed: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def regressed(self) -> list[MetricChange]:
@@ -193,6 +195,15 @@ def compare_to_baseline(
         comparison.stale = "no query of the golden set is unchanged since the baseline was recorded"
         return comparison
     missing = [m for m in result.metrics if not all(m in entry.queries[q].metrics for q in common)]
+    judge_now = judge_definition(result)
+    if judge_now is not None and entry.judge is not None and judge_now != entry.judge:
+        changed_judge = [m for m in result.metrics if parse_metric(m).labels != "golden"]
+        missing += [m for m in changed_judge if m not in missing]
+        comparison.judge_changed = {
+            key: [entry.judge.get(key), judge_now[key]]
+            for key in JUDGE_DEFINITION
+            if entry.judge.get(key) != judge_now[key]
+        }
     before = {
         m: np.array([entry.queries[q].metrics[m] for q in common])
         for m in result.metrics
@@ -201,7 +212,15 @@ def compare_to_baseline(
     after = {m: np.array([current[q].metrics[m] for q in common]) for m in before}
     comparison.changes = _judge(before, after, allowances, alpha)
     comparison.changes += [
-        MetricChange(m, math.nan, result.metrics[m], math.nan, verdict="not in baseline")
+        MetricChange(
+            m,
+            math.nan,
+            result.metrics[m],
+            math.nan,
+            verdict="judge changed"
+            if comparison.judge_changed and parse_metric(m).labels != "golden"
+            else "not in baseline",
+        )
         for m in missing
     ]
     if missing and len(missing) == len(result.metrics):
@@ -355,7 +374,18 @@ def entry_from_result(
         },
         created=created,
         git=dict(git),
+        judge=judge_definition(result),
     )
+
+
+#: what must match for LLM-judged values to be comparable across runs
+JUDGE_DEFINITION = ("model", "prompt_version", "scale", "min_score")
+
+
+def judge_definition(result: EvaluationResult) -> dict[str, Any] | None:
+    if not result.judge:
+        return None
+    return {key: result.judge.get(key) for key in JUDGE_DEFINITION}
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -614,6 +614,10 @@ def _aggregate(
     )
     judged, _ = stats.bootstrap_ci({m: v for m, v in per_query.items() if m not in human})
     intervals.update(judged)
+    for rate in parsed:
+        if rate.family == "otr":  # a rate over k slots per query: Wilson, as in the paper
+            on_topic = float(per_query[rate.name].sum()) * rate.k
+            intervals[rate.name] = stats.wilson_interval(on_topic, rate.k * len(base))
     columns = [(metric, values.tolist()) for metric, values in per_query.items()]
     for i, q in enumerate(base):  # base is ours to fill: fresh from evaluate or copied
         q.metrics = {metric: column[i] for metric, column in columns}

@@ -500,9 +500,12 @@ def _judge_settings(config: pytest.Config) -> JudgeSettings:
     if not option("no_cache"):
         cache = _output(config, "retrieval_judge_cache")
         if cache is None:
-            cache = config.rootpath / ".pytest_cache" / "retrieval-judge"
-            if config.cache is not None:
-                cache = config.cache.mkdir("retrieval-judge")
+            pytest_cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
+            cache = (
+                pytest_cache.mkdir("retrieval-judge")
+                if pytest_cache is not None
+                else config.rootpath / ".pytest_cache" / "retrieval-judge"
+            )
     prompt = option("prompt")
     validate = option("validate")
     return JudgeSettings(

@@ -58,7 +58,8 @@ class SessionState:
         judge = self.settings.judge
         if judge is not None:
             return judge.cache_dir
-        return None if config.cache is None else config.cache.mkdir("retrieval-labels")
+        pytest_cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
+        return None if pytest_cache is None else pytest_cache.mkdir("retrieval-labels")
 
     def baseline_path(self, golden: GoldenSet) -> Path:
         from .baseline import default_path
@@ -102,6 +103,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _allowances(settings, golden)
         if settings.update is None:
             state.baseline_entries(state.baseline_path(golden))
+    state.judge()  # missing credentials: a usage error now, not a failure per evaluation
     if not _is_worker(config):
         config.pluginmanager.register(Reporter(config), REPORTER)
 
@@ -629,6 +631,21 @@ class Reporter:
         if state.settings.update is not None:
             self._update_baselines(session, state)
         self._write_outputs(session, state)
+        if state.settings.judge is not None and state.settings.judge.validate is not None:
+            self._calibrate(session, state, state.settings.judge.validate)
+
+    def _calibrate(self, session: pytest.Session, state: SessionState, labels: Path) -> None:
+        """``--retrieval-judge-validate``: the judge against human labels, in the summary."""
+        from .judge.calibration import LabelsError, calibrate
+
+        try:
+            calibration = calibrate(state.judge(), labels)
+        except LabelsError as exc:
+            self.notes.append(f"judge calibration NOT run: {exc}")
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
+        self.notes.append(calibration.line(os.path.relpath(labels)))
 
     def _write_outputs(self, session: pytest.Session, state: SessionState) -> None:
         """JSON, Markdown (and the GitHub step summary) and HTML, each only when asked for."""

@@ -26,6 +26,8 @@ def _num(value: float) -> str:
 
 def _delta(value: float, places: int) -> str:
     """Signed, and never "-0.0000" for a difference that rounds to nothing."""
+    if math.isnan(value):
+        return ""
     rounded = round(value, places)
     return f"{rounded + 0.0:+.{places}f}"
 
@@ -165,6 +167,12 @@ def regression_lines(result: EvaluationResult, comparison: Comparison) -> list[s
             if ids:
                 more = f" (+{len(ids) - 8} more)" if len(ids) > 8 else ""
                 lines.append(f"      {label}: {', '.join(ids[:8])}{more}")
+    if comparison.judge_changed:
+        what = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in comparison.judge_changed.items())
+        lines.append(
+            f"    the judge changed since the baseline ({what}): its metrics are not compared; "
+            f"re-record with {_command(result, '--retrieval-judge --retrieval-update-baseline')}"
+        )
     if comparison.stale:
         lines.append(
             f"    STALE baseline: {comparison.stale}. Not compared. Refresh it with: "

@@ -6,6 +6,7 @@ size: a 0.62 recall@10 from 40 queries and from 4,000 are different claims.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -149,3 +150,15 @@ def detectable_drop(sd_diff: float, n: int, alpha: float, power: float = 0.8) ->
     if n == 0:
         return float("inf")
     return (_z(alpha) + NormalDist().inv_cdf(power)) * sd_diff / float(np.sqrt(n))
+
+
+def wilson_interval(successes: float, trials: float, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval of a proportion: sane at 0 and 1 and for few trials, where the
+    normal approximation gives intervals outside [0, 1] or of zero width."""
+    if trials <= 0:
+        return float("nan"), float("nan")
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -30,14 +30,13 @@ class Calibration:
     ungraded: int
 
     def line(self, source: str) -> str:
-        advice = "" if self.kappa >= 0.6 else "; below 0.6 is weak agreement: fix the prompt first"
+        weak = "" if self.kappa >= 0.6 else "; below 0.6 is weak agreement: fix the prompt first"
         return (
             f"judge calibration on {source}: {self.n} pairs, accuracy {self.accuracy:.3f}, "
-            f"Cohen's kappa {self.kappa:.3f} (judge on/off topic vs human: "
-            f"{self.tp}/{self.fp} when humans said on, {self.fn}/{self.tn} when off... "
-            f"tp {self.tp} fp {self.fp} fn {self.fn} tn {self.tn})"
+            f"Cohen's kappa {self.kappa:.3f} (judge on topic: {self.tp} of the humans' on-topic, "
+            f"{self.fp} of their off-topic)"
             + (f", {self.ungraded} ungraded" if self.ungraded else "")
-            + advice
+            + weak
         )
 
 

@@ -1,0 +1,258 @@
+"""`pytest --retrieval-judge`: the judge in the plugin, against the local test server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
+from judge_server import JudgeServer, serve
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "sk-test-plugin-0123456789"
+
+TEXT_RETRIEVER = KEYWORD_RETRIEVER.replace(
+    "    return ranked[:k]",
+    '    return [{"id": d, "text": DOCS[d]} for d in ranked[:k]]',
+)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[JudgeServer]:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with serve() as running:
+        monkeypatch.setenv("OPENAI_BASE_URL", running.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        yield running
+
+
+def test_judge_without_credentials_is_a_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    write_golden(pytester)
+    result = pytester.runpytest_subprocess("--retrieval-golden", "golden.json", "--retrieval-judge")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--retrieval-judge: no credentials for the LLM judge: set OPENAI_API_KEY*"]
+    )
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_cranfield_example_gets_otr_with_reasons(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    shutil.copy(ROOT / "conftest.py", pytester.path / "conftest.py")
+    example = pytester.path / "example_golden"
+    shutil.copytree(ROOT / "example_golden" / "cranfield", example / "cranfield")
+    shutil.copy(ROOT / "example_golden" / "cranfield.json", example / "cranfield.json")
+    result = pytester.runpytest_subprocess(
+        "--retrieval-golden",
+        "example_golden/cranfield.json",
+        "--retrieval-judge",
+        "--retrieval-report",
+        "report.json",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*otr@10 *",
+            "*judge gpt-4.1-mini (prompt otr-*): 2250 calls, 0 cache hits*coverage 100.0%*",
+        ]
+    )
+    report = json.loads((pytester.path / "report.json").read_text("utf-8"))
+    evaluation = report["evaluations"][0]
+    assert 0 < evaluation["metrics"]["otr@10"] < 1
+    first = evaluation["queries"][0]
+    verdicts = [first["judgments"][doc] for doc in first["returned"][:10]]
+    assert all(v["reason"] and v["error"] is None for v in verdicts)
+    on_topic = sum(v["on_topic"] for v in verdicts) / 10
+    assert first["metrics"]["otr@10"] == pytest.approx(on_topic)
+    assert evaluation["judge"]["pairs"] == 2250
+    assert KEY not in (pytester.path / "report.json").read_text("utf-8")
+    # every request carried the document text from the BEIR corpus, inside the tags
+    assert len(server.requests) == 2250 and all(s.document for s in server.requests)
+
+
+def test_cached_second_run_and_open_queries(pytester: pytest.Pytester, server: JudgeServer) -> None:
+    pytester.makeconftest(TEXT_RETRIEVER)
+    golden = json.loads(json.dumps(GOLDEN))
+    golden["queries"].append({"id": "open", "query": "cherry juice", "tags": ["drink"]})
+    write_golden(pytester, golden)
+    args = [
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-judge",
+        "--retrieval-judge-cache",
+        "c",
+    ]
+    first = pytester.runpytest(*args)
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(
+        [
+            "*otr@3 *",
+            "*4 labelled and 1 open queries*",
+            "*judge gpt-4.1-mini*: 15 calls, 0 cache hits*graded 15/15 hits*",
+        ]
+    )
+    second = pytester.runpytest(*args)
+    second.stdout.fnmatch_lines(["*: 0 calls, 15 cache hits*"])
+    assert len(server.requests) == 15
+
+
+def test_open_query_without_judge_says_what_to_do(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    golden = json.loads(json.dumps(GOLDEN))
+    golden["queries"].append({"id": "open", "query": "cherry juice"})
+    write_golden(pytester, golden)
+    result = pytester.runpytest("--retrieval-golden", "golden.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*/queries/4: query 'open' has no 'relevant' doc ids*"])
+    result.stderr.fnmatch_lines(["*--retrieval-judge*"])
+
+
+def test_low_coverage_fails_with_the_cause(pytester: pytest.Pytester, server: JudgeServer) -> None:
+    pytester.makeconftest(
+        TEXT_RETRIEVER.replace('"d3": "cherry tart"', '"d3": "cherry tart [[refuse]]"')
+    )
+    write_golden(pytester)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-judge")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the LLM judge graded *% of the hits, below the required 95%"
+            "*most often: the judge refused to grade*",
+        ]
+    )
+
+
+def test_hits_without_text_and_no_corpus_are_ungraded(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    pytester.makeconftest(KEYWORD_RETRIEVER)  # bare ids, no corpus
+    write_golden(pytester)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-judge")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ungraded 12x: no text to judge*give a corpus*"])
+    assert server.requests == []
+
+
+def test_retrieval_corpus_fixture_and_graded_scale(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    pytester.makeconftest(
+        KEYWORD_RETRIEVER
+        + """
+
+@pytest.fixture(scope="session")
+def retrieval_corpus():
+    return DOCS
+"""
+    )
+    write_golden(pytester)
+    result = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-judge",
+        "--retrieval-judge-scale",
+        "0-3",
+        "--retrieval-threshold",
+        "llm_ndcg@3=0.1",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*llm_precision@3*", "*llm_mrr@3*", "*llm_ndcg@3 *>= 0.1*PASS*"])
+
+
+def test_judge_metric_without_judge_is_a_clear_failure(project: pytest.Pytester) -> None:
+    result = project.runpytest("--retrieval-golden", "golden.json", "--retrieval-metric", "otr@3")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*otr@3 needs an LLM judge: run with --retrieval-judge*"])
+
+
+def test_calibration_report(pytester: pytest.Pytester, server: JudgeServer) -> None:
+    pytester.makeconftest(TEXT_RETRIEVER)
+    write_golden(pytester)
+    labels = [
+        {"query": "apple pie", "text": "apple pie recipe", "on_topic": True},
+        {"query": "apple pie", "text": "bread machine manual", "on_topic": False},
+    ]
+    (pytester.path / "labels.json").write_text(json.dumps(labels), encoding="utf-8")
+    result = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-judge",
+        "--retrieval-judge-validate",
+        "labels.json",
+    )
+    result.stdout.fnmatch_lines(
+        ["*judge calibration on labels.json: 2 pairs, accuracy 1.000, Cohen's kappa 1.000*"]
+    )
+
+
+def test_without_the_flag_nothing_of_the_judge_is_imported(project: pytest.Pytester) -> None:
+    project.makeconftest(
+        KEYWORD_RETRIEVER
+        + """
+import sys
+
+def pytest_sessionfinish(session):
+    loaded = sorted(m for m in ("openai", "pytest_retrieval.judge") if m in sys.modules)
+    print("LOADED:", loaded)
+"""
+    )
+    result = project.runpytest_subprocess("--retrieval-golden", "golden.json", "-s")
+    result.stdout.fnmatch_lines(["*LOADED: []*"])
+
+
+def test_failing_otr_shows_the_judges_reasons(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    pytester.makeconftest(TEXT_RETRIEVER)
+    write_golden(pytester)
+    result = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-judge",
+        "--retrieval-threshold",
+        "otr@3=0.99",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*otr@3 *[[]*[]]*>= 0.99*FAIL*",  # with its Wilson interval
+            "*worst queries by otr@3:*",
+            "*#2 * off topic: 0% of the query terms appear*",
+        ]
+    )
+
+
+def test_baseline_records_the_judge_and_a_changed_judge_is_not_compared(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    pytester.makeconftest(TEXT_RETRIEVER)
+    write_golden(pytester)
+    judge = ["--retrieval-golden", "golden.json", "--retrieval-judge"]
+    pytester.runpytest(*judge, "--retrieval-update-baseline").assert_outcomes(passed=1)
+    stored = json.loads((pytester.path / "golden.json.baseline.json").read_text("utf-8"))
+    entry = stored["entries"]["fruit::retriever"]
+    assert entry["judge"]["model"] == "gpt-4.1-mini" and entry["judge"]["min_score"] == 0.5
+    assert "otr@3" in entry["metrics"]
+    same = pytester.runpytest(*judge)
+    same.assert_outcomes(passed=1)
+    same.stdout.fnmatch_lines(["*otr@3 *ok*"])
+    changed = pytester.runpytest(*judge, "--retrieval-judge-min-score", "0.9")
+    changed.assert_outcomes(passed=1)
+    changed.stdout.fnmatch_lines(
+        [
+            "*the judge changed since the baseline (min_score 0.5 -> 0.9)*",
+            "*otr@3 *judge changed*",
+        ]
+    )
