@@ -144,6 +144,13 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.dumps({"error": {"message": message, "type": "test", "code": None}})
         self._send(status, body.encode(), headers)
 
+    def do_GET(self) -> None:
+        """``/stats``: requests served and the most in flight at once (for benchmarks)."""
+        state = self.server_state
+        with state._lock:
+            stats = {"requests": len(state.requests), "max_in_flight": state.max_in_flight}
+        self._send(200, json.dumps(stats).encode())
+
     def do_POST(self) -> None:
         state = self.server_state
         length = int(self.headers.get("Content-Length", "0"))
@@ -208,3 +215,19 @@ def serve(**options: Any) -> Iterator[JudgeServer]:
         state._release.set()
         httpd.shutdown()
         httpd.server_close()
+
+
+def main() -> None:
+    """``python tests/judge_server.py --latency 0.05``: serve until killed; prints the port."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--latency", type=float, default=0.0)
+    args = parser.parse_args()
+    with serve(latency=args.latency) as state:
+        print(state.port, flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
