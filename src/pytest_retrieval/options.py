@@ -203,6 +203,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "when set). ini: retrieval_markdown",
     )
     group.addoption(
+        "--retrieval-html",
+        metavar="PATH",
+        default=None,
+        help="write a self-contained HTML report with plots and a per-query table. "
+        "ini: retrieval_html",
+    )
+    group.addoption(
         "--retrieval-sample",
         type=_positive_int,
         metavar="N",
@@ -227,6 +234,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _add_judge_options(group)
     parser.addini("retrieval_golden", "golden sets to evaluate", type="paths", default=[])
     parser.addini("retrieval_markdown", "path of the Markdown summary", default="")
+    parser.addini("retrieval_html", "path of the HTML report", default="")
     parser.addini("retrieval_judge_model", "LLM judge model", default="")
     parser.addini("retrieval_judge_cache", "LLM judge cache folder", default="")
     parser.addini("retrieval_baseline", "baseline file path", default="")
@@ -479,6 +487,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
         alpha=alpha or 0.05,
         compare_to=config.getoption("retrieval_compare_to"),
         markdown=_output(config, "retrieval_markdown"),
+        html=_output(config, "retrieval_html"),
         sample=config.getoption("retrieval_sample"),
         sample_seed=config.getoption("retrieval_sample_seed"),
         progress=config.getoption("retrieval_progress"),

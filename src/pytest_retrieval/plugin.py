@@ -661,6 +661,8 @@ class Reporter:
             markdown = self._markdown(results, state)
             if settings.markdown is not None:
                 renderers.append((settings.markdown, lambda: markdown))
+        if settings.html is not None:
+            renderers.append((settings.html, lambda: self._html(results, state)))
         for path, render in renderers:
             target = path if path.is_absolute() else self.config.invocation_params.dir / path
             self._write(session, target, render)
@@ -692,6 +694,20 @@ class Reporter:
         from .compare import ab_groups
 
         return ab_groups(results, state.settings.compare_to, state.settings.alpha)
+
+    def _html(self, results: list[EvaluationResult], state: SessionState) -> str:
+        from .baseline import entry_key
+        from .html_report import render_html
+
+        baselines = {}
+        for index, result in enumerate(results):
+            if result.baseline_path is None or state.settings.update is not None:
+                continue
+            entries = state.baseline_entries(Path(result.baseline_path))
+            entry = entries.get(entry_key(result.golden_name, result.retriever_id))
+            if entry is not None:
+                baselines[index] = entry
+        return render_html(results, self._groups(results, state), baselines)
 
     def _markdown(self, results: list[EvaluationResult], state: SessionState) -> str:
         from .markdown import render_markdown
