@@ -26,100 +26,102 @@ def _entry(**changes: Any) -> dict[str, Any]:
     return {key: value for key, value in entry.items() if value is not None}
 
 
-@pytest.mark.parametrize(
-    ("golden", "expected"),
-    [
-        pytest.param(
-            {"queries": [_entry(query=None)]},
-            ["/queries/0: 'query' is a required property", 'fix: add a non-empty "query"'],
-            id="missing-query",
-        ),
-        pytest.param(
-            {"queries": [_entry(relevant=None)]},
-            ["/queries/0: query 'q1' has no 'relevant' doc ids", "--retrieval-judge"],
-            id="missing-relevant",
-        ),
-        pytest.param(
-            {"queries": [_entry(relevant=[])]},
-            ["/queries/0/relevant: [] should be non-empty", 'fix: write "relevant": ['],
-            id="empty-relevant",
-        ),
-        pytest.param(
-            {"queries": [_entry(relevant="d1")]},
-            ["/queries/0/relevant: 'relevant' must be a non-empty list of doc-id strings"],
-            id="relevant-is-a-string",
-        ),
-        pytest.param(
-            {"queries": [_entry(relevant=[1, 2])]},
-            ["/queries/0/relevant"],
-            id="integer-doc-ids",
-        ),
-        pytest.param(
-            {"queries": [_entry(relevant={"d1": 0})]},
-            ["/queries/0/relevant: query 'q1' has no relevant document: every grade is 0"],
-            id="all-grades-zero",
-        ),
-        pytest.param(
-            {"queries": [_entry(relevant={"d1": 1.5})]},
-            ["/queries/0/relevant/d1: 1.5 is not of type 'integer'"],
-            id="fractional-grade",
-        ),
-        pytest.param(
-            {"queries": [_entry(query=42)]},
-            ["/queries/0/query: 42 is not of type 'string'"],
-            id="query-not-a-string",
-        ),
-        pytest.param(
-            {"queries": [_entry(tags="errors")]},
-            ["/queries/0/tags: 'errors' is not of type 'array'", 'fix: write "tags"'],
-            id="tags-not-a-list",
-        ),
-        pytest.param(
-            {"queries": [_entry(relevent=["d1"])]},
-            [
-                "/queries/0: Additional properties are not allowed ('relevent' was unexpected)",
-                "allowed keys are: criteria, id, metadata, params, query, relevant, tags",
-            ],
-            id="typo-in-key",
-        ),
-        pytest.param(
-            {"queries": [_entry(), _entry()]},
-            ["/queries/1/id: duplicate query id 'q1' (first used by entry 0)"],
-            id="duplicate-ids",
-        ),
-        pytest.param(
-            {"queries": []},
-            ["/queries: the golden set has no queries"],
-            id="no-queries",
-        ),
-        pytest.param(
-            {"query": [_entry()]},
-            ["'queries' is a required property"],
-            id="no-queries-key",
-        ),
-        pytest.param(
-            {"k": 0, "queries": [_entry()]},
-            ["/k: 0 is less than the minimum of 1", "fix: k is the default cutoff"],
-            id="bad-k",
-        ),
-        pytest.param(
-            {"thresholds": {"recall@10": 80}, "queries": [_entry()]},
-            ["/thresholds/recall@10: 80 is greater than the maximum of 1"],
-            id="threshold-above-one",
-        ),
-        pytest.param(
-            {"thresholds": {"recal@10": 0.5}, "queries": [_entry()]},
-            ["/thresholds", "unknown metric 'recal'", "recall, precision, hit_rate"],
-            id="unknown-metric-in-file",
-        ),
-        pytest.param(
-            {"metrics": ["ndcg@ten"], "queries": [_entry()]},
-            ["/metrics/0: 'ndcg@ten' does not match"],
-            id="bad-metric-list",
-        ),
-        pytest.param("just a string", ["/: the document is a JSON str"], id="not-list-or-object"),
-    ],
-)
+#: every malformed golden file, with fragments its message must contain (shared with the
+#: CLI's ``validate`` tests: same file, same message)
+MALFORMED_GOLDEN = [
+    pytest.param(
+        {"queries": [_entry(query=None)]},
+        ["/queries/0: 'query' is a required property", 'fix: add a non-empty "query"'],
+        id="missing-query",
+    ),
+    pytest.param(
+        {"queries": [_entry(relevant=None)]},
+        ["/queries/0: query 'q1' has no 'relevant' doc ids", "--retrieval-judge"],
+        id="missing-relevant",
+    ),
+    pytest.param(
+        {"queries": [_entry(relevant=[])]},
+        ["/queries/0/relevant: [] should be non-empty", 'fix: write "relevant": ['],
+        id="empty-relevant",
+    ),
+    pytest.param(
+        {"queries": [_entry(relevant="d1")]},
+        ["/queries/0/relevant: 'relevant' must be a non-empty list of doc-id strings"],
+        id="relevant-is-a-string",
+    ),
+    pytest.param(
+        {"queries": [_entry(relevant=[1, 2])]},
+        ["/queries/0/relevant"],
+        id="integer-doc-ids",
+    ),
+    pytest.param(
+        {"queries": [_entry(relevant={"d1": 0})]},
+        ["/queries/0/relevant: query 'q1' has no relevant document: every grade is 0"],
+        id="all-grades-zero",
+    ),
+    pytest.param(
+        {"queries": [_entry(relevant={"d1": 1.5})]},
+        ["/queries/0/relevant/d1: 1.5 is not of type 'integer'"],
+        id="fractional-grade",
+    ),
+    pytest.param(
+        {"queries": [_entry(query=42)]},
+        ["/queries/0/query: 42 is not of type 'string'"],
+        id="query-not-a-string",
+    ),
+    pytest.param(
+        {"queries": [_entry(tags="errors")]},
+        ["/queries/0/tags: 'errors' is not of type 'array'", 'fix: write "tags"'],
+        id="tags-not-a-list",
+    ),
+    pytest.param(
+        {"queries": [_entry(relevent=["d1"])]},
+        [
+            "/queries/0: Additional properties are not allowed ('relevent' was unexpected)",
+            "allowed keys are: criteria, id, metadata, params, query, relevant, tags",
+        ],
+        id="typo-in-key",
+    ),
+    pytest.param(
+        {"queries": [_entry(), _entry()]},
+        ["/queries/1/id: duplicate query id 'q1' (first used by entry 0)"],
+        id="duplicate-ids",
+    ),
+    pytest.param(
+        {"queries": []},
+        ["/queries: the golden set has no queries"],
+        id="no-queries",
+    ),
+    pytest.param(
+        {"query": [_entry()]},
+        ["'queries' is a required property"],
+        id="no-queries-key",
+    ),
+    pytest.param(
+        {"k": 0, "queries": [_entry()]},
+        ["/k: 0 is less than the minimum of 1", "fix: k is the default cutoff"],
+        id="bad-k",
+    ),
+    pytest.param(
+        {"thresholds": {"recall@10": 80}, "queries": [_entry()]},
+        ["/thresholds/recall@10: 80 is greater than the maximum of 1"],
+        id="threshold-above-one",
+    ),
+    pytest.param(
+        {"thresholds": {"recal@10": 0.5}, "queries": [_entry()]},
+        ["/thresholds", "unknown metric 'recal'", "recall, precision, hit_rate"],
+        id="unknown-metric-in-file",
+    ),
+    pytest.param(
+        {"metrics": ["ndcg@ten"], "queries": [_entry()]},
+        ["/metrics/0: 'ndcg@ten' does not match"],
+        id="bad-metric-list",
+    ),
+    pytest.param("just a string", ["/: the document is a JSON str"], id="not-list-or-object"),
+]
+
+
+@pytest.mark.parametrize(("golden", "expected"), MALFORMED_GOLDEN)
 def test_malformed_golden_file(pytester: pytest.Pytester, golden: Any, expected: list[str]) -> None:
     pytester.makeconftest(KEYWORD_RETRIEVER)
     write_golden(pytester, golden)

@@ -572,7 +572,15 @@ def _add_judgment(
     judgments.setdefault(query_id, {})[doc_id] = max(grade, 0)
 
 
-def _load_trec(source: Path, require_relevant: bool) -> GoldenSet:
+def load_trec(
+    qrels: str | Path, queries: str | Path | None = None, *, require_relevant: bool = True
+) -> GoldenSet:
+    """TREC qrels plus a ``QUERY_ID<TAB>TEXT`` queries file (default: found beside them)."""
+    with paused_gc():
+        return _load_trec(Path(qrels), require_relevant, Path(queries) if queries else None)
+
+
+def _load_trec(source: Path, require_relevant: bool, queries_file: Path | None = None) -> GoldenSet:
     judgments: dict[str, dict[str, int]] = {}
     for number, line in enumerate(_read_text(source).splitlines(), start=1):
         fields = line.split()
@@ -581,7 +589,10 @@ def _load_trec(source: Path, require_relevant: bool) -> GoldenSet:
         if len(fields) == 4:
             fields = [fields[0], fields[2], fields[3]]
         _add_judgment(judgments, source, number, fields, "QUERY_ID ITERATION DOC_ID GRADE")
-    queries_file = _trec_queries_file(source)
+    if queries_file is None:
+        queries_file = _trec_queries_file(source)
+    elif not queries_file.is_file():
+        raise GoldenError(queries_file, "", "no such queries file", "check the --queries path")
     texts: dict[str, str] = {}
     for number, line in enumerate(_read_text(queries_file).splitlines(), start=1):
         if not line.strip():

@@ -191,12 +191,15 @@ def _thresholds(
     settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
 ) -> list[Threshold]:
     """golden file < ini < marker < command line, key by key."""
-    from .gate import ThresholdError, from_mapping, merge, parse_assignment
+    from .compare import check_golden_gates
+    from .gate import from_mapping, merge, parse_assignment
+    from .golden import GoldenError
 
     try:
-        file_layer = from_mapping(golden.thresholds, f"{golden.source} thresholds")
-    except ThresholdError as exc:
-        raise pytest.UsageError(f"golden set {golden.source}, /thresholds: {exc}") from None
+        check_golden_gates(golden)
+    except GoldenError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    file_layer = from_mapping(golden.thresholds, f"{golden.source} thresholds")
     marker_layer = from_mapping(marker or {}, "the retrieval marker")
     cli_layer = [parse_assignment(t, "--retrieval-threshold") for t in settings.cli_thresholds]
     return merge(file_layer, _ini_layer(settings), marker_layer, cli_layer)

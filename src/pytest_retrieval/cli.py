@@ -1,0 +1,462 @@
+"""``python -m pytest_retrieval`` / ``pytest-retrieval``: golden-set and report tools.
+
+Subcommands: ``validate`` (schema and sanity report of golden sets), ``convert`` (BEIR,
+TREC qrels or CSV to golden JSON), ``diff`` (the gate's paired comparison between two JSON
+reports), ``show`` (a baseline file, readable). Exit status: 0 fine, 1 a problem found
+(invalid golden set, a regression, an unreadable file), 2 bad command-line arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import statistics
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+Command = Callable[[argparse.Namespace], int]
+
+
+class CliError(Exception):
+    """A problem to report in one line (no traceback), exit status 1."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    command: Command = args.command
+    try:
+        return command(args)
+    except CliError as exc:
+        print(f"pytest-retrieval {args.command_name}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pytest-retrieval",
+        description="Golden-set and report tools for pytest-retrieval.",
+    )
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    for add in (_add_validate, _add_convert, _add_diff, _add_show):
+        add(commands)
+    return parser
+
+
+def _command(commands: Any, name: str, run: Command, **options: Any) -> argparse.ArgumentParser:
+    sub: argparse.ArgumentParser = commands.add_parser(name, **options)
+    sub.set_defaults(command=run, command_name=name)
+    return sub
+
+
+# ---------------------------------------------------------------------------- validate
+
+
+def _add_validate(commands: Any) -> None:
+    sub = _command(
+        commands,
+        "validate",
+        _validate,
+        help="check golden sets: schema, then counts, duplicates and balance",
+        description="Load each golden set exactly as the plugin does (same messages), then "
+        "report counts, duplicate and near-duplicate query texts, queries with a single "
+        "relevant document and tag balance. Near-duplicates: word sets (ignoring order, case "
+        "and punctuation) within one added, removed or swapped word and a Jaccard "
+        "similarity of at least 0.8.",
+    )
+    sub.add_argument("golden", nargs="+", type=Path, help="golden file or BEIR folder")
+    sub.add_argument("--json", action="store_true", help="machine-readable output")
+    sub.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    sub.add_argument(
+        "--open", action="store_true", help="allow open queries (no relevant ids; judge only)"
+    )
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from .compare import check_golden_gates
+    from .golden import GoldenError, load_golden
+
+    status = 0
+    reports = []
+    for path in args.golden:
+        try:
+            golden = load_golden(path, require_relevant=not args.open)
+            check_golden_gates(golden)
+        except GoldenError as exc:
+            print(str(exc), file=sys.stderr)
+            status = 1
+            continue
+        report = sanity(golden)
+        reports.append(report)
+        if args.strict and report["warnings"]:
+            status = 1
+        if not args.json:
+            print(_sanity_text(report))
+    if args.json:
+        print(json.dumps(reports, indent=1, ensure_ascii=False))
+    return status
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower()))
+
+
+NEAR = 0.8  # Jaccard similarity of word sets
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b)
+
+
+def near_duplicates(texts: Sequence[tuple[str, str]]) -> list[list[str]]:
+    """Groups of query ids whose word sets are near-identical (Jaccard >= 0.8).
+
+    Each word set is indexed under itself and under every one-word-smaller subset, so two
+    sets within one insertion or substitution of each other share a key; only those pairs
+    are compared: linear in the number of words, never every pair.
+    """
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    buckets: dict[frozenset[str], str] = {}
+    seen: dict[str, frozenset[str]] = {}
+    for query_id, text in texts:
+        words = _words(text)
+        if not words:
+            continue
+        keys = [words] + ([words - {w} for w in words] if len(words) > 2 else [])
+        for key in keys:
+            other = buckets.setdefault(key, query_id)
+            if other != query_id and _jaccard(words, seen[other]) >= NEAR:
+                parent[find(query_id)] = find(other)
+        seen[query_id] = words
+    groups: dict[str, list[str]] = {}
+    for query_id, _ in texts:
+        if query_id in parent:
+            groups.setdefault(find(query_id), []).append(query_id)
+    return [ids for ids in groups.values() if len(ids) > 1]
+
+
+def sanity(golden: Any) -> dict[str, Any]:
+    """Counts and warnings about a loaded golden set (JSON-able)."""
+    queries = golden.queries
+    relevant = [sum(1 for g in q.relevant.values() if g > 0) for q in queries]
+    labelled = [n for n in relevant if n]
+    graded = sum(1 for q in queries if any(g > 1 for g in q.relevant.values()))
+    by_text: dict[str, list[str]] = {}
+    for q in queries:
+        by_text.setdefault(" ".join(q.query.lower().split()), []).append(q.id)
+    duplicates = [ids for ids in by_text.values() if len(ids) > 1]
+    exact = {id_ for ids in duplicates for id_ in ids}
+    near = [
+        ids for ids in near_duplicates([(q.id, q.query) for q in queries]) if not set(ids) <= exact
+    ]
+    single = [q.id for q, n in zip(queries, relevant, strict=True) if n == 1]
+    tags = Counter(tag for q in queries for tag in q.tags)
+    untagged = sum(1 for q in queries if not q.tags)
+    warnings = []
+    if duplicates:
+        warnings.append(f"{len(duplicates)} query texts appear more than once")
+    if near:
+        warnings.append(f"{len(near)} groups of near-duplicate queries")
+    if labelled and len(single) > len(queries) / 2:
+        warnings.append(
+            f"{len(single)} of {len(queries)} queries have a single relevant document: "
+            "recall@k is 0 or 1 for them, so aggregates move in big steps"
+        )
+    if tags and min(tags.values()) < 5:
+        small = sorted(tag for tag, n in tags.items() if n < 5)
+        warnings.append(f"tags with fewer than 5 queries (noisy per-tag metrics): {small}")
+    open_queries = len(queries) - len(labelled)
+    return {
+        "source": golden.source,
+        "name": golden.name,
+        "fingerprint": golden.fingerprint,
+        "k": golden.k,
+        "queries": len(queries),
+        "labelled": len(labelled),
+        "open": open_queries,
+        "graded": graded,
+        "relevant_per_query": {
+            "min": min(labelled, default=0),
+            "median": statistics.median(labelled) if labelled else 0,
+            "max": max(labelled, default=0),
+        },
+        "single_relevant": single,
+        "duplicate_queries": duplicates,
+        "near_duplicate_queries": near,
+        "tags": dict(sorted(tags.items())),
+        "untagged": untagged,
+        "warnings": warnings,
+    }
+
+
+def _sanity_text(report: dict[str, Any]) -> str:
+    per = report["relevant_per_query"]
+    lines = [
+        f"{report['source']}: valid golden set {report['name']!r} "
+        f"(fingerprint {report['fingerprint']}, k={report['k']})",
+        f"  {report['queries']} queries: {report['labelled']} labelled, {report['open']} open; "
+        f"{report['graded']} with graded judgments",
+        f"  relevant docs per query: min {per['min']}, median {per['median']:g}, max {per['max']}",
+    ]
+    if report["tags"]:
+        tags = ", ".join(f"{tag} {n}" for tag, n in report["tags"].items())
+        lines.append(f"  tags: {tags}; untagged {report['untagged']}")
+    for ids in report["duplicate_queries"][:5]:
+        lines.append(f"  duplicate query text: {', '.join(ids)}")
+    for ids in report["near_duplicate_queries"][:5]:
+        lines.append(f"  near-duplicate queries: {', '.join(ids)}")
+    lines += [f"  warning: {w}" for w in report["warnings"]]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- convert
+
+CSV_HELP = """\
+CSV: a header row, then one row per query. Columns: query (required), relevant (required:
+doc ids separated by ';', each optionally with a grade as id:grade), id (optional, default
+the row's position), tags (optional, separated by ';'). Example:
+  id,query,relevant,tags
+  q1,how to reset a password,doc-12;doc-40:2,account
+"""
+
+
+def _add_convert(commands: Any) -> None:
+    sub = _command(
+        commands,
+        "convert",
+        _convert,
+        help="BEIR folder, TREC qrels or CSV -> golden JSON",
+        description="Convert a BEIR folder (queries.jsonl + qrels/<split>.tsv), TREC qrels "
+        "(with --queries, or a queries.tsv beside them) or a CSV file into the golden JSON "
+        "object form.",
+        epilog=CSV_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub.add_argument("source", type=Path, help="BEIR folder, qrels file or .csv")
+    sub.add_argument("-o", "--output", required=True, help="output .json, or - for stdout")
+    sub.add_argument("--queries", type=Path, help="TREC queries file (QUERY_ID<TAB>TEXT)")
+    sub.add_argument("--name", help="golden set name (default: from the source)")
+    sub.add_argument("--k", type=int, default=None, help="default cutoff to store")
+    sub.add_argument("--force", action="store_true", help="overwrite an existing output")
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from .golden import GoldenError, load_golden, load_trec
+
+    source: Path = args.source
+    try:
+        if source.suffix.lower() == ".csv":
+            golden = _golden_from_csv(source)
+        elif args.queries is not None:
+            golden = load_trec(source, args.queries)
+        else:
+            golden = load_golden(source)
+    except GoldenError as exc:
+        raise CliError(str(exc)) from None
+    document: dict[str, Any] = {"name": args.name or golden.name, "k": args.k or golden.k}
+    document["queries"] = [_entry(q) for q in golden.queries]
+    text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    output = Path(args.output)
+    if output.exists() and not args.force:
+        raise CliError(f"{output} exists; pass --force to overwrite it")
+    from .baseline import atomic_write
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(output, text)
+    print(f"wrote {output}: {len(golden.queries)} queries (fingerprint {golden.fingerprint})")
+    return 0
+
+
+def _entry(query: Any) -> dict[str, Any]:
+    grades = query.relevant
+    relevant: Any = list(grades) if set(grades.values()) == {1} else dict(grades)
+    entry: dict[str, Any] = {"id": query.id, "query": query.query, "relevant": relevant}
+    if query.tags:
+        entry["tags"] = list(query.tags)
+    if query.metadata:
+        entry["metadata"] = query.metadata
+    return entry
+
+
+def _golden_from_csv(path: Path) -> Any:
+    """Rows -> golden entries, validated by the same loader as every other format."""
+    import tempfile
+
+    from .golden import GoldenError, load_golden
+
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise GoldenError(path, "", f"cannot read it as CSV ({exc})") from None
+    entries = []
+    for number, row in enumerate(rows, start=2):  # line 1 is the header
+        if not row.get("query") or not row.get("relevant"):
+            raise GoldenError(
+                path,
+                f"line {number}",
+                "a row needs 'query' and 'relevant' columns with values",
+                "see `pytest-retrieval convert --help` for the CSV layout",
+            )
+        relevant: dict[str, int] = {}
+        for item in filter(None, (part.strip() for part in row["relevant"].split(";"))):
+            doc, _, grade = item.rpartition(":") if ":" in item else (item, "", "1")
+            try:
+                relevant[doc] = int(grade)
+            except ValueError:
+                raise GoldenError(
+                    path, f"line {number}", f"bad grade in {item!r}", "write id:grade, e.g. d1:2"
+                ) from None
+        entry: dict[str, Any] = {"query": row["query"], "relevant": relevant}
+        if row.get("id"):
+            entry["id"] = row["id"]
+        if row.get("tags"):
+            entry["tags"] = [t.strip() for t in row["tags"].split(";") if t.strip()]
+        entries.append(entry)
+    with tempfile.TemporaryDirectory() as folder:
+        staged = Path(folder) / f"{path.stem}.json"
+        staged.write_text(json.dumps({"name": path.stem, "queries": entries}), "utf-8")
+        try:
+            golden = load_golden(staged)
+        except GoldenError as exc:
+            raise GoldenError(path, exc.where, exc.problem, exc.fix) from None
+    return golden.model_copy(update={"source": str(path)})
+
+
+# ---------------------------------------------------------------------------- diff
+
+
+def _add_diff(commands: Any) -> None:
+    sub = _command(
+        commands,
+        "diff",
+        _diff,
+        help="compare two JSON reports with the gate's paired test",
+        description="Compare REPORT_B with REPORT_A (both written by --retrieval-report): "
+        "per evaluation matched by golden set and retriever, the same allowances, paired "
+        "one-sided test and Holm correction as the baseline gate. Exit 1 on a regression.",
+    )
+    sub.add_argument("report_a", type=Path, metavar="REPORT_A", help="the reference run")
+    sub.add_argument("report_b", type=Path, metavar="REPORT_B", help="the run to judge")
+    sub.add_argument(
+        "--max-drop",
+        action="append",
+        default=[],
+        metavar="METRIC=DROP",
+        help="allowed drop, absolute (0.01) or relative (2%%); repeatable; default 0.01",
+    )
+    sub.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+
+
+def _read_report(path: Path) -> list[Any]:
+    from .evaluation import EvaluationResult
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read it ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("evaluations"), list):
+        raise CliError(f"{path}: not a pytest-retrieval report (no 'evaluations' list)")
+    try:
+        return [EvaluationResult.from_dict(entry) for entry in data["evaluations"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CliError(f"{path}: a malformed evaluation entry ({exc!r})") from None
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from .baseline import entry_key
+    from .compare import AllowanceError, compare_to_baseline, entry_from_result, merge
+    from .compare import parse_assignment as parse_drop
+    from .report import regression_lines
+
+    if not 0 < args.alpha <= 1:
+        raise CliError(f"--alpha {args.alpha:g} is not in (0, 1]")
+    try:
+        allowances = merge([parse_drop(text, "--max-drop") for text in args.max_drop])
+    except AllowanceError as exc:
+        raise CliError(str(exc)) from None
+    before = {entry_key(r.golden_name, r.retriever_id): r for r in _read_report(args.report_a)}
+    after = _read_report(args.report_b)
+    regressed = compared = 0
+    for result in after:
+        key = entry_key(result.golden_name, result.retriever_id)
+        reference = before.get(key)
+        if reference is None:
+            print(f"{key}: not in {args.report_a}; skipped")
+            continue
+        entry = entry_from_result(reference, {}, "")
+        comparison = compare_to_baseline(
+            result, entry, allowances, alpha=args.alpha, reference=f"report {args.report_a}"
+        )
+        result.comparison = comparison
+        compared += 1
+        print(f"{key}: {len(result.queries)} queries")
+        for line in regression_lines(result, comparison):
+            print(line)
+        if comparison.regressed:
+            regressed += 1
+    if compared == 0:
+        raise CliError(f"no evaluation of {args.report_b} is in {args.report_a}")
+    print(f"{regressed} of {compared} evaluations regressed")
+    return 1 if regressed else 0
+
+
+# ---------------------------------------------------------------------------- show
+
+
+def _add_show(commands: Any) -> None:
+    sub = _command(commands, "show", _show, help="print a baseline file readably")
+    sub.add_argument("baseline", type=Path, help="a <golden>.baseline.json file")
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .baseline import BaselineError, read
+    from .metrics import parse_metric
+    from .report import _ci, _num, _table
+
+    if not args.baseline.is_file():
+        raise CliError(f"{args.baseline}: no such baseline file")
+    try:
+        entries = read(args.baseline)
+    except BaselineError as exc:
+        raise CliError(str(exc)) from None
+    print(f"{args.baseline}: {len(entries)} entries")
+    for key, entry in entries.items():
+        commit = str(entry.git.get("commit", ""))[:12]
+        dirty = " (dirty)" if entry.git.get("dirty") else ""
+        print(
+            f"{key}: golden {entry.golden_name} (fingerprint {entry.golden_fingerprint}), "
+            f"k={entry.k}, {len(entry.queries)} queries, recorded {entry.created or '?'}"
+            + (f", commit {commit}{dirty}" if commit else "")
+            + f", plugin {entry.plugin_version}"
+        )
+        if entry.judge:
+            print(f"  judge: {entry.judge}")
+        rows = [["metric", "value", "95% CI"]]
+        ordered = sorted(entry.metrics, key=lambda m: parse_metric(m).sort_key)
+        rows += [[m, _num(entry.metrics[m]), _ci(entry.ci.get(m))] for m in ordered]
+        for line in _table(rows):
+            print(line)
+        if entry.latency_p95_ms is not None:
+            print(f"  latency p50 {entry.latency_p50_ms} ms, p95 {entry.latency_p95_ms} ms")
+    return 0

@@ -1,0 +1,212 @@
+"""`python -m pytest_retrieval` / `pytest-retrieval`: validate, convert, diff, show."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import GOLDEN
+from test_bad_input import MALFORMED_GOLDEN
+
+from pytest_retrieval import evaluate, load_golden
+from pytest_retrieval.baseline import git_info, now, update
+from pytest_retrieval.cli import main, near_duplicates
+from pytest_retrieval.compare import entry_from_result
+from pytest_retrieval.report import json_report, write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+TART = "how do i bake a cherry tart with fresh"
+
+
+def write(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize(("golden", "expected"), MALFORMED_GOLDEN)
+def test_validate_gives_the_plugins_message_for_every_malformed_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], golden: Any, expected: list[str]
+) -> None:
+    path = write(tmp_path / "golden.json", golden)
+    status, _, err = run(capsys, "validate", str(path))
+    assert status == 1
+    assert err.startswith(f"golden set {path}")
+    for fragment in expected:
+        assert fragment in err, err
+    assert "Traceback" not in err
+
+
+def test_validate_reports_counts_duplicates_and_balance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(json.dumps(GOLDEN))
+    data["queries"] += [
+        {"id": "dup", "query": "Apple", "relevant": ["d1"]},
+        {"id": "near1", "query": f"{TART} cream", "relevant": ["d3"]},
+        {"id": "near2", "query": f"{TART} custard", "relevant": ["d3"]},
+    ]
+    path = write(tmp_path / "golden.json", data)
+    status, out, _ = run(capsys, "validate", str(path))
+    assert status == 0
+    assert "7 queries: 7 labelled, 0 open; 1 with graded judgments" in out
+    assert "duplicate query text: apple, dup" in out
+    assert "near-duplicate queries: near1, near2" in out
+    assert "tags: drink 1, fruit 2; untagged 4" in out
+    assert run(capsys, "validate", "--strict", str(path))[0] == 1
+    status, out, _ = run(capsys, "validate", "--json", str(path))
+    report = json.loads(out)[0]
+    assert report["relevant_per_query"] == {"min": 1, "median": 1, "max": 2}
+    assert report["single_relevant"] == ["juice", "dup", "near1", "near2"]
+
+
+def test_near_duplicates_scale_linearly() -> None:
+    texts = [(str(i), f"alpha{i} beta{i} gamma{i} delta") for i in range(20_000)]
+    texts.append(("x", "Delta, gamma5 beta5 alpha5 extra"))  # reordered, one word added
+    groups = near_duplicates(texts)
+    assert groups == [["5", "x"]]
+
+
+def test_convert_beir_trec_and_csv_round_trip(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    beir = ROOT / "example_golden" / "cranfield"
+    out = tmp_path / "beir.json"
+    status, text, _ = run(capsys, "convert", str(beir), "-o", str(out))
+    assert status == 0 and "225 queries" in text
+    assert load_golden(out).fingerprint == load_golden(beir).fingerprint
+
+    qrels = tmp_path / "run.qrels"
+    qrels.write_text("q1 0 d1 1\nq1 0 d2 2\nq2 0 d3 1\n", encoding="utf-8")
+    topics = tmp_path / "topics.txt"
+    topics.write_text("q1\tapple pie\nq2\tcherry\n", encoding="utf-8")
+    trec_out = tmp_path / "trec.json"
+    assert run(capsys, "convert", str(qrels), "--queries", str(topics), "-o", str(trec_out))[0] == 0
+    trec = load_golden(trec_out)
+    assert [(q.id, q.query, q.relevant) for q in trec.queries] == [
+        ("q1", "apple pie", {"d1": 1, "d2": 2}),
+        ("q2", "cherry", {"d3": 1}),
+    ]
+
+    table = tmp_path / "golden.csv"
+    table.write_text(
+        "id,query,relevant,tags\nq1,apple pie,d1;d2:2,fruit;baking\nq2,cherry,d3,\n",
+        encoding="utf-8",
+    )
+    csv_out = tmp_path / "csv.json"
+    assert run(capsys, "convert", str(table), "-o", str(csv_out), "--k", "5")[0] == 0
+    converted = load_golden(csv_out)
+    assert converted.k == 5 and converted.queries[0].tags == ("fruit", "baking")
+    assert converted.fingerprint == trec.fingerprint  # same queries and judgments
+
+
+def test_convert_never_overwrites_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = write(tmp_path / "mine.json", {"hand": "written"})
+    beir = str(ROOT / "example_golden" / "cranfield")
+    status, _, err = run(capsys, "convert", beir, "-o", str(out))
+    assert status == 1 and "exists; pass --force to overwrite it" in err
+    assert json.loads(out.read_text()) == {"hand": "written"}
+    assert run(capsys, "convert", beir, "-o", str(out), "--force")[0] == 0
+
+
+def test_convert_bad_csv_names_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = tmp_path / "golden.csv"
+    table.write_text("query,relevant\napple,d1\ncherry,\n", encoding="utf-8")
+    status, _, err = run(capsys, "convert", str(table), "-o", str(tmp_path / "o.json"))
+    assert status == 1
+    assert "golden.csv, line 3: a row needs 'query' and 'relevant'" in err
+
+
+def _report(tmp_path: Path, name: str, degrade: bool) -> Path:
+    golden = load_golden(ROOT / "example_golden" / "cranfield.json")
+
+    def search(query: str, k: int) -> list[str]:
+        ranked = [doc for doc in relevant_first[query]][:k]
+        return ranked[::-1] if degrade and hash(query) % 3 == 0 else ranked
+
+    relevant_first = {
+        q.query: [*sorted(q.relevant, key=lambda d: -q.relevant[d]), *map(str, range(2000, 2100))]
+        for q in golden.queries
+    }
+    result = evaluate(search, golden, retriever_id="bm25")
+    path = tmp_path / f"{name}.json"
+    write_json(path, json_report([result]))
+    return path
+
+
+def test_diff_reports_a_regression_from_two_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main_run = _report(tmp_path, "main", degrade=False)
+    same = _report(tmp_path, "same", degrade=False)
+    worse = _report(tmp_path, "worse", degrade=True)
+    status, out, _ = run(capsys, "diff", str(main_run), str(same))
+    assert status == 0 and "0 of 1 evaluations regressed" in out
+    status, out, _ = run(capsys, "diff", str(main_run), str(worse), "--max-drop", "ndcg@10=2%")
+    assert status == 1
+    assert "REGRESSION: mrr@10 dropped" in out
+    assert "queries that got worse on" in out
+    assert "1 of 1 evaluations regressed" in out
+
+
+def test_diff_bad_reports_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = _report(tmp_path, "main", degrade=False)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"evaluations": [', encoding="utf-8")
+    status, _, err = run(capsys, "diff", str(good), str(broken))
+    assert status == 1 and f"{broken}: not JSON (line 1, column 18)" in err
+    other = write(tmp_path / "other.json", {"something": "else"})
+    status, _, err = run(capsys, "diff", str(other), str(good))
+    assert status == 1 and "not a pytest-retrieval report" in err
+
+
+def test_show_a_baseline_and_a_corrupt_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden = write(tmp_path / "golden.json", GOLDEN)
+    result = evaluate(lambda query, k: ["d1", "d2", "d3"][:k], golden)
+    path = tmp_path / "golden.json.baseline.json"
+    update(path, [entry_from_result(result, git_info(tmp_path), now())], replace_corrupt=False)
+    status, out, _ = run(capsys, "show", str(path))
+    assert status == 0
+    assert "fruit::retriever: golden fruit" in out and "4 queries" in out
+    assert out.index("recall@3") < out.index("precision@3")  # metric order, not alphabetical
+    path.write_text('{"format": "pytest-retrieval-baseline", "version": 99}', encoding="utf-8")
+    status, _, err = run(capsys, "show", str(path))
+    assert status == 1 and str(path) in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["bogus"], ["validate"], ["convert", "x"], ["diff", "a"], ["diff", "a", "b", "--alpha"]],
+)
+def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "usage: pytest-retrieval" in capsys.readouterr().err
+
+
+def test_module_and_console_script_entry_points() -> None:
+    module = subprocess.run(
+        [sys.executable, "-m", "pytest_retrieval", "validate", "example_golden/tiny.json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert module.returncode == 0 and "valid golden set 'tiny'" in module.stdout
+    script = Path(sys.executable).with_name("pytest-retrieval")
+    assert script.exists(), "the pytest-retrieval console script is installed"
+    help_run = subprocess.run([str(script), "--help"], capture_output=True, text=True)
+    assert help_run.returncode == 0 and "validate" in help_run.stdout
