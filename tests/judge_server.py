@@ -60,6 +60,8 @@ class JudgeServer:
     graded: bool = False
     script: list[str] = field(default_factory=list)
     requests: list[Seen] = field(default_factory=list)
+    files: dict[str, bytes] = field(default_factory=dict)
+    batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     in_flight: int = 0
     max_in_flight: int = 0
     port: int = 0
@@ -145,16 +147,86 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, body.encode(), headers)
 
     def do_GET(self) -> None:
-        """``/stats``: requests served and the most in flight at once (for benchmarks)."""
+        """``/stats`` for benchmarks; the Batch API's batch status and file contents."""
         state = self.server_state
-        with state._lock:
-            stats = {"requests": len(state.requests), "max_in_flight": state.max_in_flight}
-        self._send(200, json.dumps(stats).encode())
+        if self.path == "/stats":
+            with state._lock:
+                stats = {"requests": len(state.requests), "max_in_flight": state.max_in_flight}
+            return self._send(200, json.dumps(stats).encode())
+        batch = re.fullmatch(r"/v1/batches/([\w-]+)", self.path)
+        if batch and batch.group(1) in state.batches:
+            return self._send(200, json.dumps(state.batches[batch.group(1)]).encode())
+        content = re.fullmatch(r"/v1/files/([\w-]+)/content", self.path)
+        if content and content.group(1) in state.files:
+            return self._send(200, state.files[content.group(1)])
+        return self._error(404, f"no {self.path}")
+
+    def _upload(self, raw: bytes) -> None:
+        """``POST /v1/files`` (multipart): keep the JSONL for a batch."""
+        from email.parser import BytesParser
+        from email.policy import HTTP
+
+        header = f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode()
+        message = BytesParser(policy=HTTP).parsebytes(header + raw)
+        data = b""
+        for part in message.iter_parts():
+            if part.get_param("name", header="content-disposition") == "file":
+                data = part.get_payload(decode=True) or b""
+        state = self.server_state
+        file_id = f"file-{len(state.files) + 1}"
+        state.files[file_id] = data
+        info = {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": 0,
+            "filename": "judge-batch.jsonl",
+            "purpose": "batch",
+            "status": "processed",
+        }
+        self._send(200, json.dumps(info).encode())
+
+    def _batch(self, body: dict[str, Any]) -> None:
+        """``POST /v1/batches``: grade every request of the input file at once."""
+        state = self.server_state
+        lines = []
+        for line in state.files[body["input_file_id"]].decode().splitlines():
+            request = json.loads(line)
+            seen = _parse(request["body"], None, None)
+            answer = json.dumps(state.answer(seen))
+            completion = json.loads(_completion(answer))
+            lines.append(
+                json.dumps(
+                    {
+                        "custom_id": request["custom_id"],
+                        "response": {"status_code": 200, "body": completion},
+                    }
+                )
+            )
+        output_id = f"file-{len(state.files) + 1}"
+        state.files[output_id] = ("\n".join(lines) + "\n").encode()
+        batch_id = f"batch-{len(state.batches) + 1}"
+        state.batches[batch_id] = {
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": body["endpoint"],
+            "input_file_id": body["input_file_id"],
+            "completion_window": "24h",
+            "status": "completed",
+            "output_file_id": output_id,
+            "created_at": 0,
+        }
+        self._send(200, json.dumps(state.batches[batch_id]).encode())
 
     def do_POST(self) -> None:
         state = self.server_state
         length = int(self.headers.get("Content-Length", "0"))
-        body = json.loads(self.rfile.read(length) or b"{}")
+        raw = self.rfile.read(length)
+        if self.path == "/v1/files":
+            return self._upload(raw)
+        body = json.loads(raw or b"{}")
+        if self.path == "/v1/batches":
+            return self._batch(body)
         seen = _parse(body, self.headers.get("Authorization"), state.api_key)
         with state._lock:
             state.requests.append(seen)

@@ -256,3 +256,40 @@ def test_baseline_records_the_judge_and_a_changed_judge_is_not_compared(
             "*otr@3 *judge changed*",
         ]
     )
+
+
+def test_batch_api_fills_the_cache_for_an_offline_run(
+    pytester: pytest.Pytester, server: JudgeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_retrieval.cli import main
+
+    pytester.makeconftest(KEYWORD_RETRIEVER)  # bare ids: texts come from the corpus
+    corpus = {
+        "d1": "apple pie recipe",
+        "d2": "banana bread recipe",
+        "d3": "cherry tart",
+        "d4": "apple cider vinegar",
+        "d5": "bread machine manual",
+        "d6": "tart cherry juice",
+    }
+    (pytester.path / "corpus.json").write_text(json.dumps(corpus), encoding="utf-8")
+    write_golden(pytester, {**GOLDEN, "corpus": "corpus.json"})
+    pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "r.json")
+    monkeypatch.chdir(pytester.path)
+    assert main(["judge-batch", "submit", "r.json", "-o", "batch.json", "--cache", "jc"]) == 0
+    state = json.loads((pytester.path / "batch.json").read_text("utf-8"))
+    assert state["batch_id"] and state["requests"] == 12 and KEY not in json.dumps(state)
+    assert main(["judge-batch", "collect", "batch.json"]) == 0
+    assert server.requests == []  # nothing went through the online endpoint
+    offline = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-judge",
+        "--retrieval-judge-cache-only",
+        "--retrieval-judge-cache",
+        "jc",
+    )
+    offline.assert_outcomes(passed=1)
+    offline.stdout.fnmatch_lines(["*: 0 calls, 12 cache hits*coverage 100.0%*"])
+    again = main(["judge-batch", "submit", "r.json", "-o", "batch2.json", "--cache", "jc"])
+    assert again == 0 and not (pytester.path / "batch2.json").exists()  # all cached already

@@ -2,7 +2,8 @@
 
 Subcommands: ``validate`` (schema and sanity report of golden sets), ``convert`` (BEIR,
 TREC qrels or CSV to golden JSON), ``diff`` (the gate's paired comparison between two JSON
-reports), ``show`` (a baseline file, readable). Exit status: 0 fine, 1 a problem found
+reports), ``show`` (a baseline file, readable), ``judge-batch`` (fill the judge's cache
+through OpenAI's Batch API). Exit status: 0 fine, 1 a problem found
 (invalid golden set, a regression, an unreadable file), 2 bad command-line arguments.
 """
 
@@ -43,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Golden-set and report tools for pytest-retrieval.",
     )
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
-    for add in (_add_validate, _add_convert, _add_diff, _add_show):
+    for add in (_add_validate, _add_convert, _add_diff, _add_show, _add_judge_batch):
         add(commands)
     return parser
 
@@ -460,3 +461,119 @@ def _show(args: argparse.Namespace) -> int:
         if entry.latency_p95_ms is not None:
             print(f"  latency p50 {entry.latency_p50_ms} ms, p95 {entry.latency_p95_ms} ms")
     return 0
+
+
+# ---------------------------------------------------------------------------- judge-batch
+
+DEFAULT_JUDGE_CACHE = Path(".pytest_cache") / "d" / "retrieval-judge"
+
+
+def _add_judge_batch(commands: Any) -> None:
+    sub = _command(
+        commands,
+        "judge-batch",
+        _judge_batch,
+        help="grade a report's hits through OpenAI's Batch API, into the judge cache",
+        description="submit: send every uncached top-k hit of a --retrieval-report file as "
+        "one Batch API job and write a state file; collect: when the job is done, store its "
+        "verdicts in the judge cache. Then run pytest with --retrieval-judge "
+        "(--retrieval-judge-cache-only to make sure nothing else is called), with the same "
+        "model, scale and cache folder.",
+    )
+    sub.add_argument("action", choices=["submit", "collect"])
+    sub.add_argument("source", type=Path, help="submit: a JSON report; collect: the state file")
+    sub.add_argument("-o", "--state", type=Path, help="submit: where to write the state file")
+    sub.add_argument("--corpus", type=Path, help="doc texts (default: the golden set's corpus)")
+    sub.add_argument("--model", default="gpt-4.1-mini")
+    sub.add_argument("--scale", choices=["binary", "0-3"], default="binary")
+    sub.add_argument("--min-score", type=float, default=0.5)
+    sub.add_argument("--base-url", default=None)
+    sub.add_argument("--prompt", type=Path, default=None)
+    sub.add_argument("--text-budget", type=int, default=4000)
+    sub.add_argument(
+        "--cache", type=Path, default=DEFAULT_JUDGE_CACHE, help=f"default {DEFAULT_JUDGE_CACHE}"
+    )
+
+
+def _batch_judge(settings: dict[str, Any]) -> Any:
+    from .judge import Judge, JudgeConfig, JudgeConfigError
+
+    try:
+        return Judge(
+            JudgeConfig(
+                model=settings["model"],
+                scale=settings["scale"],
+                min_score=settings["min_score"],
+                base_url=settings["base_url"],
+                prompt_file=Path(settings["prompt"]) if settings["prompt"] else None,
+                text_budget_chars=settings["text_budget"],
+                cache_dir=Path(settings["cache"]),
+            )
+        )
+    except JudgeConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _judge_batch(args: argparse.Namespace) -> int:
+    import openai
+
+    from .judge.batch import collect, pairs_from_report, save_state, submit
+
+    try:
+        if args.action == "collect":
+            state = json.loads(args.source.read_text(encoding="utf-8"))
+            collected = collect(_batch_judge(state["judge"]), state["batch_id"])
+            if collected.status != "completed":
+                print(f"batch {state['batch_id']} is {collected.status}; collect again later")
+                return 0
+            print(
+                f"batch {state['batch_id']}: {collected.stored} verdicts stored in "
+                f"{state['judge']['cache']}, {collected.ungraded} ungraded"
+            )
+            return 0
+        if args.state is None:
+            raise CliError("submit needs -o STATE.json (where to remember the batch id)")
+        report = json.loads(args.source.read_text(encoding="utf-8"))
+        settings = {
+            "model": args.model,
+            "scale": args.scale,
+            "min_score": args.min_score,
+            "base_url": args.base_url,
+            "prompt": str(args.prompt) if args.prompt else None,
+            "text_budget": args.text_budget,
+            "cache": str(args.cache),
+        }
+        pairs = pairs_from_report(report, _batch_corpus(args, report))
+        submitted = submit(_batch_judge(settings), pairs)
+    except (OSError, json.JSONDecodeError, KeyError) as exc:
+        raise CliError(f"{args.source}: {exc}") from None
+    except openai.OpenAIError as exc:
+        raise CliError(f"the Batch API said: {type(exc).__name__}") from None
+    if not submitted.batch_id:
+        print(f"nothing to submit: all {submitted.cached} hits are in the cache")
+        return 0
+    save_state(args.state, submitted, {"judge": settings})
+    print(
+        f"submitted batch {submitted.batch_id}: {submitted.requests} requests "
+        f"({submitted.cached} already cached); collect with: "
+        f"pytest-retrieval judge-batch collect {args.state}"
+    )
+    return 0
+
+
+def _batch_corpus(args: argparse.Namespace, report: dict[str, Any]) -> dict[str, str]:
+    from .golden import GoldenError, load_corpus, load_golden
+
+    try:
+        if args.corpus is not None:
+            return load_corpus(args.corpus)
+        sources = {e["golden"]["source"] for e in report.get("evaluations", [])}
+        corpus: dict[str, str] = {}
+        for source in sources:
+            golden = load_golden(source, require_relevant=False)
+            if golden.corpus is None:
+                raise CliError(f"{source} names no corpus; pass --corpus")
+            corpus.update(load_corpus(golden.corpus))
+        return corpus
+    except GoldenError as exc:
+        raise CliError(str(exc)) from None

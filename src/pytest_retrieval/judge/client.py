@@ -193,6 +193,50 @@ class Judge:
             "or use --retrieval-judge-cache-only to grade from the cache alone"
         )
 
+    def sync_client(self) -> Any:
+        """A blocking client with the same credentials (for the Batch API)."""
+        import openai
+
+        args = self._client_args
+        if not args:
+            raise JudgeConfigError(
+                "the Batch API needs credentials, not --retrieval-judge-cache-only"
+            )
+        if args.get("azure"):
+            return openai.AzureOpenAI(timeout=self.config.timeout)
+        return openai.OpenAI(
+            api_key=args["api_key"], base_url=args["base_url"], timeout=self.config.timeout
+        )
+
+    def request_body(self, pair: JudgePair) -> dict[str, Any]:
+        """The chat-completions request for one pair, as the Batch API takes it."""
+        model = GradedAnswer if self.graded else BinaryAnswer
+        messages, _ = self.prompt.messages(pair.query, pair.criteria, self._budgeted(pair.text)[0])
+        return {
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": 0,
+            "max_tokens": MAX_OUTPUT_TOKENS,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "verdict", "strict": True, "schema": _strict_schema(model)},
+            },
+        }
+
+    def verdict_from_body(self, body: Mapping[str, Any]) -> Verdict:
+        """A verdict from a chat-completion response body (a Batch API output line)."""
+        from openai.types.chat import ChatCompletion
+
+        try:
+            response = ChatCompletion.model_validate(body)
+        except ValidationError:
+            return self._ungraded("malformed response: not a chat completion")
+        return self._read(response, truncated=False)
+
+    def store(self, key: str, verdict: Verdict) -> None:
+        if self.cache is not None and verdict.error is None:
+            self.cache.put(key, verdict.to_dict())
+
     def _client(self) -> Any:
         import openai
 
