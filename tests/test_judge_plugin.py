@@ -293,3 +293,15 @@ def test_batch_api_fills_the_cache_for_an_offline_run(
     offline.stdout.fnmatch_lines(["*: 0 calls, 12 cache hits*coverage 100.0%*"])
     again = main(["judge-batch", "submit", "r.json", "-o", "batch2.json", "--cache", "jc"])
     assert again == 0 and not (pytester.path / "batch2.json").exists()  # all cached already
+
+
+def test_price_table_is_overridable_in_ini(pytester: pytest.Pytester, server: JudgeServer) -> None:
+    pytester.makeconftest(TEXT_RETRIEVER)
+    write_golden(pytester)
+    pytester.makeini("[pytest]\nretrieval_judge_prices =\n    gpt-4.1-mini=1000,1000\n")
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-judge")
+    result.stdout.fnmatch_lines(["*12 calls, 0 cache hits, 1440 tokens, ~$1.4400*"])
+    pytester.makeini("[pytest]\nretrieval_judge_prices = gpt-4.1-mini=cheap\n")
+    bad = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-judge")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*retrieval_judge_prices: 'gpt-4.1-mini=cheap' is not*"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +237,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("retrieval_html", "path of the HTML report", default="")
     parser.addini("retrieval_judge_model", "LLM judge model", default="")
     parser.addini("retrieval_judge_cache", "LLM judge cache folder", default="")
+    parser.addini(
+        "retrieval_judge_prices",
+        "MODEL=INPUT,OUTPUT lines: US$ per million tokens, for the cost estimate",
+        type="linelist",
+        default=[],
+    )
     parser.addini("retrieval_baseline", "baseline file path", default="")
     parser.addini(
         "retrieval_max_drop",
@@ -429,6 +435,7 @@ class JudgeSettings:
     prompt_file: Path | None
     text_budget: int
     validate: Path | None
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def _ini_number(config: pytest.Config, name: str, kind: Callable[[str], Any]) -> Any:
@@ -535,4 +542,20 @@ def _judge_settings(config: pytest.Config) -> JudgeSettings:
         prompt_file=Path(prompt).resolve() if prompt else None,
         text_budget=option("text_budget"),
         validate=Path(validate).resolve() if validate else None,
+        prices=_prices(list(config.getini("retrieval_judge_prices"))),
     )
+
+
+def _prices(lines: list[str]) -> dict[str, tuple[float, float]]:
+    prices = {}
+    for line in lines:
+        model, _, numbers = line.partition("=")
+        try:
+            given, _, taken = numbers.partition(",")
+            prices[model.strip()] = (float(given), float(taken))
+        except ValueError:
+            raise pytest.UsageError(
+                f"ini option retrieval_judge_prices: {line!r} is not MODEL=INPUT,OUTPUT "
+                "(US$ per million tokens, e.g. gpt-4.1-mini=0.40,1.60)"
+            ) from None
+    return prices

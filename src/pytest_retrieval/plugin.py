@@ -136,6 +136,7 @@ def _make_judge(settings: JudgeSettings) -> Any:
                 max_tokens_budget=settings.max_tokens,
                 prompt_file=settings.prompt_file,
                 text_budget_chars=settings.text_budget,
+                prices=settings.prices,
             )
         )
     except JudgeConfigError as exc:
