@@ -7,10 +7,7 @@ from typing import Any
 
 import pytest
 
-#: a conftest with a deterministic keyword retriever over six documents
-KEYWORD_RETRIEVER = """
-import pytest
-
+#: the six documents of the keyword retriever below
 DOCS = {
     "d1": "apple pie recipe",
     "d2": "banana bread recipe",
@@ -19,6 +16,12 @@ DOCS = {
     "d5": "bread machine manual",
     "d6": "tart cherry juice",
 }
+
+#: a conftest with a deterministic keyword retriever over those six documents
+KEYWORD_RETRIEVER = f"""
+import pytest
+
+DOCS = {DOCS!r}
 
 def search(query, k, **params):
     words = set(query.split())

@@ -9,21 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
+from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
 
 from pytest_retrieval import evaluate
 from pytest_retrieval.downstream import DownstreamRunner, Hit
 from pytest_retrieval.golden import GoldenError, GoldenQuery, load_golden
 from pytest_retrieval.metrics import compute
-
-DOCS = {
-    "d1": "apple pie recipe",
-    "d2": "banana bread recipe",
-    "d3": "cherry tart",
-    "d4": "apple cider vinegar",
-    "d5": "bread machine manual",
-    "d6": "tart cherry juice",
-}
 
 
 def search(query: str, k: int) -> list[dict[str, str]]:

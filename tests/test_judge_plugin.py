@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
+from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
 from judge_server import JudgeServer, serve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +121,7 @@ def test_open_query_without_judge_says_what_to_do(pytester: pytest.Pytester) -> 
 
 def test_low_coverage_fails_with_the_cause(pytester: pytest.Pytester, server: JudgeServer) -> None:
     pytester.makeconftest(
-        TEXT_RETRIEVER.replace('"d3": "cherry tart"', '"d3": "cherry tart [[refuse]]"')
+        TEXT_RETRIEVER.replace("'cherry tart'", "'cherry tart [[refuse]]'")
     )
     write_golden(pytester)
     result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-judge")
@@ -264,15 +264,7 @@ def test_batch_api_fills_the_cache_for_an_offline_run(
     from pytest_retrieval.cli import main
 
     pytester.makeconftest(KEYWORD_RETRIEVER)  # bare ids: texts come from the corpus
-    corpus = {
-        "d1": "apple pie recipe",
-        "d2": "banana bread recipe",
-        "d3": "cherry tart",
-        "d4": "apple cider vinegar",
-        "d5": "bread machine manual",
-        "d6": "tart cherry juice",
-    }
-    (pytester.path / "corpus.json").write_text(json.dumps(corpus), encoding="utf-8")
+    (pytester.path / "corpus.json").write_text(json.dumps(DOCS), encoding="utf-8")
     write_golden(pytester, {**GOLDEN, "corpus": "corpus.json"})
     pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "r.json")
     monkeypatch.chdir(pytester.path)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._loop import run_private
 from .golden import GoldenQuery
 
 Retriever = Callable[..., Any]
@@ -225,11 +226,7 @@ def _run_async(
     timeout: float | None,
     progress: ProgressCallback | None,
 ) -> list[QueryRun]:
-    """Run the coroutines on a private loop in a helper thread.
-
-    A private thread works whether or not the caller already runs an event loop
-    (pytest-asyncio, an async test calling ``evaluate``).
-    """
+    """Run the coroutines on a private loop in a helper thread (see ``_loop``)."""
 
     async def gather() -> list[QueryRun]:
         limit = asyncio.Semaphore(concurrency)
@@ -253,18 +250,4 @@ def _run_async(
 
         return list(await asyncio.gather(*(one(q) for q in queries)))
 
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["runs"] = asyncio.run(gather())
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="pytest-retrieval-loop", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    runs: list[QueryRun] = box["runs"]
-    return runs
+    return run_private(gather, "pytest-retrieval-loop")

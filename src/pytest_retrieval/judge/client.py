@@ -18,7 +18,6 @@ import math
 import os
 import random
 import re
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .._loop import run_private
 from ..cache import JsonCache
 from .prompts import Prompt
 
@@ -162,7 +162,6 @@ class Judge:
         self.causes: Counter[str] = Counter()
         self.json_schema_supported = True
         self._fatal: str | None = None
-        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ configuration
 
@@ -379,21 +378,9 @@ class Judge:
         total: int,
         progress: ProgressCallback | None,
     ) -> list[Verdict]:
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["verdicts"] = asyncio.run(self._gather(pairs, done_before, total, progress))
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["error"] = exc
-
-        thread = threading.Thread(target=target, name="pytest-retrieval-judge", daemon=True)
-        thread.start()
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        verdicts: list[Verdict] = box["verdicts"]
-        return verdicts
+        return run_private(
+            lambda: self._gather(pairs, done_before, total, progress), "pytest-retrieval-judge"
+        )
 
     async def _gather(
         self,
