@@ -285,14 +285,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ),
             )
             payload = step(
-                "result.to_dict (plugin, every run)",
+                "result.to_dict (xdist worker only)",
                 result.to_dict,
                 lambda d: f"{len(d['queries']):,} query dicts",
             )
             step(
-                "EvaluationResult.from_dict (plugin summary)",
+                "EvaluationResult.from_dict (xdist only)",
                 lambda: EvaluationResult.from_dict(payload),
-                lambda _: "controller rebuilds results",
+                lambda _: "controller rebuilds worker results",
             )
             document = step(
                 "report: json_report (--retrieval-report)",
@@ -302,11 +302,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             step(
                 "report: write_json (--retrieval-report)",
                 lambda: write_json(folder / "inproc-report.json", document),
-                lambda _: "_finite + json.dump(indent=1)",
+                lambda _: "compact C-encoded JSON, atomic write",
             )
         finally:
             gc.callbacks.remove(clock)
-        plugin_parts = startup_s + import_s + sum(seconds for _, seconds, _ in in_process[:5])
+        plugin_parts = startup_s + import_s + sum(seconds for _, seconds, _ in in_process[:3])
         rows.append(("in-process (this process, one run each):", float("nan"), ""))
         rows.append(
             (
@@ -318,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.extend(in_process)
         rows.append(
             (
-                "  start-up + import + next five rows",
+                "  start-up + import + next three rows",
                 plugin_parts,
                 f"vs pytest run: rest {best - plugin_parts:+.2f} s",
             )
