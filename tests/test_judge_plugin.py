@@ -120,9 +120,7 @@ def test_open_query_without_judge_says_what_to_do(pytester: pytest.Pytester) -> 
 
 
 def test_low_coverage_fails_with_the_cause(pytester: pytest.Pytester, server: JudgeServer) -> None:
-    pytester.makeconftest(
-        TEXT_RETRIEVER.replace("'cherry tart'", "'cherry tart [[refuse]]'")
-    )
+    pytester.makeconftest(TEXT_RETRIEVER.replace("'cherry tart'", "'cherry tart [[refuse]]'"))
     write_golden(pytester)
     result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-judge")
     result.assert_outcomes(failed=1)
@@ -297,3 +295,40 @@ def test_price_table_is_overridable_in_ini(pytester: pytest.Pytester, server: Ju
     bad = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-judge")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*retrieval_judge_prices: 'gpt-4.1-mini=cheap' is not*"])
+
+
+def test_judge_under_xdist_with_a_shared_cache(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    pytester.makeconftest(TEXT_RETRIEVER)
+    write_golden(pytester)
+    write_golden(pytester, {**GOLDEN, "name": "fruit2"}, name="golden2.json")
+    args = ["--retrieval-golden", "golden.json", "--retrieval-golden", "golden2.json"]
+    args += ["--retrieval-judge", "--retrieval-judge-cache", "shared", "-n", "2"]
+    first = pytester.runpytest_subprocess(*args)
+    first.assert_outcomes(passed=2)
+    first.stdout.fnmatch_lines(["*otr@3*", "*otr@3*"])
+    again = pytester.runpytest_subprocess(*args)
+    again.assert_outcomes(passed=2)
+    assert again.stdout.str().count(": 0 calls, 12 cache hits") == 2
+    assert len(server.requests) <= 24  # each (query, doc) paid for at most once per set
+
+
+def test_judge_progress_shows_calls_and_cache_hits(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    server.latency = 0.25
+    pytester.makeconftest(TEXT_RETRIEVER)
+    write_golden(pytester)
+    result = pytester.runpytest_subprocess(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-judge",
+        "--retrieval-judge-concurrency",
+        "1",
+        "--retrieval-progress",
+        "lines",
+    )
+    result.stdout.fnmatch_lines(
+        ["retrieval fruit [[]retriever[]]: judge 12/12 (100%) · 12 calls, 0 cache hits · done in *"]
+    )

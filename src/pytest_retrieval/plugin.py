@@ -294,7 +294,7 @@ def _run(
             progress=None if printer is None else printer.queries,
             judge=judge,
             corpus=corpus,
-            judge_progress=None if printer is None else printer.judge,
+            judge_progress=None if printer is None or judge is None else printer.judge_of(judge),
             downstream=downstream,
         )
         result.gate()  # a tag threshold naming an unknown tag fails here, clearly
@@ -399,8 +399,15 @@ class _Progress:
     def queries(self, done: int, total: int) -> None:
         self.printer.update("queries", done, total)
 
-    def judge(self, done: int, total: int, detail: str = "") -> None:
-        self.printer.update("judge", done, total, detail)
+    def judge_of(self, judge: Any) -> Callable[[int, int], None]:
+        """Progress of the judge phase, with its calls and cache hits so far."""
+
+        def report(done: int, total: int) -> None:
+            counts = judge.counts
+            detail = f"{counts['calls']} calls, {counts['cache_hits']} cache hits"
+            self.printer.update("judge", done, total, detail)
+
+        return report
 
 
 def _attach_baseline(
