@@ -151,3 +151,22 @@ def test_library_api_without_pytest(tmp_path: Path) -> None:
         [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["0.5", "True", "False"]
+
+
+def test_a_retriever_calling_sys_exit_is_an_error_not_a_hang() -> None:
+    import sys
+
+    from pytest_retrieval.golden import GoldenQuery
+    from pytest_retrieval.retrieval import run_retriever
+
+    def search(query: str, k: int) -> list[str]:
+        if query == "bad":
+            sys.exit(3)
+        return ["d1"]
+
+    queries = [
+        GoldenQuery(id=str(i), query=q, relevant={"d1": 1}) for i, q in enumerate(["ok", "bad"])
+    ]
+    runs = run_retriever(search, queries, 5, concurrency=2, timeout=5)
+    assert runs[0].ids == ["d1"]
+    assert runs[1].error == "the retriever raised SystemExit: 3"

@@ -145,7 +145,7 @@ def _call_sync(retriever: Retriever, query: GoldenQuery, k: int) -> QueryRun:
         raw = retriever(query.query, k, **query.params)
         if inspect.isawaitable(raw):  # a sync callable handing back a coroutine
             raw = asyncio.run(_await(raw))
-    except Exception as exc:
+    except BaseException as exc:  # even SystemExit: a worker that dies would hang the run
         return QueryRun(latency=time.perf_counter() - started, error=_describe(exc))
     return _finish(raw, k, started)
 
