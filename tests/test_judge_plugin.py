@@ -7,11 +7,13 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema
 import pytest
 from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
 from judge_server import JudgeServer, serve
 
 ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "src" / "pytest_retrieval" / "schema" / "report.schema.json"
 KEY = "sk-test-plugin-0123456789"
 
 TEXT_RETRIEVER = KEYWORD_RETRIEVER.replace(
@@ -77,6 +79,7 @@ def test_cranfield_example_gets_otr_with_reasons(
     on_topic = sum(v["on_topic"] for v in verdicts) / 10
     assert first["metrics"]["otr@10"] == pytest.approx(on_topic)
     assert evaluation["judge"]["pairs"] == 2250
+    jsonschema.validate(report, json.loads(SCHEMA.read_text("utf-8")))
     assert KEY not in (pytester.path / "report.json").read_text("utf-8")
     # every request carried the document text from the BEIR corpus, inside the tags
     assert len(server.requests) == 2250 and all(s.document for s in server.requests)
