@@ -131,3 +131,15 @@ def test_report_in_a_real_browser(cranfield_ab: list[EvaluationResult], tmp_path
             browser.close()
     assert problems == []
     assert shot.stat().st_size > 10_000
+
+
+def test_big_sets_list_only_the_worst_queries(
+    cranfield_ab: list[EvaluationResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("pytest_retrieval.html_report.MAX_QUERY_ROWS", 20)
+    result = cranfield_ab[0]
+    page = render_html([result])
+    assert page.count('class="q"') == 20
+    assert "The 20 worst of 225 queries by recall@10 (all of them are in the JSON report)" in page
+    worst = min(q.metrics["recall@10"] for q in result.queries)
+    assert worst == 0.0 and page.count('class="q"') == 20

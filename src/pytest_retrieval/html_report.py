@@ -20,6 +20,7 @@ from .evaluation import EvaluationResult, QueryResult
 from .report import _ci, _delta, _num, _p, title
 
 MAX_CURVE_K = 100
+MAX_QUERY_ROWS = 2000
 COLOURS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777"]
 
 CSS = """
@@ -277,12 +278,26 @@ def _section(index: int, result: EvaluationResult, entry: BaselineEntry | None) 
     )
 
 
+def _listed(result: EvaluationResult, metric: str) -> list[QueryResult]:
+    """Every query, or for a big golden set the MAX_QUERY_ROWS worst by ``metric`` (the page
+    must stay small enough for a browser; the JSON report has them all)."""
+    if len(result.queries) <= MAX_QUERY_ROWS:
+        return list(result.queries)
+
+    def score(query: QueryResult) -> float:
+        value = query.metrics.get(metric, math.nan)
+        return math.inf if math.isnan(value) else value
+
+    return sorted(result.queries, key=score)[:MAX_QUERY_ROWS]
+
+
 def _query_table(index: int, result: EvaluationResult) -> str:
     shown = list(result.metrics)[:3]
     table_id = f"queries-{index}"
     head = "".join(f"<th>{_e(name)}</th>" for name in shown)
+    listed = _listed(result, shown[0] if shown else "")
     rows = []
-    for query in result.queries:
+    for query in listed:
         text = " ".join([query.id, query.query, *query.tags]).lower()
         cells = "".join(
             f"<td class=n>{_num(query.metrics.get(name, math.nan))}</td>" for name in shown
@@ -294,8 +309,14 @@ def _query_table(index: int, result: EvaluationResult) -> str:
             f'<tr class="hits" style="display:none"><td colspan={3 + len(shown)}>'
             f"{_hits(query, result.k)}</td></tr>"
         )
+    heading = f"Queries ({len(result.queries)})"
+    if len(listed) < len(result.queries):
+        heading = (
+            f"The {len(listed)} worst of {len(result.queries)} queries by {_e(shown[0])} "
+            "(all of them are in the JSON report)"
+        )
     return (
-        f"<h3>Queries ({len(result.queries)})</h3>"
+        f"<h3>{heading}</h3>"
         f'<input class="search" type="search" data-table="{table_id}" '
         f'placeholder="filter by id, text or tag" aria-label="filter queries">'
         f'<table id="{table_id}"><tr><th>id</th><th>query</th><th>tags</th>{head}</tr>'
