@@ -335,3 +335,24 @@ def test_judge_progress_shows_calls_and_cache_hits(
     result.stdout.fnmatch_lines(
         ["retrieval fruit [[]retriever[]]: judge 12/12 (100%) · 12 calls, 0 cache hits · done in *"]
     )
+
+
+def test_each_evaluation_reports_its_own_judge_counts(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    pytester.makeconftest(TEXT_RETRIEVER)
+    write_golden(pytester)
+    write_golden(pytester, {**GOLDEN, "name": "fruit2"}, name="golden2.json")
+    result = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-golden",
+        "golden2.json",
+        "--retrieval-judge",
+        "--retrieval-judge-cache",
+        "c",
+    )
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert out.count(": 12 calls, 0 cache hits, 1440 tokens") == 1  # the first set
+    assert out.count(": 0 calls, 12 cache hits, 0 tokens") == 1  # the second, same hits

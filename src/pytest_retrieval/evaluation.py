@@ -492,10 +492,11 @@ def _judge_hits(
                 continue
             pairs.append(judge.pair(query, doc, text))
             where.append((row, doc))
+    before = judge.summary()  # the judge counts for its whole process: keep only ours
     verdicts = judge.judge(pairs, progress) if pairs else []
     for (row, doc), verdict in zip(where, verdicts, strict=True):
         judgments[row][doc] = verdict.to_dict()
-    summary = dict(judge.summary())
+    summary = _since(before, judge.summary())
     total = len(pairs) + no_text
     graded = sum(1 for v in verdicts if v.error is None)
     causes = dict(summary.get("causes") or {})
@@ -510,6 +511,22 @@ def _judge_hits(
         min_coverage=judge.min_coverage,
     )
     return judgments, summary
+
+
+def _since(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """``after`` with its counters (numbers, and the causes tally) less ``before``."""
+    summary = dict(after)
+    for key, value in after.items():
+        old = before.get(key)
+        if isinstance(value, int | float) and isinstance(old, int | float):
+            if not isinstance(value, bool) and key != "min_score":
+                summary[key] = value - old
+        elif key == "causes" and isinstance(value, Mapping):
+            earlier = before.get("causes") or {}
+            summary[key] = {
+                c: n - earlier.get(c, 0) for c, n in value.items() if n > earlier.get(c, 0)
+            }
+    return summary
 
 
 def _check_labels(
