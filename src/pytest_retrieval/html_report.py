@@ -263,7 +263,9 @@ def _section(index: int, result: EvaluationResult, entry: BaselineEntry | None) 
     for family in ("recall", "ndcg"):
         series = [("current", _current_curves(result, family))]
         if entry is not None:
-            series.append(("baseline", _baseline_curves(result, entry, family)))
+            stored = _baseline_curves(result, entry, family)
+            label = "baseline" if len(stored) >= len(series[0][1]) else f"baseline (top {entry.k})"
+            series.append((label, stored))
         charts.append(_line_chart(f"{family}", [s for s in series if s[1]]))
     first = next(iter(result.metrics), "")
     charts.append(
