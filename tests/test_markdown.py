@@ -1,22 +1,55 @@
-"""The Markdown summary renders as GitHub-flavoured Markdown: valid tables, closed <details>."""
+"""The Markdown summary renders as GitHub-flavoured Markdown: valid tables, closed <details>,
+and user text that stays text (no HTML, links, images or broken cells)."""
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
+from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
 from markdown_it import MarkdownIt
 
-GFM = MarkdownIt("commonmark", {"html": True}).enable("table")
+from pytest_retrieval import evaluate
+from pytest_retrieval.compare import Comparison, ab_groups, compare_to_baseline, entry_from_result
+from pytest_retrieval.markdown import render_markdown
 
-HOSTILE = "a | b <script>alert(1)</script>\nnext `code`"
+#: GitHub's dialect as far as markdown-it goes: tables, strikethrough, raw HTML allowed
+GFM = MarkdownIt("gfm-like", {"html": True, "linkify": False})
+
+HOSTILE = "a|b <script>x</script>\n`c` **b** [l](http://e.v) ![i](http://e.v) $x$ \\| ~~s~~"
+
+
+class Rendered(HTMLParser):
+    """The HTML GitHub would show: which tags it has, whether they balance, and its text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[str] = []
+        self.tags: set[str] = set()
+        self.problems: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        self.tags.add(tag)
+        if tag in {"details", "summary"}:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in {"details", "summary"}:
+            if not self.open or self.open[-1] != tag:
+                self.problems.append(f"</{tag}> without its opening tag")
+            else:
+                self.open.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
 
 
 def tables(markdown: str) -> list[list[list[str]]]:
-    """Every table as rows of cell texts, parsed by a real GFM table parser."""
+    """Every table as rows of cell sources, parsed by a real GFM table parser."""
     found: list[list[list[str]]] = []
     rows: list[list[str]] = []
     cells: list[str] | None = None
@@ -35,42 +68,166 @@ def tables(markdown: str) -> list[list[list[str]]]:
     return found
 
 
-class TagBalance(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.open: list[str] = []
-        self.problems: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: object) -> None:
-        if tag in {"details", "summary", "script"}:
-            self.open.append(tag)
-        if tag == "script":
-            self.problems.append("a <script> tag got through")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in {"details", "summary"}:
-            if not self.open or self.open[-1] != tag:
-                self.problems.append(f"</{tag}> without its opening tag")
-            else:
-                self.open.pop()
-
-
-def check_gfm(markdown: str) -> list[list[list[str]]]:
-    """Tables parse with consistent widths; <details>/<summary> balance; no raw HTML leaks."""
+def check_gfm(markdown: str) -> tuple[list[list[list[str]]], Rendered]:
+    """Tables parse with consistent widths; <details>/<summary> balance; only our own tags."""
     parsed = tables(markdown)
     raw_tables = len(re.findall(r"^\|(---\|)+$", markdown, flags=re.MULTILINE))
     assert len(parsed) == raw_tables, "a table did not parse as a GFM table"
     for rows in parsed:
         assert len({len(row) for row in rows}) == 1, rows
-    html = GFM.render(markdown)
-    balance = TagBalance()
-    balance.feed(html)
-    assert not balance.problems and not balance.open, (balance.problems, balance.open)
-    assert "<script>" not in html
-    return parsed
+    rendered = Rendered()
+    rendered.feed(GFM.render(markdown))
+    assert not rendered.problems and not rendered.open, (rendered.problems, rendered.open)
+    allowed = {"h2", "h3", "p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}
+    allowed |= {"details", "summary", "code"}
+    assert rendered.tags <= allowed, rendered.tags - allowed  # no <script>, <a>, <img>, <em>...
+    return parsed, rendered
 
 
-def test_summary_tables_and_details(project: pytest.Pytester) -> None:
+def search(query: str, k: int) -> list[str]:
+    """The helpers' keyword retriever, in process."""
+    words = set(query.split())
+    return sorted(DOCS, key=lambda d: (-len(words & set(DOCS[d].split())), d))[:k]
+
+
+def fruit(tmp_path: Path, **changes: object) -> Path:
+    data = json.loads(json.dumps(GOLDEN))
+    data.update(changes)
+    path = tmp_path / "golden.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_hostile_text_stays_text(tmp_path: Path) -> None:
+    golden = json.loads(json.dumps(GOLDEN))
+    golden["name"] = "fruit | <b>set</b>"
+    golden["queries"][0].update(id="q|1 <i> &amp;", query=HOSTILE, tags=["t|<x>"])
+    path = tmp_path / "golden.json"
+    path.write_text(json.dumps(golden), encoding="utf-8")
+    result = evaluate(search, path, thresholds={"recall@3": 1.0, "precision@3[t|<x>]": 0.9})
+    result.retriever_id = "ret | <u>x</u>"
+    markdown = render_markdown([result])
+    parsed, rendered = check_gfm(markdown)
+    text = "".join(rendered.text)
+    flat = HOSTILE.replace("\n", " ")
+    assert len(HOSTILE) < 80 and flat in text  # shown as typed, nothing interpreted
+    assert "fruit | <b>set</b> [ret | <u>x</u>]" in text and "q|1 <i> &amp;" in text
+    metrics = parsed[0]
+    assert metrics[0] == ["metric", "value", "95% CI", "threshold", "baseline", "Δ", "p", "verdict"]
+    tag_gate = next(row for row in metrics if "precision@3" in row[0] and "t" in row[0])
+    assert tag_gate[3] == "≥ 0.9" and "❌" in tag_gate[7]
+    assert parsed[-1][0][:3] == ["query", "text", "recall@3"]  # the worst queries, folded
+
+
+def test_tables_thresholds_tags_and_worst_queries(tmp_path: Path) -> None:
+    result = evaluate(search, fruit(tmp_path), thresholds={"precision@3": 0.7})
+    markdown = render_markdown([result])
+    parsed, _ = check_gfm(markdown)
+    assert markdown.startswith("## Retrieval evaluation: ❌ 1 of 1 failed")
+    precision = next(row for row in parsed[0] if row[0] == "`precision@3`")
+    assert precision[1] == "0.5833" and precision[3] == "≥ 0.7" and "❌" in precision[7]
+    assert precision[4:7] == ["", "", ""]  # no baseline: blank cells
+    assert "<details><summary>By tag</summary>\n\n|" in markdown
+    assert parsed[1][0][:2] == ["tag", "queries"] and [r[0] for r in parsed[1][1:]] == [
+        "drink",
+        "fruit",
+    ]
+    assert "<details><summary>Worst queries by precision@3</summary>\n\n|" in markdown
+    assert parsed[-1][1][0] == "juice"
+
+
+def test_baseline_drift_judge_and_power_notes(tmp_path: Path) -> None:
+    before = evaluate(search, fruit(tmp_path))
+    entry = entry_from_result(before, {"commit": "0123456789abcdef"}, "2025-01-02T03:04:05+00:00")
+    del entry.queries["juice"]  # the golden set gained a query since
+    worse = evaluate(lambda q, k: search(q, 6)[::-1][:k], fruit(tmp_path))
+    worse.comparison = compare_to_baseline(worse, entry, {}, alpha=1.0)
+    worse.baseline_path = str(tmp_path / "golden.json.baseline.json")
+    worse.power = {"recall@3": (0.3, 0.01)}
+    worse.judge = {
+        "model": "m",
+        "prompt_version": "v1",
+        "calls": 7,
+        "cache_hits": 5,
+        "prompt_tokens": 100,
+        "completion_tokens": 20,
+        "estimated_cost_usd": 0.0042,
+        "graded": 12,
+        "pairs": 12,
+        "coverage": 1.0,
+    }
+    markdown = render_markdown([worse])
+    parsed, rendered = check_gfm(markdown)
+    text = "".join(rendered.text)
+    assert (
+        "compared with baseline (recorded 2025-01-02T03:04:05+00:00, commit 0123456789ab)" in text
+    )
+    assert "golden set changed since the baseline: added 1 (juice)" in text
+    assert "compared on the 3 unchanged queries" in text
+    assert "judge m (prompt v1): 7 calls, 5 cache hits, 120 tokens, ~$0.0042" in text
+    assert "coverage 100.0%" in text
+    assert "low power (observed): 4 queries detect a 0.300 drop in recall@3" in text
+    regressed = [row for row in parsed[0][1:] if "❌ regressed" in row[7]]
+    assert regressed and all(row[4] and row[5].startswith("-") for row in regressed)
+    assert "<details><summary>Queries that got worse on" in markdown
+
+
+def test_stale_and_missing_baselines_say_what_to_do(tmp_path: Path) -> None:
+    result = evaluate(search, fruit(tmp_path))
+    result.comparison = Comparison("baseline", 0, rejudged=["apple"], stale="no query unchanged")
+    stale = render_markdown([result])
+    check_gfm(stale)
+    assert "⚠️ stale baseline: no query unchanged; not compared. Refresh it with: `pytest " in stale
+    result.comparison, result.baseline_note = None, "missing"
+    result.baseline_path = str(tmp_path / "golden.json.baseline.json")
+    missing = render_markdown([result])
+    check_gfm(missing)
+    assert "record one on main with: `pytest --retrieval-golden" in missing
+    assert "--retrieval-update-baseline`" in missing
+
+
+def test_ab_table_has_a_column_group_per_retriever(tmp_path: Path) -> None:
+    path = fruit(tmp_path)
+    results = [
+        evaluate(search, path, retriever_id="keyword"),
+        evaluate(lambda q, k: search(q, 6)[::-1][:k], path, retriever_id="reversed"),
+        evaluate(lambda q, k: search(q, k)[:1], path, retriever_id="top_1"),
+    ]
+    markdown = render_markdown(results, ab_groups(results, None, 0.05))
+    parsed, _ = check_gfm(markdown)
+    assert "### fruit: 3 retrievers side by side" in markdown
+    ab = parsed[-1]
+    header = ["metric", "keyword (reference)", "reversed", "Δ", "p", "top\\_1", "Δ", "p"]
+    assert ab[0] == header
+    recall = next(row for row in ab if row[0] == "`recall@3`")
+    assert recall[1] == "1.0000" and recall[2] == f"{results[1].metrics['recall@3']:.4f}"
+    assert recall[3].endswith(f"{results[1].metrics['recall@3'] - 1:+.4f}")
+
+
+# ---------------------------------------------------------------------------- through pytest
+
+
+def test_ab_table_through_the_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        KEYWORD_RETRIEVER.replace(
+            '@pytest.fixture(scope="session")\ndef retriever():\n    return search',
+            '@pytest.fixture(scope="session", params=["keyword", "reversed"])\n'
+            "def retriever(request):\n"
+            '    if request.param == "reversed":\n'
+            "        return lambda query, k: search(query, 6)[::-1][:k]\n"
+            "    return search",
+        )
+    )
+    write_golden(pytester)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-markdown", "s.md")
+    result.assert_outcomes(passed=2)
+    markdown = (pytester.path / "s.md").read_text("utf-8")
+    parsed, _ = check_gfm(markdown)
+    assert "### fruit: 2 retrievers side by side" in markdown
+    assert parsed[-1][0] == ["metric", "keyword (reference)", "reversed", "Δ", "p"]
+
+
+def test_plugin_writes_the_summary(project: pytest.Pytester) -> None:
     result = project.runpytest(
         "--retrieval-golden",
         "golden.json",
@@ -81,18 +238,12 @@ def test_summary_tables_and_details(project: pytest.Pytester) -> None:
     )
     result.assert_outcomes(failed=1)
     markdown = (project.path / "summary.md").read_text("utf-8")
-    parsed = check_gfm(markdown)
+    parsed, _ = check_gfm(markdown)
     assert markdown.startswith("## Retrieval evaluation: ❌ 1 of 1 failed")
-    metrics = parsed[0]
-    assert metrics[0] == ["metric", "value", "95% CI", "threshold", "baseline", "Δ", "p", "verdict"]
-    precision = next(row for row in metrics if row[0] == "`precision@3`")
-    assert precision[1] == "0.5833" and precision[3] == "≥ 0.7" and "❌" in precision[7]
-    assert "<details><summary>Worst queries by precision@3</summary>" in markdown
-    worst = parsed[-1]
-    assert worst[0][:3] == ["query", "text", "precision@3"] and worst[1][0] == "juice"
+    assert "❌" in next(row for row in parsed[0] if row[0] == "`precision@3`")[7]
 
 
-def test_regression_and_hostile_text(pytester: pytest.Pytester) -> None:
+def test_regression_with_hostile_text_through_the_plugin(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(KEYWORD_RETRIEVER)
     golden = {**GOLDEN, "queries": [dict(q) for q in GOLDEN["queries"]]}
     golden["queries"][0]["query"] = "apple " + HOSTILE
@@ -110,11 +261,11 @@ def test_regression_and_hostile_text(pytester: pytest.Pytester) -> None:
     )
     result.assert_outcomes(failed=1)
     markdown = (pytester.path / "summary.md").read_text("utf-8")
-    parsed = check_gfm(markdown)
-    assert "compared with the baseline recorded" in markdown
+    parsed, _ = check_gfm(markdown)
+    assert "compared with baseline golden.json.baseline.json (recorded" in markdown
     assert any("❌ regressed" in row[7] for row in parsed[0][1:])
     assert "<details><summary>Queries that got worse on" in markdown
-    assert "&lt;script&gt;" in markdown and "a \\| b" in markdown
+    assert "&lt;script&gt;" in markdown and "a\\|b" in markdown
 
 
 def test_github_step_summary_is_appended_to(
@@ -127,31 +278,10 @@ def test_github_step_summary_is_appended_to(
     text = summary.read_text("utf-8")
     assert text.startswith("# Earlier step\n")  # what other steps wrote is kept
     assert "## Retrieval evaluation: ✅ all passed" in text
-    check_gfm(text)
+    check_gfm(text.split("\n", 1)[1])
 
 
-def test_ab_table(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(
-        KEYWORD_RETRIEVER.replace(
-            '@pytest.fixture(scope="session")\ndef retriever():\n    return search',
-            '@pytest.fixture(scope="session", params=["keyword", "reversed"])\n'
-            "def retriever(request):\n"
-            '    if request.param == "reversed":\n'
-            "        return lambda query, k: search(query, 6)[::-1][:k]\n"
-            "    return search",
-        )
-    )
-    write_golden(pytester)
-    result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-markdown", "s.md")
-    result.assert_outcomes(passed=2)
-    markdown = (pytester.path / "s.md").read_text("utf-8")
-    parsed = check_gfm(markdown)
-    assert "### fruit: 2 retrievers side by side" in markdown
-    ab = parsed[-1]
-    assert ab[0] == ["metric", "keyword (reference)", "reversed", "Δ", "p"]
-
-
-def test_unwritable_output_is_a_clear_failure(project: pytest.Pytester, tmp_path: Path) -> None:
+def test_unwritable_output_is_a_clear_failure(project: pytest.Pytester) -> None:
     blocker = project.path / "file"
     blocker.write_text("", encoding="utf-8")
     result = project.runpytest(

@@ -1,63 +1,141 @@
 """A self-contained HTML report: tables, recall@k / nDCG@k curves, a per-query explorer.
 
-One file, no network: styles, inline SVG plots and a few lines of vanilla JavaScript (search
-and expand) are all inside. Every piece of user text is escaped. Curves are computed by the
-same kernels as the gate, from the stored rankings, so the curve at k = 10 is recall@10.
+One file, no network: styles, inline SVG plots and a few lines of vanilla JavaScript (filter,
+sort, expand) are all inside, so it can be archived as a CI artifact and opened anywhere.
+Every piece of user text goes through ``html.escape``. Curves are computed by the gate's own
+kernels from the stored rankings, so the curve at k = 10 is exactly recall@10. Tables and notes
+come from the same builders as the Markdown summary (``markdown.py``).
 """
 
 from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from . import __version__
 from . import metrics as kernels
 from .baseline import BaselineEntry
 from .compare import ABGroup
 from .evaluation import EvaluationResult, QueryResult
-from .report import _ci, _delta, _num, _p, title
+from .markdown import Cell, Note, ab_rows, metric_rows, notes, overall, tag_rows
+from .report import _num, title
 
 MAX_CURVE_K = 100
-MAX_QUERY_ROWS = 2000
-COLOURS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777"]
+MAX_QUERY_ROWS = 2000  # beyond this the page lists the worst queries only
+MIN_HITS_SHOWN = 10
+MAX_HITS_SHOWN = 100
+COLOURS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2"]
+
+#: a cell whose text is a number, a CI, a threshold or a latency: right-aligned
+_NUMERIC = re.compile(r"^(?:[-+]?\d[\d.]*(?: ms)?|\[.*\]|[≥≤] .*|n/a)$")
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1f2937}
-h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #e5e7eb}
-h3{font-size:15px}
-table{border-collapse:collapse;margin:8px 0}th,td{padding:4px 10px;text-align:left;
-border-bottom:1px solid #e5e7eb;vertical-align:top}th{background:#f9fafb}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
-.pass{color:#047857;font-weight:600}.fail{color:#b91c1c;font-weight:600}
-.muted{color:#6b7280}.charts{display:flex;flex-wrap:wrap;gap:24px}
-svg text{font-size:11px;fill:#374151}
-tr.q{cursor:pointer}tr.q:hover{background:#f3f4f6}tr.hits td{background:#fafafa}
-tr.hits tr.rel td{background:#dcfce7}.off{color:#b91c1c}.on{color:#047857}
-input.search{padding:6px 10px;width:360px;border:1px solid #d1d5db;border-radius:6px}
-code{background:#f3f4f6;padding:0 4px;border-radius:3px}
+:root{--fg:#1f2937;--muted:#6b7280;--line:#e5e7eb;--head:#f3f4f6;--pass:#047857;
+--fail:#b91c1c;--warn:#b45309}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg)}
+main{max-width:1240px;margin:0 auto;padding:24px 32px 64px}
+h1{font-size:24px;margin:0 0 2px}h2{font-size:19px;margin:44px 0 10px;padding-bottom:6px;
+border-bottom:2px solid var(--line)}h3{font-size:15px;margin:22px 0 8px}
+a{color:#1d4ed8;text-decoration:none}a:hover{text-decoration:underline}
+table{border-collapse:collapse;margin:6px 0 14px}
+th,td{padding:5px 12px;text-align:left;border-bottom:1px solid var(--line);vertical-align:top}
+th{background:var(--head);font-weight:600;white-space:nowrap}
+.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+code{font:12.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:var(--head);
+padding:1px 5px;border-radius:4px}
+.muted{color:var(--muted)}.pass{color:var(--pass)}.fail{color:var(--fail)}.warn{color:var(--warn)}
+.badge{display:inline-block;padding:0 8px;border-radius:999px;font-size:12px;font-weight:600;
+line-height:20px;white-space:nowrap}
+.badge.pass{background:#d1fae5;color:#065f46}.badge.fail{background:#fee2e2;color:#991b1b}
+.badge.warn{background:#fef3c7;color:#92400e}
+h1 .badge,h2 .badge{font-size:13px;vertical-align:3px;margin-left:6px}
+ul.notes{margin:6px 0 12px;padding-left:20px}ul.notes li{margin:2px 0}
+ul.notes li.fail::marker,ul.notes li.warn::marker{content:"▲ ";font-size:11px}
+ul.notes li.fail::marker{color:var(--fail)}ul.notes li.warn::marker{color:var(--warn)}
+details{margin:6px 0 12px}summary{cursor:pointer;font-weight:600}
+.charts{display:flex;flex-wrap:wrap;gap:16px;margin:10px 0 6px}
+.chart{border:1px solid var(--line);border-radius:8px;padding:6px 8px;background:#fff}
+svg text{font-size:11px;fill:#4b5563}svg .title{font-size:12.5px;font-weight:600;fill:#111827}
+.toolbar{display:flex;align-items:center;gap:14px;margin:8px 0}
+input.search{padding:7px 11px;width:380px;border:1px solid #d1d5db;border-radius:6px;font:inherit}
+input.search:focus{outline:2px solid #93c5fd;border-color:#60a5fa}
+table.queries{width:100%}
+table.queries th.sort{cursor:pointer;user-select:none}
+table.queries th.sort::after{content:" ↕";color:#9ca3af}
+table.queries th.asc::after{content:" ↑";color:var(--fg)}
+table.queries th.desc::after{content:" ↓";color:var(--fg)}
+tr.q{cursor:pointer}tr.q:hover td:not(.n){background:#f9fafb}
+tr.q:focus-visible{outline:2px solid #93c5fd}
+tr.q td:first-child::before{content:"▸";display:inline-block;width:14px;color:#9ca3af}
+tr.q.open td:first-child::before{content:"▾"}
+tr.q.open td:not(.n){background:#eff6ff}tr.q.open td{border-bottom-color:transparent}
+tr.hits>td{background:#f9fafb;padding:8px 14px 12px 28px}
+table.ranked{margin:0 0 6px;background:#fff}table.ranked td,table.ranked th{padding:3px 10px}
+table.ranked td:first-child{text-align:right;color:var(--muted)}
+tr.rel td{background:#dcfce7}
+td.s0{background:#fef2f2}td.s1{background:#fff7ed}td.s2{background:#fefce8}
+td.s3{background:#f7fee7}td.s4{background:#ecfdf5}
+table.queries td:first-child{white-space:nowrap}
 """
 
 JS = """
-document.querySelectorAll('input.search').forEach(function (box) {
-  box.addEventListener('input', function () {
-    var needle = box.value.toLowerCase();
+(function () {
+  function filter(box) {
+    var needle = box.value.trim().toLowerCase();
     var table = document.getElementById(box.dataset.table);
+    var shown = 0, total = 0;
     table.querySelectorAll('tr.q').forEach(function (row) {
-      var show = row.dataset.text.indexOf(needle) >= 0;
-      row.style.display = show ? '' : 'none';
-      var hits = row.nextElementSibling;
-      if (!show && hits) { hits.style.display = 'none'; }
+      if (row.searchText === undefined) {
+        row.searchText = [0, 1, 2].map(function (i) {
+          return row.cells[i].textContent;
+        }).join(' ').toLowerCase();
+      }
+      var show = row.searchText.indexOf(needle) >= 0;
+      row.hidden = !show;
+      if (!show) { row.nextElementSibling.hidden = true; row.classList.remove('open'); }
+      total += 1; shown += show ? 1 : 0;
+    });
+    document.getElementById(box.dataset.table + '-count').textContent =
+      shown + ' of ' + total + ' shown';
+  }
+  function toggle(row) {
+    var hits = row.nextElementSibling;
+    hits.hidden = !hits.hidden;
+    row.classList.toggle('open', !hits.hidden);
+    row.setAttribute('aria-expanded', String(!hits.hidden));
+  }
+  function sort(th) {
+    var table = th.closest('table'), body = table.tBodies[0], col = th.cellIndex;
+    var down = th.classList.contains('asc');  // worst first, then best first
+    table.querySelectorAll('th.sort').forEach(function (h) { h.classList.remove('asc', 'desc'); });
+    th.classList.add(down ? 'desc' : 'asc');
+    var pairs = [];
+    body.querySelectorAll('tr.q').forEach(function (row) {
+      var v = parseFloat(row.cells[col].textContent);
+      pairs.push([isNaN(v) ? (down ? -Infinity : Infinity) : v, row, row.nextElementSibling]);
+    });
+    pairs.sort(function (a, b) { return down ? b[0] - a[0] : a[0] - b[0]; });
+    pairs.forEach(function (p) { body.appendChild(p[1]); body.appendChild(p[2]); });
+  }
+  document.querySelectorAll('input.search').forEach(function (box) {
+    box.addEventListener('input', function () { filter(box); });
+  });
+  document.querySelectorAll('tr.q').forEach(function (row) {
+    row.addEventListener('click', function () { toggle(row); });
+    row.addEventListener('keydown', function (e) {
+      if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); toggle(row); }
     });
   });
-});
-document.querySelectorAll('tr.q').forEach(function (row) {
-  row.addEventListener('click', function () {
-    var hits = row.nextElementSibling;
-    hits.style.display = hits.style.display === 'none' ? '' : 'none';
+  document.querySelectorAll('th.sort').forEach(function (th) {
+    th.addEventListener('click', function () { sort(th); });
   });
-});
+})();
 """
 
 
@@ -70,24 +148,108 @@ def render_html(
     groups: Sequence[ABGroup] = (),
     baselines: Mapping[int, BaselineEntry] | None = None,
 ) -> str:
-    """The whole page; ``baselines`` maps an index in ``results`` to its stored baseline."""
-    failed = sum(1 for r in results if not r.passed or r.regressed)
-    verdict = (
-        f'<span class="fail">{failed} of {len(results)} failed</span>'
-        if failed
-        else '<span class="pass">all passed</span>'
-    )
-    body = [f"<h1>Retrieval evaluation: {verdict}</h1>"]
-    for group in groups:
-        body.append(_ab_section(group))
-    for index, result in enumerate(results):
-        body.append(_section(index, result, (baselines or {}).get(index)))
+    """The whole page; ``baselines`` maps an index in ``results`` to the stored baseline it
+    was compared with (for the current-vs-baseline curves)."""
+    status, verdict = overall(results)
+    body = [
+        f"<h1>Retrieval evaluation {_badge(status, verdict)}</h1>",
+        f'<p class="muted">pytest-retrieval {_e(__version__)} · {len(results)} evaluations</p>',
+    ]
+    if len(results) > 1:
+        body.append(_overview(results))
+    body += [_ab_section(group) for group in groups]
+    body += [
+        _section(index, result, (baselines or {}).get(index))
+        for index, result in enumerate(results)
+    ]
     return (
-        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
-        "<meta name=viewport content='width=device-width, initial-scale=1'>"
-        f"<title>pytest-retrieval report</title><style>{CSS}</style></head><body>"
-        + "\n".join(body)
-        + f"<script>{JS}</script></body></html>\n"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>Retrieval evaluation: {_e(verdict)}</title><style>{CSS}</style></head>"
+        f"<body><main>{''.join(body)}</main><script>{JS}</script></body></html>\n"
+    )
+
+
+# ---------------------------------------------------------------------------- pieces
+
+
+def _badge(status: str, text: str) -> str:
+    return f'<span class="badge {status}">{_e(text)}</span>'
+
+
+def _cell(marks: Cell, tag: str = "td", numeric: bool = False) -> str:
+    """A table cell from the shared builders' pieces: escaped, statuses as badges."""
+    parts = []
+    for status, text in marks:
+        if status == "code":
+            parts.append(f"<code>{_e(text)}</code>")
+        elif status in {"pass", "fail", "warn"}:
+            parts.append(_badge(status, text))
+        else:
+            parts.append(_e(text))
+    css = ' class="n"' if numeric else ""
+    return f"<{tag}{css}>{' '.join(parts)}</{tag}>"
+
+
+def _table(rows: Sequence[Sequence[Cell]]) -> str:
+    """A table; columns whose cells are all numbers (or empty) are right-aligned."""
+    header, *body = rows
+    numeric = [
+        any(row[i] for row in body)
+        and all(len(row[i]) <= 1 and _NUMERIC.match(row[i][0][1]) for row in body if row[i])
+        for i in range(len(header))
+    ]
+    head = "".join(_cell(c, "th", n) for c, n in zip(header, numeric, strict=True))
+    lines = "".join(
+        "<tr>" + "".join(_cell(c, "td", n) for c, n in zip(row, numeric, strict=True)) + "</tr>"
+        for row in body
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>"
+
+
+def _notes(found: Sequence[Note]) -> str:
+    items = "".join(
+        f'<li class="{note.status}">{_e(note.text)}'
+        + (f": <code>{_e(note.code)}</code>" if note.code else "")
+        + "</li>"
+        for note in found
+    )
+    return f'<ul class="notes">{items}</ul>'
+
+
+def _verdict(result: EvaluationResult) -> str:
+    return (
+        _badge("pass", "passed")
+        if result.passed and not result.regressed
+        else _badge("fail", "failed")
+    )
+
+
+def _overview(results: Sequence[EvaluationResult]) -> str:
+    """One line per evaluation, linking to its section: what failed, at a glance."""
+    rows = []
+    for index, result in enumerate(results):
+        outcomes = result.gate()
+        passed = sum(o.passed for o in outcomes)
+        comparison = result.comparison
+        against = "no baseline"
+        if comparison is not None:
+            regressed = ", ".join(c.metric for c in comparison.regressed)
+            against = (
+                "stale"
+                if comparison.stale
+                else (f"regressed: {regressed}" if regressed else "no regression")
+            )
+        rows.append(
+            f'<tr><td><a href="#eval-{index}">{_e(result.golden_name)}</a></td>'
+            f"<td>{_e(result.retriever_id)}</td><td class=n>{len(result.queries)}</td>"
+            f"<td class=n>{passed} / {len(outcomes)}</td><td>{_e(against)}</td>"
+            f"<td>{_verdict(result)}</td></tr>"
+        )
+    return (
+        "<table><thead><tr><th>golden set</th><th>retriever</th><th>queries</th>"
+        "<th>thresholds passed</th><th>vs baseline</th><th>verdict</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
 
@@ -97,7 +259,7 @@ def render_html(
 def curve(
     runs: Sequence[Sequence[str]], qrels: Sequence[Mapping[str, int]], family: str, depth: int
 ) -> list[float]:
-    """Mean ``family@k`` for k = 1..depth over the labelled queries."""
+    """Mean ``family@k`` for k = 1..depth over the labelled queries (the gate's kernels)."""
     kept = [(run, qrel) for run, qrel in zip(runs, qrels, strict=True) if qrel]
     if not kept or depth < 1:
         return []
@@ -111,7 +273,8 @@ def _depth(result: EvaluationResult) -> int:
     return max(1, min(MAX_CURVE_K, longest))
 
 
-def _current_curves(result: EvaluationResult, family: str) -> list[float]:
+def current_curve(result: EvaluationResult, family: str) -> list[float]:
+    """Mean ``family@k`` for k = 1..K, K the deepest ranking returned (at most MAX_CURVE_K)."""
     return curve(
         [q.returned for q in result.queries],
         [q.relevant for q in result.queries],
@@ -120,8 +283,9 @@ def _current_curves(result: EvaluationResult, family: str) -> list[float]:
     )
 
 
-def _baseline_curves(result: EvaluationResult, entry: BaselineEntry, family: str) -> list[float]:
-    """The baseline's rankings scored with today's judgments, on the queries both have."""
+def baseline_curve(result: EvaluationResult, entry: BaselineEntry, family: str) -> list[float]:
+    """The baseline's stored rankings scored with today's judgments, on the queries both
+    have (a baseline stores the top k only, so its curve stops there)."""
     common = [q for q in result.queries if q.id in entry.queries and q.relevant]
     if not common:
         return []
@@ -131,150 +295,192 @@ def _baseline_curves(result: EvaluationResult, entry: BaselineEntry, family: str
     )
 
 
-def _line_chart(label: str, series: Sequence[tuple[str, Sequence[float]]]) -> str:
-    """An SVG line chart of metric@k against k, one line per series, with axes and legend."""
-    width, height, left, bottom, top, right = 420, 260, 44, 34, 24, 12
-    plot_w, plot_h = width - left - right, height - top - bottom
-    longest = max((len(values) for _, values in series), default=0)
+def _step(span: int, most: int) -> int:
+    """A round tick step (1, 2, 5, 10, 20, 25, 50, 100, ...) giving at most ``most`` steps."""
+    scale = 1
+    while True:
+        for base in (1, 2, 5, 10, 20, 25, 50):
+            if span <= most * base * scale:
+                return base * scale
+        scale *= 100
+
+
+def _ticks(longest: int) -> list[int]:
+    """1, then round steps, then ``longest``: at most about six labels."""
+    step = _step(longest, 6)
+    ticks = [1, *range(step, longest + 1, step)]
+    if longest - ticks[-1] >= step / 2:
+        ticks.append(longest)
+    return sorted(set(ticks))
+
+
+Series = tuple[str, Sequence[float], bool]  # name, mean metric@k for k = 1.., dashed
+
+
+WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 362, 250, 40, 12, 30, 40
+
+
+def _frame(heading: str, x_label: str, y_ticks: Sequence[tuple[float, str]]) -> list[str]:
+    """An SVG chart's opening: title, horizontal grid lines with labels, axes, x label."""
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    parts = [
+        f'<svg width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{_e(heading)}">',
+        f'<text class="title" x="{LEFT}" y="16">{_e(heading)}</text>',
+    ]
+    for at, label in y_ticks:
+        parts.append(
+            f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{at:.1f}" y2="{at:.1f}" '
+            f'stroke="#eef0f3"/><text x="{LEFT - 7}" y="{at + 4:.1f}" '
+            f'text-anchor="end">{label}</text>'
+        )
+    parts.append(
+        f'<path d="M{LEFT} {TOP}V{TOP + plot_h}H{LEFT + plot_w}" fill="none" stroke="#9ca3af"/>'
+        f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 5}" text-anchor="middle">'
+        f"{_e(x_label)}</text>"
+    )
+    return parts
+
+
+def line_chart(family: str, series: Sequence[Series], gate_k: int | None = None) -> str:
+    """An SVG line chart of mean ``family@k`` against k: axes, ticks, legend, a marker at the
+    gate's k, and hover values at the ticked k."""
+    shown = [s for s in series if s[1]]
+    longest = max((len(values) for _, values, _ in shown), default=0)
     if longest == 0:
         return ""
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     span = max(1, longest - 1)
 
-    def x(k: int) -> float:
-        return left + plot_w * (k - 1) / span
+    def x(k: float) -> float:
+        return LEFT + plot_w * (k - 1) / span
 
     def y(v: float) -> float:
-        return top + plot_h * (1 - v)
+        return TOP + plot_h * (1 - v)
 
-    parts = [
-        f"<svg width={width} height={height} role=img "
-        f'aria-label="{_e(label)} at k = 1..{longest}">',
-        f"<text x={left} y=14 font-weight=600>{_e(label)} at k</text>",
-    ]
-    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+    ticks = _ticks(longest)
+    parts = _frame(
+        f"mean {family}@k, k = 1..{longest}",
+        "k",
+        [(y(v), f"{v:g}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)],
+    )
+    for k in ticks:
         parts.append(
-            f"<line x1={left} x2={left + plot_w} y1={y(tick):.1f} y2={y(tick):.1f} "
-            f'stroke="#e5e7eb"/><text x={left - 6} y={y(tick) + 4:.1f} '
-            f"text-anchor=end>{tick:g}</text>"
+            f'<line x1="{x(k):.1f}" x2="{x(k):.1f}" y1="{TOP + plot_h}" y2="{TOP + plot_h + 4}" '
+            f'stroke="#9ca3af"/><text x="{x(k):.1f}" y="{TOP + plot_h + 16}" '
+            f'text-anchor="middle">{k}</text>'
         )
-    for k in sorted({1, *range(0, longest + 1, max(1, longest // 5))} - {0} | {longest}):
-        parts.append(f"<text x={x(k):.1f} y={top + plot_h + 16} text-anchor=middle>{k}</text>")
-    parts.append(f"<text x={left + plot_w / 2} y={height - 2} text-anchor=middle>k</text>")
-    for i, (name, values) in enumerate(series):
+    if gate_k is not None and 1 < gate_k < longest:
+        parts.append(
+            f'<line x1="{x(gate_k):.1f}" x2="{x(gate_k):.1f}" y1="{TOP}" y2="{TOP + plot_h}" '
+            'stroke="#9ca3af" stroke-dasharray="2 3"/>'
+            f'<text x="{x(gate_k) + 4:.1f}" y="{TOP + 10}">k = {gate_k}</text>'
+        )
+    marked = sorted({*ticks, *([gate_k] if gate_k else [])})
+    for i, (name, values, dashed) in enumerate(shown):
         colour = COLOURS[i % len(COLOURS)]
         points = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in enumerate(values, 1))
-        dash = ' stroke-dasharray="5 3"' if name.startswith("baseline") else ""
+        dash = ' stroke-dasharray="6 4"' if dashed else ""
         parts.append(
-            f'<polyline fill=none stroke="{colour}" stroke-width=2{dash} points="{points}"/>'
+            f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} '
+            f'points="{points}"><title>{_e(name)}</title></polyline>'
         )
-        parts.append(
-            f'<rect x={left + 8} y={top + 6 + 16 * i} width=12 height=3 fill="{colour}"/>'
-            f"<text x={left + 24} y={top + 10 + 16 * i}>{_e(name)}</text>"
-        )
+        for k in (k for k in marked if k <= len(values)):
+            parts.append(
+                f'<circle cx="{x(k):.1f}" cy="{y(values[k - 1]):.1f}" r="3" fill="{colour}">'
+                f"<title>{_e(name)}: {_e(family)}@{k} = {values[k - 1]:.4f}</title></circle>"
+            )
+    parts += _legend([(COLOURS[i % len(COLOURS)], s[0], s[2]) for i, s in enumerate(shown)])
     parts.append("</svg>")
-    return "".join(parts)
+    return f'<div class="chart">{"".join(parts)}</div>'
 
 
-def _histogram(result: EvaluationResult, metric: str, bins: int = 10) -> str:
-    values = np.array([q.metrics.get(metric, math.nan) for q in result.queries])
+def _legend(entries: Sequence[tuple[str, str, bool]]) -> list[str]:
+    """A boxed legend in the bottom right corner, where rising curves leave room."""
+    box_w = 34 + 6.6 * max(len(name) for _, name, _ in entries)
+    box_x = WIDTH - RIGHT - box_w - 6
+    box_y = HEIGHT - BOTTOM - 10 - 18 * len(entries)
+    parts = [
+        f'<rect x="{box_x:.1f}" y="{box_y - 6:.1f}" width="{box_w:.1f}" '
+        f'height="{18 * len(entries) + 8}" rx="4" fill="#fff" fill-opacity="0.9" '
+        'stroke="#e5e7eb"/>'
+    ]
+    for i, (colour, name, dashed) in enumerate(entries):
+        row_y = box_y + 18 * i + 6
+        dash = ' stroke-dasharray="6 4"' if dashed else ""
+        parts.append(
+            f'<line x1="{box_x + 8:.1f}" x2="{box_x + 26:.1f}" y1="{row_y:.1f}" y2="{row_y:.1f}" '
+            f'stroke="{colour}" stroke-width="2.5"{dash}/>'
+            f'<text x="{box_x + 31:.1f}" y="{row_y + 4:.1f}">{_e(name)}</text>'
+        )
+    return parts
+
+
+def histogram(result: EvaluationResult, metric: str, bins: int = 10) -> str:
+    """An SVG histogram of the per-query values of ``metric`` over [0, 1], with the mean."""
+    values = np.array([q.metrics.get(metric, math.nan) for q in result.queries], dtype=float)
     values = values[np.isfinite(values)]
     if values.size == 0:
         return ""
     counts, _ = np.histogram(values, bins=bins, range=(0.0, 1.0))
-    width, height, left, bottom, top = 420, 260, 44, 34, 24
-    plot_w, plot_h = width - left - 12, height - top - bottom
-    tallest = max(1, int(counts.max()))
+    mean = float(values.mean())
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    step = _step(int(counts.max()), 4)
+    top_count = float(max(1, math.ceil(int(counts.max()) * 1.08 / step)) * step)
     bar = plot_w / bins
-    parts = [
-        f'<svg width={width} height={height} role=img aria-label="distribution of {_e(metric)}">',
-        f"<text x={left} y=14 font-weight=600>per-query {_e(metric)} "
-        f"({values.size} queries)</text>",
-    ]
-    for i, count in enumerate(counts):
-        h = plot_h * count / tallest
+
+    def y(count: float) -> float:
+        return TOP + plot_h * (1 - count / top_count)
+
+    parts = _frame(
+        f"{metric} per query ({values.size}), mean {mean:.3f}",
+        metric,
+        [(y(c), str(c)) for c in range(0, int(top_count) + 1, step)],
+    )
+    for i, count in enumerate(counts.tolist()):
+        bar_x = LEFT + i * bar
+        closing = "]" if i == bins - 1 else ")"
         parts.append(
-            f"<rect x={left + i * bar + 1:.1f} y={top + plot_h - h:.1f} width={bar - 2:.1f} "
-            f'height={h:.1f} fill="#93c5fd"><title>{i / bins:.1f}-{(i + 1) / bins:.1f}: '
-            f"{count}</title></rect>"
+            f'<rect x="{bar_x + 1.5:.1f}" y="{y(count):.1f}" width="{bar - 3:.1f}" '
+            f'height="{y(0) - y(count):.1f}" rx="2" fill="#93c5fd"><title>{_e(metric)} in '
+            f"[{i / bins:.1f}, {(i + 1) / bins:.1f}{closing}: {count} queries</title></rect>"
         )
     for i in range(0, bins + 1, 2):
         parts.append(
-            f"<text x={left + i * bar:.1f} y={top + plot_h + 16} text-anchor=middle>"
+            f'<text x="{LEFT + i * bar:.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">'
             f"{i / bins:.1f}</text>"
         )
+    mean_x = LEFT + plot_w * mean
     parts.append(
-        f"<text x={left - 6} y={top + 4} text-anchor=end>{tallest}</text>"
-        f"<text x={left - 6} y={top + plot_h + 4} text-anchor=end>0</text></svg>"
+        f'<line x1="{mean_x:.1f}" x2="{mean_x:.1f}" y1="{TOP}" y2="{TOP + plot_h}" '
+        f'stroke="#1e3a8a" stroke-dasharray="4 3"><title>mean {mean:.4f}</title></line>'
+        "</svg>"
     )
-    return "".join(parts)
+    return f'<div class="chart">{"".join(parts)}</div>'
 
 
 # ---------------------------------------------------------------------------- sections
 
 
-def _metric_table(result: EvaluationResult) -> str:
-    gates = {o.threshold.key: o for o in result.gate()}
-    changes = {}
-    if result.comparison is not None and not result.comparison.stale:
-        changes = {c.metric: c for c in result.comparison.changes}
-    rows = [
-        "<tr><th>metric</th><th>value</th><th>95% CI</th><th>threshold</th>"
-        "<th>baseline</th><th>Δ</th><th>p</th><th>verdict</th></tr>"
-    ]
-    for name, value in result.metrics.items():
-        outcome, change = gates.get(name), changes.get(name)
-        verdicts = []
-        if outcome is not None:
-            verdicts.append(
-                '<span class="pass">pass</span>'
-                if outcome.passed
-                else '<span class="fail">below threshold</span>'
-            )
-        if change is not None and change.verdict != "ok":
-            css = {"regressed": "fail", "improved": "pass"}.get(change.verdict, "muted")
-            verdicts.append(f'<span class="{css}">{_e(change.verdict)}</span>')
-        rows.append(
-            f"<tr><td><code>{_e(name)}</code></td><td class=n>{_num(value)}</td>"
-            f"<td class=n>{_ci(result.ci.get(name))}</td>"
-            f"<td class=n>{'≥ ' + format(outcome.threshold.minimum, 'g') if outcome else ''}</td>"
-            f"<td class=n>{_num(change.baseline) if change and not math.isnan(change.baseline) else ''}</td>"  # noqa: E501
-            f"<td class=n>{_delta(change.delta, 4) if change else ''}</td>"
-            f"<td class=n>{_p(change.p_adjusted) if change else ''}</td>"
-            f"<td>{' · '.join(verdicts)}</td></tr>"
-        )
-    return "<table>" + "".join(rows) + "</table>"
-
-
 def _section(index: int, result: EvaluationResult, entry: BaselineEntry | None) -> str:
-    ok = result.passed and not result.regressed
-    status = '<span class="pass">passed</span>' if ok else '<span class="fail">failed</span>'
-    facts = [
-        f"latency p50 {result.latency_p50_ms:.1f} ms · p95 {result.latency_p95_ms:.1f} ms",
-    ]
-    if result.errors:
-        facts.append(f'<span class="fail">{len(result.errors)} retriever calls failed</span>')
-    if result.judge_problem:
-        facts.append(f'<span class="fail">{_e(result.judge_problem)}</span>')
-    if result.sampled_from is not None:
-        facts.append(f"a sample of {len(result.queries)} of {result.sampled_from} queries")
-    if result.comparison is not None:
-        facts.append(f"compared with {_e(result.comparison.reference)}")
     charts = []
     for family in ("recall", "ndcg"):
-        series = [("current", _current_curves(result, family))]
+        series: list[Series] = [("current", current_curve(result, family), False)]
         if entry is not None:
-            stored = _baseline_curves(result, entry, family)
-            label = "baseline" if len(stored) >= len(series[0][1]) else f"baseline (top {entry.k})"
-            series.append((label, stored))
-        charts.append(_line_chart(f"{family}", [s for s in series if s[1]]))
-    first = next(iter(result.metrics), "")
+            recorded = f" ({entry.created[:10]})" if entry.created else ""
+            series.append((f"baseline{recorded}", baseline_curve(result, entry, family), True))
+        charts.append(line_chart(family, series, result.k))
+    ndcg = f"ndcg@{result.k}"
     charts.append(
-        _histogram(result, f"ndcg@{result.k}" if f"ndcg@{result.k}" in result.metrics else first)
+        histogram(result, ndcg if ndcg in result.metrics else next(iter(result.metrics), ""))
     )
+    tags = ""
+    if result.per_tag:
+        tags = f"<details><summary>By tag</summary>{_table(tag_rows(result))}</details>"
     return (
-        f'<h2 id="eval-{index}">{_e(title(result))} — {status}</h2>'
-        f'<p class="muted">{" · ".join(facts)}</p>'
-        + _metric_table(result)
+        f'<h2 id="eval-{index}">{_e(title(result))} {_verdict(result)}</h2>'
+        + _table(metric_rows(result))
+        + _notes(notes(result))
+        + tags
         + f'<div class="charts">{"".join(charts)}</div>'
         + _query_table(index, result)
     )
@@ -293,22 +499,26 @@ def _listed(result: EvaluationResult, metric: str) -> list[QueryResult]:
     return sorted(result.queries, key=score)[:MAX_QUERY_ROWS]
 
 
+def _shade(value: float) -> str:
+    """A background class for a metric in [0, 1]: red (0) to green (1), for scanning."""
+    return "" if not math.isfinite(value) else f" s{min(4, int(value * 5))}"
+
+
 def _query_table(index: int, result: EvaluationResult) -> str:
     shown = list(result.metrics)[:3]
     table_id = f"queries-{index}"
-    head = "".join(f"<th>{_e(name)}</th>" for name in shown)
     listed = _listed(result, shown[0] if shown else "")
     rows = []
     for query in listed:
-        text = " ".join([query.id, query.query, *query.tags]).lower()
-        cells = "".join(
-            f"<td class=n>{_num(query.metrics.get(name, math.nan))}</td>" for name in shown
-        )
-        error = f' <span class="fail">{_e(query.error)}</span>' if query.error else ""
+        cells = ""
+        for name in shown:
+            value = query.metrics.get(name, math.nan)
+            cells += f'<td class="n{_shade(value)}">{_num(value)}</td>'
+        error = f" {_badge('fail', 'error')}" if query.error else ""
         rows.append(
-            f'<tr class="q" data-text="{_e(text)}"><td>{_e(query.id)}</td>'
+            f'<tr class="q" tabindex="0" aria-expanded="false"><td>{_e(query.id)}</td>'
             f"<td>{_e(query.query)}{error}</td><td>{_e(', '.join(query.tags))}</td>{cells}</tr>"
-            f'<tr class="hits" style="display:none"><td colspan={3 + len(shown)}>'
+            f'<tr class="hits" hidden><td colspan="{3 + len(shown)}">'
             f"{_hits(query, result.k)}</td></tr>"
         )
     heading = f"Queries ({len(result.queries)})"
@@ -317,64 +527,93 @@ def _query_table(index: int, result: EvaluationResult) -> str:
             f"The {len(listed)} worst of {len(result.queries)} queries by {_e(shown[0])} "
             "(all of them are in the JSON report)"
         )
+    head = "".join(f'<th class="sort n" title="sort">{_e(name)}</th>' for name in shown)
     return (
         f"<h3>{heading}</h3>"
+        '<div class="toolbar">'
         f'<input class="search" type="search" data-table="{table_id}" '
-        f'placeholder="filter by id, text or tag" aria-label="filter queries">'
-        f'<table id="{table_id}"><tr><th>id</th><th>query</th><th>tags</th>{head}</tr>'
-        + "".join(rows)
-        + "</table>"
+        'placeholder="Filter by id, text or tag" aria-label="filter queries">'
+        f'<span class="muted" id="{table_id}-count">{len(listed)} of {len(listed)} shown</span>'
+        '<span class="muted">click a row for its ranked hits</span></div>'
+        f'<table class="queries" id="{table_id}"><thead><tr><th>id</th><th>query</th>'
+        f"<th>tags</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 
+def _judged(verdict: Mapping[str, Any] | None) -> str:
+    """The judge's verdict on one hit: on/off topic with its grade or score, and why."""
+    if verdict is None:
+        return ""
+    if verdict.get("error"):
+        return f'<span class="muted">ungraded: {_e(verdict["error"])}</span>'
+    if verdict.get("on_topic") is None:
+        return ""
+    if verdict.get("grade") is not None:
+        strength = f" {verdict['grade']}/3"
+    elif verdict.get("score") is not None:
+        strength = f" {float(verdict['score']):.2f}"
+    else:
+        strength = ""
+    label = (
+        _badge("pass", f"on topic{strength}")
+        if verdict["on_topic"]
+        else _badge("fail", f"off topic{strength}")
+    )
+    reason = verdict.get("reason") or ""
+    return f"{label} {_e(reason)}" if reason else label
+
+
 def _hits(query: QueryResult, k: int) -> str:
-    rows = ["<tr><th>#</th><th>doc id</th><th>grade</th><th>judge</th></tr>"]
-    for rank, doc in enumerate(query.returned[: max(k, 10)], 1):
+    """The ranked hits of one query: golden grades, judge verdicts, downstream labels; then
+    the relevant documents further down or not retrieved at all."""
+    if query.error:
+        return f'<p class="fail">retriever error: {_e(query.error)}</p>'
+    depth = min(max(k, MIN_HITS_SHOWN), MAX_HITS_SHOWN)
+    judged, labelled = bool(query.judgments), bool(query.downstream)
+    head = "<tr><th>#</th><th>doc id</th><th>golden grade</th>"
+    head += ("<th>LLM judge</th>" if judged else "") + ("<th>downstream</th>" if labelled else "")
+    rows = []
+    for rank, doc in enumerate(query.returned[:depth], 1):
         grade = query.relevant.get(doc)
-        css = ' class="rel"' if grade else ""
-        verdict = query.judgments.get(doc)
-        judged = ""
-        if verdict is not None:
-            if verdict.get("error"):
-                judged = f'<span class="muted">ungraded: {_e(verdict["error"])}</span>'
-            else:
-                mark, css_v = ("on topic", "on") if verdict.get("on_topic") else ("off", "off")
-                judged = f'<span class="{css_v}">{mark}</span> {_e(verdict.get("reason", ""))}'
-        shown_grade = "" if grade is None else f"relevant ({grade})" if grade else "judged 0"
+        relevant = grade is not None and grade > 0
+        golden = "" if grade is None else "not relevant (0)"
+        if relevant:
+            golden = _badge("pass", f"relevant ({grade})")
+        row = f"<tr{' class=rel' if relevant else ''}><td>{rank}</td><td>{_e(doc)}</td>"
+        row += f"<td>{golden}</td>"
+        if judged:
+            row += f"<td>{_judged(query.judgments.get(doc))}</td>"
+        if labelled:
+            label = query.downstream.get(doc)
+            row += f"<td>{'' if label is None else f'{label:.2f}'}</td>"
+        rows.append(row + "</tr>")
+    if not rows:
         rows.append(
-            f"<tr{css}><td class=n>{rank}</td><td>{_e(doc)}</td><td>{shown_grade}</td>"
-            f"<td>{judged}</td></tr>"
+            f'<tr><td colspan="{3 + judged + labelled}" class="muted">nothing came back</td></tr>'
         )
-    missed = ", ".join(_e(doc) for doc in query.missed)
-    tail = f'<p class="muted">missed relevant: {missed}</p>' if missed else ""
-    return "<table>" + "".join(rows) + "</table>" + tail
+    tail = []
+    deeper = [(doc, rank) for doc, rank in query.found_ranks.items() if rank > depth]
+    if deeper:
+        tail.append("relevant further down: " + ", ".join(f"{_e(d)} #{r}" for d, r in deeper))
+    if query.missed:
+        tail.append("relevant, not retrieved: " + ", ".join(_e(doc) for doc in query.missed))
+    more = "".join(f'<p class="muted">{line}</p>' for line in tail)
+    return (
+        f'<table class="ranked"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>{more}'
+    )
 
 
 def _ab_section(group: ABGroup) -> str:
     members = [group.reference, *(other for other, _ in group.others)]
     charts = []
     for family in ("recall", "ndcg"):
-        series = [(r.retriever_id, _current_curves(r, family)) for r in members]
-        charts.append(_line_chart(family, series))
-    head = "".join(
-        f"<th>{_e(other.retriever_id)}</th><th>Δ</th><th>p</th>" for other, _ in group.others
-    )
-    rows = [f"<tr><th>metric</th><th>{_e(group.reference.retriever_id)}</th>{head}</tr>"]
-    for name, value in group.reference.metrics.items():
-        cells = ""
-        for other, comparison in group.others:
-            change = next((c for c in comparison.changes if c.metric == name), None)
-            theirs = other.metrics.get(name, math.nan)
-            cells += (
-                f"<td class=n>{_num(theirs)}</td><td class=n>{_delta(theirs - value, 4)}</td>"
-                f"<td class=n>{_p(change.p_adjusted if change else None)}</td>"
-            )
-        rows.append(
-            f"<tr><td><code>{_e(name)}</code></td><td class=n>{_num(value)}</td>{cells}</tr>"
-        )
+        series: list[Series] = [(r.retriever_id, current_curve(r, family), False) for r in members]
+        charts.append(line_chart(family, series, group.reference.k))
     return (
         f"<h2>{_e(group.reference.golden_name)}: {len(members)} retrievers side by side</h2>"
-        '<p class="muted">Δ and paired two-sided p-values against the first.</p>'
-        f"<table>{''.join(rows)}</table>"
-        f'<div class="charts">{"".join(charts)}</div>'
+        f'<p class="muted">Δ and paired two-sided p-values (Holm-adjusted) against '
+        f"{_e(group.reference.retriever_id)}; marked when significantly better or worse beyond "
+        "the allowed change.</p>"
+        + _table(ab_rows(group))
+        + f'<div class="charts">{"".join(charts)}</div>'
     )

@@ -1,50 +1,375 @@
 """GitHub-flavoured Markdown summary: for a PR comment or ``$GITHUB_STEP_SUMMARY``.
 
-Renders the same facts as the terminal summary (``report.py``), built from the same
-helpers, as tables a reviewer reads without opening the CI log: one table per evaluation
-(value, CI, threshold, baseline, Δ, p, verdict), the worst queries folded in ``<details>``,
-and the A/B table when several retrievers ran.
+Renders the facts of the terminal summary (``report.py``) as tables a reviewer reads without
+opening the CI log: one table per evaluation (value, CI, threshold, baseline, Δ, p, verdict),
+notes on drift, staleness, power and the judge, the worst queries folded in ``<details>``, and
+the A/B table when several retrievers ran.
+
+The tables and notes are built here once as plain text (:func:`metric_rows`, :func:`notes`,
+:func:`ab_rows`, :func:`tag_rows`); ``html_report`` renders the same rows, so both outputs
+always say the same thing.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from .compare import ABGroup, MetricChange
+from .compare import ABGroup, Comparison, MetricChange
 from .evaluation import EvaluationResult, QueryResult
-from .report import _ci, _delta, _num, _p, judge_lines, title, worst_queries
+from .gate import GateOutcome
+from .report import _ci, _command, _delta, _num, _p, judge_lines, title, worst_queries
 
-PASS, FAIL, NOTE = "✅", "❌", "⚠️"
+#: a status tag for a cell part or a note: "" plain, "code", "pass", "fail", "warn"
+Status = str
+#: one piece of a table cell or a note: (status, plain text)
+Mark = tuple[Status, str]
+#: a table cell: its pieces, shown joined by " · "
+Cell = list[Mark]
+
+EMOJI = {"pass": "✅", "fail": "❌", "warn": "⚠️"}
+IDS_SHOWN = 8  # drifted query ids listed per kind before "+N more"
+
+#: Markdown punctuation that could start emphasis, code, links, images, math or a cell
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]~!#|$])")
+
+
+# ---------------------------------------------------------------------------- format-neutral
+
+
+def plain(text: str) -> Cell:
+    return [("", text)] if text else []
+
+
+@dataclass
+class Note:
+    """One line under an evaluation's table; ``code`` (a command or path) is shown as code."""
+
+    status: Status
+    text: str
+    code: str = ""
+
+
+def metric_rows(result: EvaluationResult) -> list[list[Cell]]:
+    """The evaluation's table: every metric, then each tag threshold, then latency against
+    the baseline; first row is the header. The last cell is the verdict."""
+    gates = {o.threshold.key: o for o in result.gate()}
+    changes: dict[str, MetricChange] = {}
+    if result.comparison is not None and not result.comparison.stale:
+        changes = {c.metric: c for c in result.comparison.changes}
+    header = ["metric", "value", "95% CI", "threshold", "baseline", "Δ", "p", "verdict"]
+    rows = [[plain(name) for name in header]]
+    for name, value in result.metrics.items():
+        outcome = gates.pop(name, None)
+        rows.append(_metric_row(name, _num(value), _ci(result.ci.get(name)), outcome, changes))
+    for key, outcome in gates.items():  # tag thresholds
+        rows.append(_metric_row(key, _num(outcome.value), "", outcome, {}))
+    latency = changes.get("latency_p95")
+    if latency is not None:
+        rows.append(
+            [
+                [("code", "latency_p95")],
+                plain(f"{latency.current:.1f} ms"),
+                [],
+                plain(f"≤ +{latency.allowed:.1f} ms" if math.isfinite(latency.allowed) else ""),
+                plain(f"{latency.baseline:.1f} ms"),
+                plain(_delta(latency.delta, 1)),
+                [],
+                _change_marks(latency),
+            ]
+        )
+    return rows
+
+
+def _metric_row(
+    name: str,
+    value: str,
+    ci: str,
+    outcome: GateOutcome | None,
+    changes: dict[str, MetricChange],
+) -> list[Cell]:
+    marks: Cell = []
+    threshold = ""
+    if outcome is not None:
+        threshold = f"≥ {outcome.threshold.minimum:g}"
+        marks.append(("pass", "pass") if outcome.passed else ("fail", "below threshold"))
+    change = changes.get(name)
+    baseline = delta = p = ""
+    if change is not None and not math.isnan(change.baseline):
+        baseline, delta, p = _num(change.baseline), _delta(change.delta, 4), _p(change.p_adjusted)
+    if change is not None:
+        marks += _change_marks(change)
+    return [
+        [("code", name)],
+        plain(value),
+        plain(ci),
+        plain(threshold),
+        plain(baseline),
+        plain(delta),
+        plain(p),
+        marks,
+    ]
+
+
+def _change_marks(change: MetricChange) -> Cell:
+    status = {
+        "regressed": "fail",
+        "worse": "fail",
+        "within noise": "warn",
+        "judge changed": "warn",
+        "improved": "pass",
+        "better": "pass",
+    }.get(change.verdict, "")
+    return [] if change.verdict == "ok" else [(status, change.verdict)]
+
+
+def tag_rows(result: EvaluationResult, limit: int | None = None) -> list[list[Cell]]:
+    """Per-tag metrics (the first ``limit`` metrics); first row is the header."""
+    names = list(result.metrics)[:limit]
+    rows = [[plain("tag"), plain("queries"), *[[("code", n)] for n in names]]]
+    for tag, values in result.per_tag.items():
+        rows.append(
+            [
+                plain(tag),
+                plain(str(result.tag_counts[tag])),
+                *[plain(_num(values.get(n, math.nan))) for n in names],
+            ]
+        )
+    return rows
+
+
+def ab_rows(group: ABGroup) -> list[list[Cell]]:
+    """The A/B table: a metric per row, the reference's value, then each other retriever's
+    value, Δ and paired two-sided p against it (Δ marked when significantly worse/better)."""
+    reference = group.reference
+    header = [plain("metric"), plain(f"{reference.retriever_id} (reference)")]
+    for other, _ in group.others:
+        header += [plain(other.retriever_id), plain("Δ"), plain("p")]
+    rows = [header]
+    for name, value in reference.metrics.items():
+        row: list[Cell] = [[("code", name)], plain(_num(value))]
+        for other, comparison in group.others:
+            change = next((c for c in comparison.changes if c.metric == name), None)
+            theirs = other.metrics.get(name, math.nan)
+            status = (
+                ""
+                if change is None
+                else {"worse": "fail", "better": "pass"}.get(change.verdict, "")
+            )
+            delta = _delta(theirs - value, 4)
+            row += [
+                plain(_num(theirs)),
+                [(status, delta)] if delta else [],
+                plain(_p(change.p_adjusted if change else None)),
+            ]
+        rows.append(row)
+    return rows
+
+
+def overall(results: Sequence[EvaluationResult]) -> Mark:
+    """The run's verdict: how many evaluations failed a gate or regressed."""
+    failed = sum(1 for r in results if not r.passed or r.regressed)
+    if not results:
+        return "warn", "no evaluations ran"
+    return ("fail", f"{failed} of {len(results)} failed") if failed else ("pass", "all passed")
+
+
+def notes(result: EvaluationResult) -> list[Note]:
+    """What the table does not show: latency, failures, the judge's bill, sampling, and how
+    the run stands against its baseline (missing, drifted, stale, improved, underpowered)."""
+    found = []
+    if math.isfinite(result.latency_p50_ms):  # NaN when every call failed
+        found.append(
+            Note(
+                "",
+                f"latency p50 {result.latency_p50_ms:.1f} ms · p95 {result.latency_p95_ms:.1f} ms",
+            )
+        )
+    if result.ci_method != "bootstrap":
+        found.append(Note("", f"confidence intervals by {result.ci_method} approximation"))
+    if result.errors:
+        first = result.errors[0]
+        found.append(
+            Note(
+                "fail",
+                f"{len(result.errors)} of {len(result.queries)} retriever calls failed "
+                f"(they score 0); first: {first.id}: {first.error}",
+            )
+        )
+    if result.duplicates:
+        found.append(
+            Note(
+                "", f"{result.duplicates} repeated doc ids dropped (each counts at its first rank)"
+            )
+        )
+    if result.open_queries:
+        labelled = len(result.queries) - result.open_queries
+        found.append(
+            Note(
+                "",
+                f"{labelled} labelled and {result.open_queries} open queries (open ones count "
+                "for the judge and downstream metrics only)",
+            )
+        )
+    found += [Note("", line.strip()) for line in judge_lines(result)]
+    if result.erag:
+        found.append(
+            Note(
+                "",
+                f"downstream labels ({result.erag.get('version', '')}): "
+                f"{result.erag.get('calls', 0)} calls, {result.erag.get('cache_hits', 0)} cached",
+            )
+        )
+    if result.judge_problem:
+        found.append(Note("fail", result.judge_problem))
+    if result.sampled_from is not None:
+        found.append(
+            Note(
+                "warn",
+                f"a sample of {len(result.queries)} of {result.sampled_from} queries "
+                "(--retrieval-sample): a quick check, not the full gate; baselines are never "
+                "updated from it",
+            )
+        )
+    return found + _baseline_notes(result)
+
+
+def _baseline_notes(result: EvaluationResult) -> list[Note]:
+    path = result.baseline_path or ""
+    found: list[Note] = []
+    if result.baseline_note == "missing":
+        found.append(
+            Note(
+                "",
+                f"no baseline for {result.golden_name}::{result.retriever_id} in {path}; "
+                "record one on main with",
+                _command(result, "--retrieval-update-baseline"),
+            )
+        )
+    elif result.baseline_note == "recording":
+        found.append(Note("", f"recording the baseline in {path}"))
+    if result.comparison is not None:
+        found += _comparison_notes(result, result.comparison)
+    weak = {m: pair for m, pair in result.power.items() if pair[0] > pair[1]}
+    if weak:
+        metric, (detectable, allowed) = next(iter(weak.items()))
+        basis = "observed" if result.comparison is not None else "estimated"
+        more = f" (and {len(weak) - 1} more metrics)" if len(weak) > 1 else ""
+        found.append(
+            Note(
+                "warn",
+                f"low power ({basis}): {len(result.queries)} queries detect a {detectable:.3f} "
+                f"drop in {metric} with 80% power, not the allowed {allowed:.3f}{more}",
+            )
+        )
+    return found
+
+
+def _comparison_notes(result: EvaluationResult, comparison: Comparison) -> list[Note]:
+    refresh = _command(result, "--retrieval-update-baseline")
+    recorded = comparison.baseline_created or "unknown time"
+    if comparison.baseline_commit:
+        recorded += f", commit {comparison.baseline_commit}"
+    found = [Note("", f"compared with {comparison.reference} (recorded {recorded})")]
+    if comparison.drifted:
+        kinds = [
+            f"{label} {len(ids)} ({', '.join(ids[:IDS_SHOWN])}"
+            + (f", +{len(ids) - IDS_SHOWN} more" if len(ids) > IDS_SHOWN else "")
+            + ")"
+            for label, ids in (
+                ("added", comparison.added),
+                ("removed", comparison.removed),
+                ("re-judged", comparison.rejudged),
+            )
+            if ids
+        ]
+        found.append(
+            Note(
+                "warn",
+                f"golden set changed since the baseline: {'; '.join(kinds)}; compared on the "
+                f"{comparison.n_common} unchanged queries",
+            )
+        )
+    if comparison.judge_changed:
+        what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in comparison.judge_changed.items())
+        found.append(
+            Note(
+                "warn",
+                f"the judge changed since the baseline ({what}): its metrics are not compared; "
+                "re-record with",
+                _command(result, "--retrieval-judge --retrieval-update-baseline"),
+            )
+        )
+    if comparison.stale:
+        found.append(
+            Note(
+                "warn",
+                f"stale baseline: {comparison.stale}; not compared. Refresh it with",
+                refresh,
+            )
+        )
+    if comparison.improved:
+        names = ", ".join(f"{c.metric} {c.delta:+.4f}" for c in comparison.improved)
+        found.append(
+            Note(
+                "pass",
+                f"improved beyond the allowance ({names}): ratchet the baseline up with",
+                refresh,
+            )
+        )
+    return found
+
+
+# ---------------------------------------------------------------------------- Markdown
 
 
 def escape(text: object) -> str:
-    """User text inside a table cell or a line: no pipes, tags or line breaks get through."""
-    return (
-        str(text)
-        .replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("|", "\\|")
-        .replace("\r", " ")
-        .replace("\n", " ")
-        .replace("`", "\\`")
-    )
+    """User text for a table cell or a line: HTML is inert, Markdown punctuation is literal
+    (no emphasis, links or images), pipes cannot split a cell, line breaks become spaces."""
+    flat = " ".join(str(text).splitlines())
+    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", flat)
 
 
-def table(rows: Sequence[Sequence[str]]) -> list[str]:
+def code(text: object) -> str:
+    """``text`` as an inline code span: a fence longer than any backtick run inside it."""
+    flat = " ".join(str(text).splitlines()).replace("|", "\\|")
+    if not flat.strip():
+        return escape(flat)
+    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def cell(marks: Cell) -> str:
+    """A cell's pieces as Markdown: escaped, code in backticks, statuses as ✅/❌/⚠️."""
+    parts = []
+    for status, text in marks:
+        shown = code(text) if status == "code" else escape(text)
+        parts.append(f"{EMOJI[status]} {shown}" if status in EMOJI else shown)
+    return " · ".join(parts)
+
+
+def table(rows: Sequence[Sequence[Cell]]) -> list[str]:
     """A GFM table; the first row is the header."""
-    header, *body = rows
+    header, *body = [[cell(c) for c in row] for row in rows]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in body]
     return lines
 
 
+def details(summary: str, body: Sequence[str]) -> list[str]:
+    """A folded block; the blank line after ``<summary>`` lets the Markdown inside render."""
+    return [f"<details><summary>{escape(summary)}</summary>", "", *body, "", "</details>", ""]
+
+
 def render_markdown(results: Sequence[EvaluationResult], groups: Sequence[ABGroup] = ()) -> str:
     """The whole summary: a heading, one section per evaluation, then the A/B tables."""
-    failed = sum(1 for r in results if not r.passed or r.regressed)
-    verdict = f"{FAIL} {failed} of {len(results)} failed" if failed else f"{PASS} all passed"
-    lines = [f"## Retrieval evaluation: {verdict}", ""]
+    status, verdict = overall(results)
+    lines = [f"## Retrieval evaluation: {EMOJI[status]} {verdict}", ""]
     for result in results:
         lines += _evaluation(result)
     for group in groups:
@@ -54,146 +379,17 @@ def render_markdown(results: Sequence[EvaluationResult], groups: Sequence[ABGrou
 
 def _evaluation(result: EvaluationResult) -> list[str]:
     ok = result.passed and not result.regressed
-    lines = [f"### {PASS if ok else FAIL} {escape(title(result))}", ""]
-    gates = {o.threshold.key: o for o in result.gate()}
-    comparison = result.comparison
-    changes: dict[str, MetricChange] = {}
-    if comparison is not None and not comparison.stale:
-        changes = {c.metric: c for c in comparison.changes}
-    rows = [["metric", "value", "95% CI", "threshold", "baseline", "Δ", "p", "verdict"]]
-    for name, value in result.metrics.items():
-        rows.append(_row(name, value, _ci(result.ci.get(name)), gates.pop(name, None), changes))
-    for key, outcome in gates.items():  # tag thresholds
-        rows.append(_row(key, outcome.value, "", outcome, {}))
-    if "latency_p95" in changes:
-        change = changes["latency_p95"]
-        rows.append(
-            [
-                "latency_p95",
-                f"{change.current:.1f} ms",
-                "",
-                "",
-                f"{change.baseline:.1f} ms",
-                _delta(change.delta, 1),
-                "",
-                _verdict(None, change),
-            ]
-        )
-    lines += table(rows)
+    lines = [f"### {'✅' if ok else '❌'} {escape(title(result))}", ""]
+    lines += table(metric_rows(result))
     lines.append("")
-    facts = [
-        f"latency p50 {result.latency_p50_ms:.1f} ms · p95 {result.latency_p95_ms:.1f} ms",
-    ]
-    if result.errors:
-        facts.append(f"{FAIL} {len(result.errors)} retriever calls failed (scored 0)")
-    if result.judge_problem:
-        facts.append(f"{FAIL} {escape(result.judge_problem)}")
-    facts += [escape(line.strip()) for line in judge_lines(result)[:1]]
-    if result.sampled_from is not None:
-        facts.append(f"{NOTE} a sample of {len(result.queries)} of {result.sampled_from} queries")
-    facts += _baseline_facts(result)
-    lines += [f"- {fact}" for fact in facts]
+    for note in notes(result):
+        mark = f"{EMOJI[note.status]} " if note.status in EMOJI else ""
+        lines.append(f"- {mark}{escape(note.text)}" + (f": {code(note.code)}" if note.code else ""))
     lines.append("")
     if result.per_tag:
-        lines += _tags(result)
+        lines += details("By tag", table(tag_rows(result, limit=4)))
     lines += _worst(result)
     return lines
-
-
-def _row(
-    name: str,
-    value: float,
-    ci: str,
-    outcome: object,
-    changes: dict[str, MetricChange],
-) -> list[str]:
-    from .gate import GateOutcome
-
-    threshold = ""
-    if isinstance(outcome, GateOutcome):
-        threshold = f"≥ {outcome.threshold.minimum:g}"
-    else:
-        outcome = None
-    change = changes.get(name)
-    baseline = delta = p = ""
-    if change is not None and not math.isnan(change.baseline):
-        baseline, delta, p = _num(change.baseline), _delta(change.delta, 4), _p(change.p_adjusted)
-    return [
-        f"`{name}`",
-        _num(value),
-        ci,
-        threshold,
-        baseline,
-        delta,
-        p,
-        _verdict(outcome if isinstance(outcome, GateOutcome) else None, change),
-    ]
-
-
-def _verdict(outcome: object, change: MetricChange | None) -> str:
-    from .gate import GateOutcome
-
-    marks = []
-    if isinstance(outcome, GateOutcome):
-        marks.append(f"{PASS} pass" if outcome.passed else f"{FAIL} below threshold")
-    if change is not None:
-        marks.append(
-            {
-                "regressed": f"{FAIL} regressed",
-                "within noise": f"{NOTE} within noise",
-                "improved": f"{PASS} improved",
-            }.get(change.verdict, change.verdict if change.verdict != "ok" else "")
-        )
-    return " · ".join(mark for mark in marks if mark)
-
-
-def _baseline_facts(result: EvaluationResult) -> list[str]:
-    comparison = result.comparison
-    if result.baseline_note == "missing":
-        return [
-            f"no baseline yet: record one on main with `--retrieval-update-baseline` "
-            f"(into `{escape(result.baseline_path)}`)"
-        ]
-    if result.baseline_note == "recording":
-        return [f"recording the baseline in `{escape(result.baseline_path)}`"]
-    if comparison is None:
-        return []
-    recorded = escape(comparison.baseline_created or "unknown time")
-    if comparison.baseline_commit:
-        recorded += f", commit `{escape(comparison.baseline_commit)}`"
-    facts = [f"compared with the baseline recorded {recorded}"]
-    if comparison.drifted:
-        facts.append(
-            f"{NOTE} golden set changed since: {len(comparison.added)} added, "
-            f"{len(comparison.removed)} removed, {len(comparison.rejudged)} re-judged; "
-            f"compared on the {comparison.n_common} unchanged queries"
-        )
-    if comparison.stale:
-        facts.append(
-            f"{NOTE} stale baseline ({escape(comparison.stale)}): not compared; refresh it "
-            "with `--retrieval-update-baseline`"
-        )
-    if comparison.improved:
-        facts.append(
-            f"{PASS} improved beyond the allowance: ratchet the baseline up with "
-            "`--retrieval-update-baseline`"
-        )
-    return facts
-
-
-def _tags(result: EvaluationResult) -> list[str]:
-    names = list(result.metrics)[:4]
-    rows = [["tag", "queries", *[f"`{n}`" for n in names]]]
-    for tag, values in result.per_tag.items():
-        rows.append([escape(tag), str(result.tag_counts[tag]), *[_num(values[n]) for n in names]])
-    return [
-        "<details><summary>By tag</summary>",
-        "",
-        *table(rows),
-        "",
-        "</details>",
-        "",
-    ]
 
 
 def _worst(result: EvaluationResult) -> list[str]:
@@ -201,47 +397,44 @@ def _worst(result: EvaluationResult) -> list[str]:
     (or of the first metric), folded away."""
     comparison = result.comparison
     if comparison is not None and comparison.worst:
-        rows = [["query", "text", comparison.worst[0].metric, "relevant lost → new rank"]]
+        metric = comparison.worst[0].metric
+        rows = [[plain(h) for h in ("query", "text", metric, "relevant lost → new rank")]]
         for change in comparison.worst:
             lost = ", ".join(
-                f"{escape(doc)} → {'#' + str(rank) if rank else 'gone'}"
+                f"{doc} → {'#' + str(rank) if rank else 'gone'}"
                 for doc, rank in change.lost.items()
             )
             rows.append(
                 [
-                    escape(change.id),
-                    escape(_short(change.query)),
-                    f"{_num(change.before)} → {_num(change.after)}",
-                    lost,
+                    plain(change.id),
+                    plain(_short(change.query)),
+                    plain(f"{_num(change.before)} → {_num(change.after)}"),
+                    plain(lost),
                 ]
             )
-        summary = f"Queries that got worse on {comparison.worst[0].metric}"
-    else:
-        failing = [o for o in result.gate() if not o.passed]
-        metric = failing[0].threshold.metric.name if failing else next(iter(result.metrics), "")
-        tag = failing[0].threshold.tag if failing else None
-        if not metric:
-            return []
-        rows = [["query", "text", metric, "missed relevant", "relevant found at"]]
-        for query in worst_queries(result, metric, tag):
-            rows.append(_query_row(query, metric))
-        summary = f"Worst queries by {metric}"
-    return [f"<details><summary>{summary}</summary>", "", *table(rows), "", "</details>", ""]
+        return details(f"Queries that got worse on {metric}", table(rows))
+    failing = [o for o in result.gate() if not o.passed]
+    metric = failing[0].threshold.metric.name if failing else next(iter(result.metrics), "")
+    if not metric:
+        return []
+    tag = failing[0].threshold.tag if failing else None
+    header = ("query", "text", metric, "missed relevant", "relevant found at")
+    rows = [[plain(h) for h in header]]
+    rows += [_query_row(query, metric) for query in worst_queries(result, metric, tag)]
+    return details(f"Worst queries by {metric}", table(rows))
 
 
-def _query_row(query: QueryResult, metric: str) -> list[str]:
-    missed = ", ".join(escape(doc) for doc in query.missed[:5])
+def _query_row(query: QueryResult, metric: str) -> list[Cell]:
+    missed = ", ".join(query.missed[:5])
     if len(query.missed) > 5:
         missed += f" (+{len(query.missed) - 5})"
-    found = ", ".join(f"{escape(doc)} #{rank}" for doc, rank in query.found_ranks.items())
-    if query.error:
-        found = f"error: {escape(query.error)}"
+    found = ", ".join(f"{doc} #{rank}" for doc, rank in query.found_ranks.items())
     return [
-        escape(query.id),
-        escape(_short(query.query)),
-        _num(query.metrics.get(metric, math.nan)),
-        missed,
-        found,
+        plain(query.id),
+        plain(_short(query.query)),
+        plain(_num(query.metrics.get(metric, math.nan))),
+        plain(missed),
+        [("fail", f"error: {query.error}")] if query.error else plain(found),
     ]
 
 
@@ -251,29 +444,13 @@ def _short(text: str, limit: int = 80) -> str:
 
 def _ab(group: ABGroup) -> list[str]:
     reference = group.reference
-    header = ["metric", f"{escape(reference.retriever_id)} (reference)"]
-    for other, _ in group.others:
-        header += [escape(other.retriever_id), "Δ", "p"]
-    rows = [header]
-    for name, value in reference.metrics.items():
-        row = [f"`{name}`", _num(value)]
-        for other, comparison in group.others:
-            change = next((c for c in comparison.changes if c.metric == name), None)
-            theirs = other.metrics.get(name, math.nan)
-            mark = ""
-            if change is not None and change.verdict in {"worse", "better"}:
-                mark = f" {FAIL}" if change.verdict == "worse" else f" {PASS}"
-            row += [
-                _num(theirs),
-                _delta(theirs - value, 4) + mark,
-                _p(change.p_adjusted if change else None),
-            ]
-        rows.append(row)
     return [
         f"### {escape(reference.golden_name)}: {len(group.others) + 1} retrievers side by side",
         "",
-        "Δ and paired two-sided p-values against the reference.",
+        "Δ and paired two-sided p-values (Holm-adjusted) against "
+        f"{escape(reference.retriever_id)}; ✅/❌: significantly better/worse beyond the allowed "
+        "change.",
         "",
-        *table(rows),
+        *table(ab_rows(group)),
         "",
     ]
