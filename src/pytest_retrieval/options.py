@@ -231,7 +231,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="progress of long evaluations: live line on a terminal, plain lines in CI logs "
         "(auto picks by whether the output is a terminal)",
     )
+    group.addoption(
+        "--retrieval-only",
+        action="store_true",
+        default=False,
+        help="run the golden-set evaluations and nothing else (other tests are deselected; "
+        "with no path arguments only the golden sets are collected)",
+    )
+    group.addoption(
+        "--retrieval-strict",
+        action="store_true",
+        default=None,
+        help="golden-set problems that are warnings by default (relevant ids missing from the "
+        "corpus) are errors. ini: retrieval_strict",
+    )
+    group.addoption(
+        "--retrieval-doc-id-key",
+        metavar="KEY",
+        default=None,
+        help="metadata key holding the doc id of LangChain Documents / LlamaIndex nodes "
+        "(default: the object's own id, then metadata 'id', 'doc_id'). ini: retrieval_doc_id_key",
+    )
     _add_judge_options(group)
+    parser.addini(
+        "retrieval_strict",
+        "golden-set warnings (ids missing from the corpus) are errors",
+        type="bool",
+        default=False,
+    )
+    parser.addini("retrieval_doc_id_key", "metadata key holding a hit's doc id", default="")
+    parser.addini(
+        "retrieval_judge_fallback",
+        "what the judge does without credentials: error (default) or cache-only",
+        default="",
+    )
     parser.addini("retrieval_golden", "golden sets to evaluate", type="paths", default=[])
     parser.addini("retrieval_markdown", "path of the Markdown summary", default="")
     parser.addini("retrieval_html", "path of the HTML report", default="")
@@ -336,6 +369,13 @@ def _add_judge_options(group: Any) -> None:
         help="verdict cache folder (default: under pytest's cache dir). ini: retrieval_judge_cache",
     )
     group.addoption(
+        "--retrieval-judge-fallback",
+        choices=["error", "cache-only"],
+        default=None,
+        help="without credentials (a fork's PR): error (default), or cache-only: use cached "
+        "verdicts with a warning. ini: retrieval_judge_fallback",
+    )
+    group.addoption(
         "--retrieval-judge-no-cache",
         action="store_true",
         default=False,
@@ -414,6 +454,9 @@ class Settings:
     sample_seed: int = 0
     progress: str = "auto"
     judge: JudgeSettings | None = None
+    only: bool = False  # --retrieval-only: golden evaluations and nothing else
+    strict: bool = False  # golden-set warnings are errors
+    doc_id_key: str | None = None  # metadata key of framework hits' doc ids
 
 
 @dataclass
@@ -436,6 +479,7 @@ class JudgeSettings:
     text_budget: int
     validate: Path | None
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+    fallback: str = "error"  # without credentials: "error" or "cache-only"
 
 
 def _ini_number(config: pytest.Config, name: str, kind: Callable[[str], Any]) -> Any:
@@ -499,7 +543,18 @@ def settings_from_config(config: pytest.Config) -> Settings:
         sample_seed=config.getoption("retrieval_sample_seed"),
         progress=config.getoption("retrieval_progress"),
         judge=_judge_settings(config) if config.getoption("retrieval_judge") else None,
+        only=bool(config.getoption("retrieval_only")),
+        strict=_flag(config, "retrieval_strict"),
+        doc_id_key=config.getoption("retrieval_doc_id_key")
+        or str(config.getini("retrieval_doc_id_key")).strip()
+        or None,
     )
+
+
+def _flag(config: pytest.Config, name: str) -> bool:
+    """A boolean option that its ini key can also set (the option wins when given)."""
+    given = config.getoption(name)
+    return bool(config.getini(name)) if given is None else bool(given)
 
 
 def _output(config: pytest.Config, name: str) -> Path | None:
@@ -543,7 +598,19 @@ def _judge_settings(config: pytest.Config) -> JudgeSettings:
         text_budget=option("text_budget"),
         validate=Path(validate).resolve() if validate else None,
         prices=_prices(list(config.getini("retrieval_judge_prices"))),
+        fallback=_fallback(config),
     )
+
+
+def _fallback(config: pytest.Config) -> str:
+    chosen = config.getoption("retrieval_judge_fallback") or str(
+        config.getini("retrieval_judge_fallback")
+    ).strip()
+    if chosen not in ("", "error", "cache-only"):
+        raise pytest.UsageError(
+            f"ini option retrieval_judge_fallback = {chosen!r}: use error or cache-only"
+        )
+    return chosen or "error"
 
 
 def _prices(lines: list[str]) -> dict[str, tuple[float, float]]:
