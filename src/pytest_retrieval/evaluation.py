@@ -12,6 +12,7 @@ import numpy as np
 from . import gate, stats
 from . import metrics as kernels
 from ._gc import frozen_heap, paused_gc
+from .adapters import adapt
 from .gate import GateOutcome, Threshold
 from .golden import GoldenQuery, GoldenSet, load_golden
 from .metrics import FloatArray
@@ -351,6 +352,7 @@ def evaluate(
     corpus: Mapping[str, str] | None = None,
     judge_progress: ProgressCallback | None = None,
     downstream: DownstreamLabeller | None = None,
+    doc_id_key: str | None = None,
 ) -> EvaluationResult:
     """Run ``retriever(query, k, **params)`` over the golden set and score it.
 
@@ -360,6 +362,8 @@ def evaluate(
     scale, ``llm_*@k``) added; hit texts come from the hits or from ``corpus`` (id -> text).
     With ``downstream`` (a :class:`DownstreamLabeller`) each top-k hit gets an eRAG label and
     ``erag_*@k`` are added. Open queries (no ``relevant``) need one of the two.
+    ``retriever`` may also be a LangChain or LlamaIndex retriever object (see
+    :mod:`pytest_retrieval.adapters`); ``doc_id_key`` names the metadata key of its doc ids.
     """
     golden_set = (
         golden
@@ -385,6 +389,7 @@ def evaluate(
     wanted = metric_names(golden_set, cutoff, [*defaults, *metrics], chosen)
     _check_labels(golden_set, wanted, judge, downstream)
     depth = max([cutoff, *(_check_name(name).k for name in wanted)])
+    retriever = adapt(retriever, doc_id_key=doc_id_key)  # LangChain / LlamaIndex objects
     with frozen_heap():
         runs = run_retriever(
             retriever,
