@@ -27,6 +27,7 @@ from pytest_retrieval.metrics import (
     dedupe,
     grade_matrix,
     parse_metric,
+    trec_order,
 )
 
 KS = (1, 3, 5, 10, 20)
@@ -46,38 +47,60 @@ def trec_reference(
     trec_eval ranks by score, so each (deduplicated) list gets scores strictly decreasing with
     rank. It drops a query whose list is empty; that query stays NaN here.
     """
-    pytrec_eval = pytest.importorskip("pytrec_eval")
     qids = [f"q{i}" for i in range(len(runs))]
+    trec_run = {
+        qid: {doc: float(len(run) - rank) for rank, doc in enumerate(dedupe(run))}
+        for qid, run in zip(qids, runs, strict=True)
+        if run
+    }
     trec_qrels = {qid: dict(qrel) for qid, qrel in zip(qids, qrels, strict=True)}
-    # gain 2**g - 1 for ndcg_exp; a negative grade stays negative (trec_eval's gain 0) and int
+    measures = trec_measures(trec_run, trec_qrels, ks)
+    return {
+        name: np.array([by_qid.get(qid, np.nan) for qid in qids])
+        for name, by_qid in measures.items()
+    }
+
+
+def trec_measures(
+    trec_run: Mapping[str, Mapping[str, float]],
+    trec_qrels: Mapping[str, Mapping[str, int]],
+    ks: Sequence[int] = KS,
+) -> dict[str, dict[str, float]]:
+    """``{metric name: {qid: value}}`` from pytrec_eval on a run ``{qid: {doc: score}}``.
+
+    The gain ``2**g - 1`` of ndcg_exp comes from rewritten judgments; mrr@k is trec_eval's
+    uncut ``recip_rank`` where the first relevant rank (1 / rr) is within k, else 0.
+    """
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    # a negative grade stays negative (trec_eval's gain 0) and int
     exp_qrels = {
         qid: {d: 2**g - 1 if g > 0 else g for d, g in qrel.items()}
         for qid, qrel in trec_qrels.items()
     }
-    deduped = [dedupe(run) for run in runs]
-
-    def as_run(cut: int | None) -> dict[str, dict[str, float]]:
-        out = {}
-        for qid, run in zip(qids, deduped, strict=True):
-            kept = run if cut is None else run[:cut]
-            if kept:
-                out[qid] = {doc: float(len(kept) - rank) for rank, doc in enumerate(kept)}
-        return out
-
     cuts = ",".join(map(str, ks))
     linear = pytrec_eval.RelevanceEvaluator(
-        trec_qrels,
-        {f"P.{cuts}", f"recall.{cuts}", f"success.{cuts}", f"ndcg_cut.{cuts}", f"map_cut.{cuts}"},
-    ).evaluate(as_run(None))
+        dict(trec_qrels),
+        {
+            f"P.{cuts}",
+            f"recall.{cuts}",
+            f"success.{cuts}",
+            f"ndcg_cut.{cuts}",
+            f"map_cut.{cuts}",
+            "recip_rank",
+        },
+    ).evaluate(dict(trec_run))
     exponential = pytrec_eval.RelevanceEvaluator(exp_qrels, {f"ndcg_cut.{cuts}"}).evaluate(
-        as_run(None)
+        dict(trec_run)
     )
-    rr = pytrec_eval.RelevanceEvaluator(trec_qrels, {"recip_rank"})
 
-    def column(results: Mapping[str, Mapping[str, float]], measure: str) -> np.ndarray:
-        return np.array([results[q][measure] if q in results else np.nan for q in qids])
+    def column(results: Mapping[str, Mapping[str, float]], measure: str) -> dict[str, float]:
+        return {qid: values[measure] for qid, values in results.items()}
 
-    out: dict[str, np.ndarray] = {}
+    def mrr(k: int) -> dict[str, float]:
+        rr = column(linear, "recip_rank")
+        return {qid: v if v > 0 and round(1 / v) <= k else 0.0 for qid, v in rr.items()}
+
+    out: dict[str, dict[str, float]] = {}
     for k in ks:
         out[f"recall@{k}"] = column(linear, f"recall_{k}")
         out[f"precision@{k}"] = column(linear, f"P_{k}")
@@ -85,7 +108,7 @@ def trec_reference(
         out[f"ndcg@{k}"] = column(linear, f"ndcg_cut_{k}")
         out[f"map@{k}"] = column(linear, f"map_cut_{k}")
         out[f"ndcg_exp@{k}"] = column(exponential, f"ndcg_cut_{k}")
-        out[f"mrr@{k}"] = column(rr.evaluate(as_run(k)), "recip_rank")
+        out[f"mrr@{k}"] = mrr(k)
     return out
 
 
@@ -148,6 +171,102 @@ query = st.tuples(st.lists(doc_ids, max_size=30), judgments)
 @given(st.lists(query, min_size=1, max_size=12))
 def test_matches_trec_eval_property(queries: list[tuple[list[str], dict[str, int]]]) -> None:
     assert_matches_trec([run for run, _ in queries], [qrel for _, qrel in queries])
+
+
+def assert_dict_form_matches_trec(
+    run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]]
+) -> None:
+    """``compute`` on pytrec_eval-style dicts equals pytrec_eval on the very same dicts."""
+    ours = compute(ALL_METRICS, run, qrels)
+    reference = trec_measures(run, qrels)
+    for name in ALL_METRICS:
+        assert ours[name].shape == (len(qrels),)
+        for i, qid in enumerate(qrels):
+            # trec_eval drops a query missing from the run; ours scores it 0 and counts it
+            want = reference[name][qid] if qid in run else 0.0
+            if abs(ours[name][i] - want) > TOL:
+                pytest.fail(
+                    f"{name} {qid}: ours {ours[name][i]!r} vs trec_eval {want!r}\n"
+                    f"run={run.get(qid)!r}\nqrels={dict(qrels[qid])!r}"
+                )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_dict_form_matches_trec_eval_with_ties(seed: int) -> None:
+    """Scores from a handful of values, so most lists have ties for trec_eval to break."""
+    rng = random.Random(seed)
+    pool = [f"doc-{i}" for i in range(50)] + ["1", "01", "a b", "ü", "Z", "z", "zz"]
+    run: dict[str, dict[str, float]] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    for i in range(300):
+        ranked, qrels[f"q{i}"] = random_query(rng, pool)
+        scores = rng.choice(((0.0, 1.0), (-1.5, 0.25, 0.25, 3.0), tuple(range(20))))
+        run[f"q{i}"] = {doc: rng.choice(scores) for doc in ranked}
+    del run["q7"], run["q8"]  # trec_eval drops these queries
+    run["not-judged"] = {"doc-1": 1.0}  # ignored: no judgments
+    assert any(not docs for docs in run.values())
+    assert_dict_form_matches_trec(run, qrels)
+
+
+scores = st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.0])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.dictionaries(doc_ids, scores, max_size=30), judgments), min_size=1))
+def test_dict_form_matches_trec_eval_property(
+    queries: list[tuple[dict[str, float], dict[str, int]]],
+) -> None:
+    run = {f"q{i}": docs for i, (docs, _) in enumerate(queries)}
+    assert_dict_form_matches_trec(run, {f"q{i}": qrel for i, (_, qrel) in enumerate(queries)})
+
+
+def test_trec_order_breaks_ties_by_doc_id_descending() -> None:
+    scores = {"a": 1.0, "B": 1.0, "c": 2, "aa": 1.0, "ä": 1.0, "b": 1.0, "d": -1.0}
+    assert trec_order(scores) == ["c", "ä", "b", "aa", "a", "B", "d"]
+    # what trec_eval does with the same dict: the relevant doc's rank is its place above
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    for rank, doc in enumerate(trec_order(scores), start=1):
+        rr = pytrec_eval.RelevanceEvaluator({"q": {doc: 1}}, {"recip_rank"}).evaluate({"q": scores})
+        assert rr["q"]["recip_rank"] == 1 / rank, doc
+
+
+def test_dict_form_follows_the_qrels_order_and_scores_missing_runs_zero() -> None:
+    qrels = {"b": {"x": 1}, "a": {"y": 1}, "c": {"z": 2}}
+    run = {"a": {"y": 0.5, "w": 0.9}, "c": {"z": 1.0}, "extra": {"x": 1.0}}
+    values = compute(["mrr@2", "recall@1"], run, qrels)
+    assert values["mrr@2"].tolist() == [0.0, 0.5, 1.0]
+    assert values["recall@1"].tolist() == [0.0, 0.0, 1.0]
+
+
+def test_dict_form_takes_labels_by_query_id() -> None:
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
+    run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"a": 1.0, "b": 1.0}}  # q2 ties: b ranks first
+    on_topic = {"q2": {"b": 1.0}, "q1": {"b": 1.0}}
+    values = compute(["otr@1", "mrr@2"], run, qrels, {"on_topic": on_topic})
+    assert values["otr@1"].tolist() == [0.0, 1.0]
+    assert values["mrr@2"].tolist() == [1.0, 1.0]
+    positional = compute(
+        ["otr@1"],
+        [["a", "b"], ["b", "a"]],
+        [{"a": 1}, {"b": 1}],
+        {"on_topic": [on_topic["q1"], on_topic["q2"]]},
+    )
+    np.testing.assert_array_equal(positional["otr@1"], values["otr@1"])
+
+
+def test_dict_form_errors() -> None:
+    with pytest.raises(TypeError, match=r"both be lists .* or both dicts by query id"):
+        compute(["recall@5"], {"q": {"a": 1.0}}, [{"a": 1}])
+    with pytest.raises(TypeError, match=r"both be lists .* or both dicts by query id"):
+        compute(["recall@5"], [["a"]], {"q": {"a": 1}})
+    with pytest.raises(TypeError, match=r"labels\['on_topic'\] must be a dict by query id"):
+        compute(["otr@5"], {"q": {"a": 1.0}}, {"q": {"a": 1}}, {"on_topic": [{"a": 1.0}]})
+    with pytest.raises(TypeError, match=r"labels\['on_topic'\] is by query id"):
+        compute(["otr@5"], [["a"]], [{"a": 1}], {"on_topic": {"q": {"a": 1.0}}})
+    with pytest.raises(ValueError, match="'b' has a NaN score"):
+        compute(["recall@5"], {"q": {"a": 1.0, "b": math.nan}}, {"q": {"a": 1}})
+    with pytest.raises(ValueError, match="no relevant document"):
+        compute(["recall@5"], {"q": {"a": 1.0}}, {"q": {"a": 0}})
 
 
 def test_matrix_path_equals_compute() -> None:

@@ -12,11 +12,13 @@ a negative grade counts as 0, as trec_eval's nDCG does.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, repeat
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -358,20 +360,37 @@ def compute_from_matrix(matrix: GradeMatrix, metrics: Sequence[Metric]) -> dict[
     return {m.name: _KERNELS[m.kernel](matrix, m.k) for m in metrics}
 
 
+#: labels of the judge / downstream metrics, ``{source: [{doc: label}, ...]}`` by position
+PositionalLabels = Mapping[str, Sequence[Mapping[str, float]]]
+#: the same by query id, ``{source: {qid: {doc: label}}}``, for the dict form of runs and qrels
+Labels = PositionalLabels | Mapping[str, Mapping[str, Mapping[str, float]]]
+
+
 def compute(
     metrics: Sequence[str | Metric],
-    runs: Sequence[Sequence[str]],
-    qrels: Sequence[Mapping[str, int]],
-    labels: Mapping[str, Sequence[Mapping[str, float]]] | None = None,
+    runs: Sequence[Sequence[str]] | Mapping[str, Mapping[str, float]],
+    qrels: Sequence[Mapping[str, int]] | Mapping[str, Mapping[str, int]],
+    labels: Labels | None = None,
 ) -> dict[str, FloatArray]:
-    """Per-query values of each metric: ``{name: array of len(runs)}``.
+    """Per-query values of each metric: ``{name: array with one value per query}``.
 
     ``runs[i]`` is the ranked doc-id list returned for query ``i`` and ``qrels[i]`` its
     judgments ``{doc_id: grade}`` (grade >= 1 relevant, 0 judged not relevant). Judge and
     downstream metrics take their per-query labels from ``labels[source]`` instead (see
     :data:`LABELS`); a query none of whose hits is labelled relevant scores 0 there, since
     those labels only ever cover what came back.
+
+    Also takes the pytrec_eval / ranx form: ``runs = {qid: {doc_id: score}}`` and
+    ``qrels = {qid: {doc_id: grade}}`` (both dicts; ``labels[source]`` then by qid too). Each
+    query's docs are ranked as trec_eval ranks them (:func:`trec_order`: score descending,
+    ties by doc id descending). The arrays follow the order of ``qrels``' keys; a query of
+    ``qrels`` missing from ``runs`` scores 0 and counts (trec_eval would drop it); a query
+    only in ``runs`` is ignored (it has no judgments).
     """
+    if isinstance(runs, Mapping) or isinstance(qrels, Mapping):
+        runs, qrels, positional = _by_position(runs, qrels, labels)
+    else:
+        positional = cast("PositionalLabels | None", labels)  # _labels checks each source
     parsed = [m if isinstance(m, Metric) else parse_metric(m) for m in metrics]
     values: dict[str, FloatArray] = {}
     for source in dict.fromkeys(m.labels for m in parsed):
@@ -380,19 +399,62 @@ def compute(
         if source == "golden":
             matrix = grade_matrix(runs, qrels, depth)
         else:
-            matrix = grade_matrix(runs, _labels(labels, source), depth, allow_empty=True)
+            matrix = grade_matrix(runs, _labels(positional, source), depth, allow_empty=True)
         for name, column in compute_from_matrix(matrix, group).items():
             values[name] = column if source == "golden" else np.nan_to_num(column)
     return {m.name: values[m.name] for m in parsed}
 
 
-def _labels(
-    labels: Mapping[str, Sequence[Mapping[str, float]]] | None, source: str
-) -> Sequence[Mapping[str, float]]:
+def trec_order(scores: Mapping[str, float]) -> list[str]:
+    """Doc ids ranked as trec_eval ranks a run: by score descending, ties by doc id descending.
+
+    (trec_eval compares ids with ``strcmp``: byte order of UTF-8, i.e. code-point order.)
+    Raises ValueError on a NaN score, which has no place in that order.
+    """
+    for doc, score in scores.items():
+        if math.isnan(score):
+            raise ValueError(f"doc {doc!r} has a NaN score: a run's scores must be numbers")
+    # Two sorts beat one on (score, id) tuples: the second is stable, so ties keep id order.
+    return sorted(sorted(scores, reverse=True), key=scores.__getitem__, reverse=True)
+
+
+def _by_position(
+    runs: Sequence[Sequence[str]] | Mapping[str, Mapping[str, float]],
+    qrels: Sequence[Mapping[str, int]] | Mapping[str, Mapping[str, int]],
+    labels: Labels | None,
+) -> tuple[list[list[str]], list[Mapping[str, int]], PositionalLabels | None]:
+    """The dict form of :func:`compute`'s arguments as lists, in the order of ``qrels``."""
+    if not (isinstance(runs, Mapping) and isinstance(qrels, Mapping)):
+        raise TypeError(
+            "runs and qrels must both be lists (one entry per query, by position) or both "
+            "dicts by query id ({qid: {doc_id: score}} and {qid: {doc_id: grade}})"
+        )
+    qids = list(qrels)
+    empty: Mapping[str, float] = {}
+    ranked = [trec_order(runs.get(qid, empty)) for qid in qids]
+    if labels is None:
+        return ranked, [qrels[qid] for qid in qids], None
+    by_position: dict[str, list[Mapping[str, float]]] = {}
+    for source, by_qid in labels.items():
+        if not isinstance(by_qid, Mapping):
+            raise TypeError(
+                f"labels[{source!r}] must be a dict by query id ({{qid: {{doc_id: label}}}}) "
+                "when runs and qrels are"
+            )
+        by_position[source] = [by_qid.get(qid, empty) for qid in qids]
+    return ranked, [qrels[qid] for qid in qids], by_position
+
+
+def _labels(labels: PositionalLabels | None, source: str) -> Sequence[Mapping[str, float]]:
     key = "downstream" if source.startswith("downstream") else source
     if labels is None or key not in labels:
         raise ValueError(f"no {key} labels given for the metrics that need them")
     per_query = labels[key]
+    if isinstance(per_query, Mapping):
+        raise TypeError(
+            f"labels[{key!r}] is by query id: give runs and qrels by query id too, or the "
+            "labels as a list (one {doc_id: label} per query, by position)"
+        )
     if source == "downstream":  # binary metrics: relevant when the label is at least 0.5
         return [{d: float(v >= 0.5) for d, v in q.items()} for q in per_query]
     if source == "downstream_gain":  # graded: the label is the gain (kernels need > 0 cells)
