@@ -1,4 +1,4 @@
-"""Real LangChain and LlamaIndex retrievers over ``helpers.DOCS``, built without any network.
+"""Real LangChain, LlamaIndex and Haystack retrievers over ``helpers.DOCS``, offline.
 
 The keyword ones rank like ``helpers.KEYWORD_RETRIEVER`` (so their metrics are known); the
 vector-store ones use the frameworks' own in-memory stores with deterministic embeddings.
@@ -9,8 +9,15 @@ test passing through them proves the adapter awaited the async method.
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no network, ever
+
+from haystack import Document as HaystackDocument
+from haystack import component
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 from helpers import DOCS
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
 from langchain_core.callbacks import CallbackManagerForRetrieverRun as RunManager
@@ -135,3 +142,32 @@ def llama_index() -> VectorStoreIndex:
     """LlamaIndex's in-memory vector index over DOCS, doc ids as node ids."""
     nodes = [TextNode(id_=d, text=text) for d, text in DOCS.items()]
     return VectorStoreIndex(nodes, embed_model=WordEmbedding())
+
+
+# --- Haystack --------------------------------------------------------------------------------
+
+
+@component
+class HaystackKeywordRetriever:
+    """A sync-only Haystack retriever component taking ``top_k`` and a ``lang`` parameter."""
+
+    @component.output_types(documents=list[HaystackDocument])
+    def run(self, query: str, top_k: int = 2, lang: str = "en") -> dict[str, Any]:
+        words = set(query.split())
+        found = [
+            HaystackDocument(
+                id=d,
+                content=DOCS[d] if lang == "en" else f"[{lang}] {DOCS[d]}",
+                meta={"source_id": f"src-{d}"},
+                score=_overlap(words, d),
+            )
+            for d in keyword(query, top_k)
+        ]
+        return {"documents": found}
+
+
+def haystack_bm25(top_k: int = 1) -> InMemoryBM25Retriever:
+    """Haystack's in-memory BM25 retriever (it has a native ``run_async``) over DOCS."""
+    store = InMemoryDocumentStore()
+    store.write_documents([HaystackDocument(id=d, content=text) for d, text in DOCS.items()])
+    return InMemoryBM25Retriever(store, top_k=top_k)

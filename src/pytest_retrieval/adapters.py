@@ -1,32 +1,38 @@
-"""LangChain and LlamaIndex retriever objects used as they are (README "LangChain, LlamaIndex").
+"""Retriever objects of LangChain, LlamaIndex and Haystack, used as they are.
 
 The plugin calls ``retriever(query, k, **params)``. A fixture may instead return a LangChain
-retriever (or any Runnable giving Documents) or a LlamaIndex retriever: :func:`adapt` wraps it,
-once per evaluation, into a callable of that contract. Detection is by duck typing and nothing
-here imports either framework, so plugin start-up stays cheap and both stay optional. A
-callable is returned untouched: the plain-function path pays one ``callable()`` test.
+retriever (or any Runnable giving Documents), a LlamaIndex retriever or a Haystack retriever
+component: :func:`adapt` wraps it, once per evaluation, into a callable of that contract.
+Detection is by duck typing and nothing here imports a framework, so plugin start-up stays
+cheap and all three stay optional. A callable is returned untouched: the plain-function path
+pays one ``callable()`` test. README "LangChain, LlamaIndex, Haystack" has the user's view.
 
 Decisions:
 
-- **Sync or async.** The async method is used only when the object implements it natively,
-  i.e. its async hook (LangChain ``_aget_relevant_documents``, LlamaIndex ``_aretrieve``) is
-  defined outside the framework's base retriever. The base versions only run the sync code
-  (LlamaIndex's even blocks the event loop, serialising every call), so for those the sync
-  method runs in the plugin's worker threads, where concurrency and timeouts work.
-- **k.** The object's own top-k knob is set to the evaluation depth on a shallow copy (the
-  fixture's object is never changed): LlamaIndex ``similarity_top_k``; LangChain an int ``k``
-  field (BM25Retriever, TimeWeightedVectorStoreRetriever: the number returned), else
-  ``search_kwargs["k"]`` (vector-store retrievers); or ``k=`` when the retriever's
-  ``_get_relevant_documents`` names a ``k`` parameter. Otherwise the object's own top k is used
-  and the hits are cut to k.
-- **params** of a golden query are passed as keyword arguments to a LangChain retriever whose
-  ``_get_relevant_documents`` accepts them (vector-store retrievers merge them into
-  ``search_kwargs``, e.g. ``filter``). Anything else is an error on the query, never silently
-  dropped (LangChain's ``invoke`` drops keywords its retriever does not declare): LlamaIndex
-  retrievers take the query only.
-- **Doc ids** are strings, never coerced. LangChain ``Document.id``, else metadata ``id``, else
-  metadata ``doc_id``; LlamaIndex ``node.node_id``. With ``doc_id_key`` set, only that metadata
-  key. Hits carry the text and score (LangChain: metadata ``score`` or ``relevance_score``).
+- **Sync or async.** The async method is used only when the object implements it natively:
+  its async hook (LangChain ``_aget_relevant_documents``, LlamaIndex ``_aretrieve``) is defined
+  outside the framework's base retriever, or (Haystack) it has a ``run_async``. The base
+  versions only run the sync code (LlamaIndex's even blocks the event loop, serialising every
+  call), so for those the sync method runs in the plugin's worker threads, where concurrency
+  and timeouts work.
+- **k.** Haystack gets ``top_k=k``; a LangChain retriever whose ``_get_relevant_documents``
+  declares ``k`` gets ``k=k``. Otherwise the object's own top-k knob is set to the evaluation
+  depth on a shallow copy (the fixture's object is never changed): LlamaIndex
+  ``similarity_top_k``; LangChain an int ``k`` field (BM25Retriever, TimeWeighted...: the
+  number returned), else ``search_kwargs["k"]`` (vector-store retrievers). Without any of
+  these the object's own top k is used and the hits are cut to k.
+- **params** of a golden query are passed as keyword arguments where the object declares
+  them (Haystack ``run``, e.g. ``filters``; LangChain ``_get_relevant_documents``, and
+  vector-store retrievers merge any into ``search_kwargs``). Anything else is an error on the
+  query, never silently dropped (LangChain's ``invoke`` drops keywords its retriever does not
+  declare); LlamaIndex retrievers take the query only.
+- **Doc ids** are strings, never coerced: the object's own id (LangChain ``Document.id``,
+  LlamaIndex ``node.node_id``, Haystack ``Document.id``), else metadata ``id``, else metadata
+  ``doc_id``; with ``doc_id_key`` set, only that metadata key. Hits carry the text and score
+  (LangChain's score from metadata ``score`` or ``relevance_score``) for the LLM judge.
+- **Haystack Pipelines** are not adapted: which component gets the query (a text embedder's
+  ``text``, a retriever's ``query``) and whose ``documents`` to read is the user's wiring, so
+  the error shows the three-line function to write instead.
 """
 
 from __future__ import annotations
@@ -50,8 +56,15 @@ _ID_FIX = (
     "(ini retrieval_doc_id_key; evaluate(..., doc_id_key=KEY))"
 )
 
+_PIPELINE_FIX = """return a function from the retriever fixture that runs it, e.g.
+
+    def search(query, k):
+        out = pipeline.run({"embedder": {"text": query}, "retriever": {"top_k": k}})
+        return out["retriever"]["documents"]"""
+
 Hit = dict[str, Any]
-HitConverter = Callable[[Any, "str | None"], list[Hit]]
+#: a hit's (own id, metadata, text, score)
+Fields = tuple[Any, Any, Any, Any]
 
 
 class DocIdError(HitError):
@@ -61,8 +74,10 @@ class DocIdError(HitError):
 def adapt(retriever: Any, *, doc_id_key: str | None = None) -> Retriever:
     """The callable ``retriever(query, k, **params)`` for a fixture's return value.
 
-    A callable comes back as it is; a LlamaIndex retriever (``retrieve``/``aretrieve``) or a
-    LangChain Runnable (``invoke``) is wrapped; anything else comes back too, for
+    A callable comes back as it is; a LlamaIndex retriever (``retrieve``/``aretrieve``), a
+    LangChain Runnable (``invoke``/``ainvoke``) or a Haystack component taking a ``query`` is
+    wrapped; a Haystack Pipeline or a component without ``query`` raises TypeError saying what
+    to write instead; anything else comes back for
     :func:`~pytest_retrieval.retrieval.run_retriever` to reject.
     """
     if callable(retriever):
@@ -71,6 +86,13 @@ def adapt(retriever: Any, *, doc_id_key: str | None = None) -> Retriever:
         return _llama_index(retriever, doc_id_key)
     if _has(retriever, "invoke") and _has(retriever, "ainvoke"):
         return _langchain(retriever, doc_id_key)
+    if _has(retriever, "run") and hasattr(retriever, "__haystack_input__"):
+        return _haystack(retriever, doc_id_key)
+    if _has(retriever, "run") and _has(retriever, "add_component"):
+        raise TypeError(
+            f"the retriever fixture returned a Haystack {type(retriever).__name__}: which of "
+            f"its components gets the query is your wiring; {_PIPELINE_FIX}"
+        )
     return retriever  # type: ignore[no-any-return]
 
 
@@ -82,22 +104,25 @@ def _has(obj: Any, name: str) -> bool:
 class _Adapter:
     """A framework object behind the plugin's contract; :class:`_Sync`/:class:`_Async` call it.
 
-    ``method`` is called as ``method(query, **params)`` (plus ``k=k`` when ``k_keyword``) on
-    the object, or on a copy with attribute ``top_k`` set to k; ``accepts`` names the params
-    it takes (None: any).
+    ``method`` is called on the object (or on a copy whose attribute ``top_k`` is k) with the
+    query (first, or as keyword ``query_name``), k as keyword ``k_name`` if set, and the
+    golden query's params, which must be among ``accepts`` (None: any).
     """
 
     target: Any
     method: str
-    convert: HitConverter
+    convert: Callable[[Any, str | None], list[Hit]]
     doc_id_key: str | None
     top_k: str | None = None
-    k_keyword: bool = False
+    k_name: str | None = None
+    query_name: str | None = None
     accepts: frozenset[str] | None = frozenset()
     _sized: dict[int, Any] = field(default_factory=dict, repr=False)
 
-    def _prepare(self, k: int, params: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """The bound method to call for depth ``k``, and its keyword arguments."""
+    def _prepare(
+        self, query: str, k: int, params: Mapping[str, Any]
+    ) -> tuple[Callable[..., Any], tuple[str, ...], dict[str, Any]]:
+        """The bound method to call for depth ``k``, and its arguments."""
         if params and self.accepts is not None and not self.accepts.issuperset(params):
             raise TypeError(
                 f"golden query params {sorted(set(params) - self.accepts)} cannot be passed to "
@@ -111,8 +136,13 @@ class _Adapter:
             target = self._sized.get(k)
             if target is None:  # first call at this depth (a race only makes a spare copy)
                 target = self._sized.setdefault(k, self._resized(k))
-        kwargs = {"k": k, **params} if self.k_keyword else dict(params)
-        return getattr(target, self.method), kwargs
+        kwargs = dict(params)
+        if self.k_name is not None:
+            kwargs[self.k_name] = k
+        if self.query_name is not None:
+            kwargs[self.query_name] = query
+            return getattr(target, self.method), (), kwargs
+        return getattr(target, self.method), (query,), kwargs
 
     def _resized(self, k: int) -> Any:
         """A shallow copy of the object whose top-k knob is ``k``."""
@@ -126,14 +156,14 @@ class _Adapter:
 
 class _Sync(_Adapter):
     def __call__(self, query: str, k: int, **params: Any) -> list[Hit]:
-        method, kwargs = self._prepare(k, params)
-        return self.convert(method(query, **kwargs), self.doc_id_key)
+        method, args, kwargs = self._prepare(query, k, params)
+        return self.convert(method(*args, **kwargs), self.doc_id_key)
 
 
 class _Async(_Adapter):
     async def __call__(self, query: str, k: int, **params: Any) -> list[Hit]:
-        method, kwargs = self._prepare(k, params)
-        return self.convert(await method(query, **kwargs), self.doc_id_key)
+        method, args, kwargs = self._prepare(query, k, params)
+        return self.convert(await method(*args, **kwargs), self.doc_id_key)
 
 
 def _natively_async(obj: Any, hook: str, base_module: str) -> bool:
@@ -145,6 +175,14 @@ def _natively_async(obj: Any, hook: str, base_module: str) -> bool:
 def _int_attribute(obj: Any, name: str) -> bool:
     value = getattr(obj, name, None)
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _keywords(function: Any, positional: set[str]) -> tuple[set[str], frozenset[str] | None]:
+    """A method's parameter names, and the ones params may use (None: any, it has **kwargs)."""
+    parameters = inspect.signature(function).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return set(parameters), None
+    return set(parameters), frozenset(parameters) - positional
 
 
 def _llama_index(obj: Any, doc_id_key: str | None) -> _Sync | _Async:
@@ -165,21 +203,12 @@ def _langchain(obj: Any, doc_id_key: str | None) -> _Sync | _Async:
     hook = getattr(type(obj), "_get_relevant_documents", None)
     if hook is None:  # a chain: no knobs we know of
         return _Sync(obj, "invoke", _documents_to_hits, doc_id_key)
-    parameters = inspect.signature(hook).parameters
-    accepts = (
-        None
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-        else frozenset(parameters) - {"self", "query", "run_manager"}
-    )
-    k_keyword = "k" in parameters
-    if k_keyword:
-        top_k = None
-    elif _int_attribute(obj, "k"):
+    names, accepts = _keywords(hook, {"self", "query", "run_manager"})
+    top_k = None
+    if "k" not in names and _int_attribute(obj, "k"):
         top_k = "k"
-    elif isinstance(getattr(obj, "search_kwargs", None), Mapping):
+    elif "k" not in names and isinstance(getattr(obj, "search_kwargs", None), Mapping):
         top_k = "search_kwargs"
-    else:
-        top_k = None
     native = _natively_async(obj, "_aget_relevant_documents", "langchain_core.retrievers")
     factory: type[_Sync | _Async] = _Async if native else _Sync
     return factory(
@@ -188,54 +217,87 @@ def _langchain(obj: Any, doc_id_key: str | None) -> _Sync | _Async:
         _documents_to_hits,
         doc_id_key,
         top_k=top_k,
-        k_keyword=k_keyword,
+        k_name="k" if "k" in names else None,
         accepts=accepts,
     )
 
 
-def _sequence(raw: Any, kind: str) -> Iterable[Any]:
-    if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable):
-        raise HitError(f"the retriever returned a {type(raw).__name__}, not a list of {kind}s")
-    return raw
+def _haystack(obj: Any, doc_id_key: str | None) -> _Sync | _Async:
+    """A Haystack component: ``run(query=..., top_k=...)`` gives ``{"documents": [...]}``."""
+    native = _has(obj, "run_async")
+    names, accepts = _keywords(obj.run_async if native else obj.run, {"query"})
+    if "query" not in names:
+        raise TypeError(
+            f"the retriever fixture returned a Haystack {type(obj).__name__}, whose run() takes "
+            f"{', '.join(sorted(names))} but no query (an embedding retriever needs a text "
+            f"embedder before it): put both in a Pipeline and {_PIPELINE_FIX}"
+        )
+    factory: type[_Sync | _Async] = _Async if native else _Sync
+    return factory(
+        obj,
+        "run_async" if native else "run",
+        _haystack_to_hits,
+        doc_id_key,
+        k_name="top_k" if "top_k" in names else None,
+        query_name="query",
+        accepts=accepts,
+    )
 
 
 def _documents_to_hits(raw: Any, doc_id_key: str | None) -> list[Hit]:
-    """LangChain Documents: ``id`` / metadata id, ``page_content``, metadata score."""
-    hits = []
-    for rank, doc in enumerate(_sequence(raw, "Document"), start=1):
-        metadata = _metadata(doc, "metadata", rank, "Document")
-        score = next((metadata[key] for key in _SCORE_KEYS if key in metadata), None)
-        hits.append(
-            {
-                "id": _doc_id(rank, "Document", getattr(doc, "id", None), metadata, doc_id_key),
-                "text": getattr(doc, "page_content", None),
-                "score": score,
-            }
-        )
-    return hits
+    return _to_hits(raw, "Document", _langchain_fields, doc_id_key)
 
 
 def _nodes_to_hits(raw: Any, doc_id_key: str | None) -> list[Hit]:
-    """LlamaIndex ``NodeWithScore``s: ``node.node_id`` / metadata, ``get_content()``, ``score``."""
+    return _to_hits(raw, "node", _llama_index_fields, doc_id_key)
+
+
+def _haystack_to_hits(raw: Any, doc_id_key: str | None) -> list[Hit]:
+    documents = raw.get("documents") if isinstance(raw, Mapping) else None
+    if documents is None:
+        raise HitError(f"the component returned a {type(raw).__name__}, not {{'documents': [...]}}")
+    return _to_hits(documents, "Document", _haystack_fields, doc_id_key)
+
+
+def _langchain_fields(doc: Any) -> Fields:
+    metadata = getattr(doc, "metadata", None)
+    scores = metadata if isinstance(metadata, Mapping) else {}
+    score = next((scores[key] for key in _SCORE_KEYS if key in scores), None)
+    return getattr(doc, "id", None), metadata, getattr(doc, "page_content", None), score
+
+
+def _llama_index_fields(scored: Any) -> Fields:
+    node = getattr(scored, "node", None)
+    if node is None:
+        return None, None, None, None
+    text = node.get_content()
+    metadata = getattr(node, "metadata", None)
+    return getattr(node, "node_id", None), metadata, text, getattr(scored, "score", None)
+
+
+def _haystack_fields(doc: Any) -> Fields:
+    return (
+        getattr(doc, "id", None),
+        getattr(doc, "meta", None),
+        getattr(doc, "content", None),
+        getattr(doc, "score", None),
+    )
+
+
+def _to_hits(
+    raw: Any, kind: str, fields: Callable[[Any], Fields], doc_id_key: str | None
+) -> list[Hit]:
+    """The plugin's hit dicts ``{"id", "text", "score"}`` for a framework's ranked list."""
+    if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable):
+        raise HitError(f"the retriever returned a {type(raw).__name__}, not a list of {kind}s")
     hits = []
-    for rank, scored in enumerate(_sequence(raw, "NodeWithScore"), start=1):
-        node = getattr(scored, "node", scored)
-        metadata = _metadata(node, "metadata", rank, "node")
-        hits.append(
-            {
-                "id": _doc_id(rank, "node", getattr(node, "node_id", None), metadata, doc_id_key),
-                "text": node.get_content(),
-                "score": getattr(scored, "score", None),
-            }
-        )
+    for rank, hit in enumerate(raw, start=1):
+        own_id, metadata, text, score = fields(hit)
+        if not isinstance(metadata, Mapping):
+            raise HitError(f"hit at rank {rank} is a {type(hit).__name__}, not a {kind}")
+        doc_id = _doc_id(rank, kind, own_id, metadata, doc_id_key)
+        hits.append({"id": doc_id, "text": text, "score": score})
     return hits
-
-
-def _metadata(hit: Any, attribute: str, rank: int, kind: str) -> Mapping[str, Any]:
-    metadata = getattr(hit, attribute, None)
-    if not isinstance(metadata, Mapping):
-        raise HitError(f"hit at rank {rank} is a {type(hit).__name__}, not a {kind}")
-    return metadata
 
 
 def _doc_id(
