@@ -362,7 +362,7 @@ def evaluate(
     scale, ``llm_*@k``) added; hit texts come from the hits or from ``corpus`` (id -> text).
     With ``downstream`` (a :class:`DownstreamLabeller`) each top-k hit gets an eRAG label and
     ``erag_*@k`` are added. Open queries (no ``relevant``) need one of the two.
-    ``retriever`` may also be a LangChain or LlamaIndex retriever object (see
+    ``retriever`` may also be a LangChain, LlamaIndex or Haystack retriever object (see
     :mod:`pytest_retrieval.adapters`); ``doc_id_key`` names the metadata key of its doc ids.
     """
     golden_set = (
@@ -389,7 +389,7 @@ def evaluate(
     wanted = metric_names(golden_set, cutoff, [*defaults, *metrics], chosen)
     _check_labels(golden_set, wanted, judge, downstream)
     depth = max([cutoff, *(_check_name(name).k for name in wanted)])
-    retriever = adapt(retriever, doc_id_key=doc_id_key)  # LangChain / LlamaIndex objects
+    retriever = adapt(retriever, doc_id_key=doc_id_key)  # LangChain, LlamaIndex, Haystack
     with frozen_heap():
         runs = run_retriever(
             retriever,
