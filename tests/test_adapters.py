@@ -402,6 +402,8 @@ def retriever():
         ]
     )
     assert "Traceback" not in result.stdout.str()
+    fixed = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-doc-id-key", "source")
+    fixed.assert_outcomes(passed=1)
 
 
 def test_haystack_pipeline_or_embedding_retriever_says_what_to_write() -> None:

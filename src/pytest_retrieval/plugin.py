@@ -1,12 +1,18 @@
-"""pytest glue: options, ini keys, marker, fixtures, collection of evaluations, summaries.
+"""pytest glue: hooks, collection of golden sets into pytest's tree, fixtures.
 
-The only module that imports pytest. Everything it decides is delegated to the pure modules
-(golden, evaluation, gate, report); those are imported inside hooks, so a pytest run that uses
-no retrieval option never imports numpy, pydantic or jsonschema.
+Everything it decides is delegated to pure modules (golden, evaluation, gate, report) and to
+the session controller (:mod:`.session`); those are imported inside hooks, so a pytest run that
+uses no retrieval option never imports numpy, pydantic or jsonschema.
+
+A golden set is collected like a test file: ``pytest_collect_file`` turns the configured file
+into a :class:`GoldenModule` whose parent is its directory node, so conftest fixtures at every
+level that covers the file are visible, node ids are re-runnable and ``-k``/``-m``/xdist work as
+for any test. Golden sets named on the command line (and, when pytest was given no paths, those
+in ini) are added to pytest's arguments unless a given path already covers them.
 
 Data flow under xdist: each worker runs evaluations and attaches their JSON-able results to
 the test report (``report.retrieval``); the controller, which receives every report, is the
-only process that prints summaries and writes the JSON report.
+only process that prints summaries and writes outputs.
 """
 
 from __future__ import annotations
@@ -14,98 +20,62 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Generator, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
-    DEFAULT_FIXTURE,
-    JudgeSettings,
     Settings,
     pytest_addoption,
     settings_from_config,
 )
+from .session import (
+    EXPECTED_KEY,
+    Reporter,
+    SessionState,
+    ini_thresholds,
+    is_worker,
+    layered_allowances,
+    layered_thresholds,
+    load,
+)
 
 if TYPE_CHECKING:
-    from .baseline import BaselineEntry
-    from .compare import Allowance
     from .evaluation import EvaluationResult
     from .gate import Threshold
     from .golden import GoldenSet
 
 
-@dataclass
-class SessionState:
-    """Per-process state in ``config.stash``; never module globals (pytester runs in-process)."""
-
-    settings: Settings
-    goldens: dict[Path, GoldenSet] = field(default_factory=dict)
-    baselines: dict[Path, dict[str, BaselineEntry]] = field(default_factory=dict)
-
-    corpora: dict[str, dict[str, str]] = field(default_factory=dict)
-    _judge: Any = None
-
-    def judge(self) -> Any:
-        """This process's LLM judge (None without ``--retrieval-judge``), built once."""
-        if self._judge is None and self.settings.judge is not None:
-            self._judge = _make_judge(self.settings.judge)
-        return self._judge
-
-    def label_cache(self, config: pytest.Config) -> Path | None:
-        """Where cached labels live: the judge's cache folder, or pytest's cache dir."""
-        judge = self.settings.judge
-        if judge is not None:
-            return judge.cache_dir
-        pytest_cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
-        return None if pytest_cache is None else pytest_cache.mkdir("retrieval-labels")
-
-    def baseline_path(self, golden: GoldenSet) -> Path:
-        from .baseline import default_path
-
-        return self.settings.baseline or default_path(golden.source)
-
-    def baseline_entries(self, path: Path) -> dict[str, BaselineEntry]:
-        """Read once per process; a bad file is a usage error naming it."""
-        from .baseline import BaselineError, read
-
-        if path not in self.baselines:
-            try:
-                self.baselines[path] = read(path)
-            except BaselineError as exc:
-                raise pytest.UsageError(str(exc)) from None
-        return self.baselines[path]
-
-
 STATE = pytest.StashKey[SessionState]()
 REPORTER = "retrieval-reporter"
 RESULTS = pytest.StashKey[list["EvaluationResult"]]()
+MARKER = "retrieval"
+MARKER_KEYS = {"golden", "thresholds", "metrics", "k", "max_drop"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "retrieval(golden=PATH, thresholds={...}, metrics=[...], k=N): settings for the "
-        "retrieval_eval fixture in this test",
+        f"{MARKER}(golden=PATH, thresholds={{...}}, metrics=[...], k=N, max_drop={{...}}): "
+        "settings for the retrieval_eval fixture in this test; golden-set evaluations carry it",
     )
     settings = settings_from_config(config)
     state = SessionState(settings)
     config.stash[STATE] = state
     if settings.ini_thresholds:
-        _ini_layer(settings)  # fail fast on a bad ini line
-    for path in settings.goldens:  # usage errors surface here, before any worker starts
-        golden = _load(path, require_relevant=settings.judge is None)
-        if settings.sample is not None:
-            golden = golden.sample(settings.sample, settings.sample_seed)
-        state.goldens[path] = golden
-        _thresholds(settings, golden)
-        _allowances(settings, golden)
+        ini_thresholds(settings)  # fail fast on a bad ini line
+    for path in _schedule(config, settings):  # usage errors surface now, before any worker
+        state.anchors[_anchor(path).resolve()] = path
+        golden = state.golden(path)
+        layered_thresholds(settings, golden)
+        layered_allowances(settings, golden)
         if settings.update is None:
             state.baseline_entries(state.baseline_path(golden))
-    state.judge()  # missing credentials: a usage error now, not a failure per evaluation
-    if not _is_worker(config):
-        config.pluginmanager.register(Reporter(config), REPORTER)
+    state.judge(config)  # missing credentials: a usage error now, not a failure per evaluation
+    if not is_worker(config):
+        config.pluginmanager.register(Reporter(config, state), REPORTER)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -114,99 +84,49 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(reporter)
 
 
-def _make_judge(settings: JudgeSettings) -> Any:
-    """Build the judge; missing credentials or a bad prompt file are usage errors."""
-    from .judge import Judge, JudgeConfig, JudgeConfigError
+def _anchor(golden: Path) -> Path:
+    """The file pytest collects for a golden set: itself, or a BEIR folder's queries.jsonl."""
+    return golden / "queries.jsonl" if golden.is_dir() else golden
 
-    try:
-        return Judge(
-            JudgeConfig(
-                model=settings.model,
-                base_url=settings.base_url,
-                scale=settings.scale,
-                min_score=settings.min_score,
-                min_coverage=settings.min_coverage,
-                concurrency=settings.concurrency,
-                timeout=settings.timeout,
-                max_retry_wait=settings.max_wait,
-                cache_dir=settings.cache_dir,
-                use_cache=settings.cache_dir is not None,
-                cache_only=settings.cache_only,
-                max_calls=settings.max_calls,
-                max_tokens_budget=settings.max_tokens,
-                prompt_file=settings.prompt_file,
-                text_budget_chars=settings.text_budget,
-                prices=settings.prices,
-            )
+
+def _schedule(config: pytest.Config, settings: Settings) -> list[Path]:
+    """The golden sets this run evaluates, adding to pytest's path arguments those that none
+    covers. Named with --retrieval-golden: always. From ini: only when pytest was given no
+    paths, so ``pytest tests/unit/test_x.py`` does not build the index and evaluate."""
+    if settings.only and not settings.goldens:
+        raise pytest.UsageError(
+            "--retrieval-only: no golden set is configured; pass --retrieval-golden PATH or set "
+            "retrieval_golden in the [pytest] ini section"
         )
-    except JudgeConfigError as exc:
-        raise pytest.UsageError(f"--retrieval-judge: {exc}") from None
+    explicit = config.args_source == pytest.Config.ArgsSource.ARGS
+    if settings.only and not explicit:
+        config.args[:] = []  # collect the golden sets and nothing else
+    here = config.invocation_params.dir
+    given = [(here / arg.split("::")[0]).resolve() for arg in config.args]
+    named = {Path(p).resolve() for p in config.getoption("retrieval_golden") or []}
+    chosen: list[Path] = []
+    for golden in dict.fromkeys(settings.goldens):  # the same golden set twice: once
+        anchor = _anchor(golden).resolve()
+        if any(p == anchor or p in anchor.parents for p in given):
+            chosen.append(golden)
+        elif golden.resolve() in named or not explicit:
+            config.args.append(str(anchor))
+            given.append(anchor)
+            chosen.append(golden)
+    return chosen
 
 
-def _load(path: Path, require_relevant: bool = True) -> GoldenSet:
-    from .golden import GoldenError, load_golden
-
-    try:
-        return load_golden(path, require_relevant=require_relevant)
-    except GoldenError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def _ini_layer(settings: Settings) -> list[Threshold]:
-    from .gate import ThresholdError, parse_assignment
-
-    try:
-        return [
-            parse_assignment(line, "ini retrieval_thresholds") for line in settings.ini_thresholds
-        ]
-    except ThresholdError as exc:
-        raise pytest.UsageError(f"ini option retrieval_thresholds: {exc}") from None
-
-
-def _allowances(
-    settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
-) -> dict[str, Allowance]:
-    """Allowed drops: golden file < ini < marker < command line, metric by metric."""
-    from .compare import AllowanceError, merge, parse_allowance, parse_assignment
-
-    def layer(pairs: Iterable[tuple[str, object]], source: str) -> list[Allowance]:
-        return [parse_allowance(metric, value, source) for metric, value in pairs]
-
-    try:
-        file_layer = layer(golden.max_drop.items(), f"{golden.source} max_drop")
-    except AllowanceError as exc:
-        raise pytest.UsageError(f"golden set {golden.source}, /max_drop: {exc}") from None
-    try:
-        ini_layer = [parse_assignment(t, "ini retrieval_max_drop") for t in settings.ini_max_drops]
-    except AllowanceError as exc:
-        raise pytest.UsageError(f"ini option retrieval_max_drop: {exc}") from None
-    try:
-        marker_layer = layer((marker or {}).items(), "the retrieval marker")
-    except AllowanceError as exc:
-        raise pytest.UsageError(f"@pytest.mark.retrieval(max_drop=...): {exc}") from None
-    cli_layer = [parse_assignment(t, "--retrieval-max-drop") for t in settings.cli_max_drops]
-    return merge(file_layer, ini_layer, marker_layer, cli_layer)
-
-
-def _thresholds(
-    settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
-) -> list[Threshold]:
-    """golden file < ini < marker < command line, key by key."""
-    from .compare import check_golden_gates
-    from .gate import from_mapping, merge, parse_assignment
-    from .golden import GoldenError
-
-    try:
-        check_golden_gates(golden)
-    except GoldenError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    file_layer = from_mapping(golden.thresholds, f"{golden.source} thresholds")
-    marker_layer = from_mapping(marker or {}, "the retrieval marker")
-    cli_layer = [parse_assignment(t, "--retrieval-threshold") for t in settings.cli_thresholds]
-    return merge(file_layer, _ini_layer(settings), marker_layer, cli_layer)
-
-
-# ---------------------------------------------------------------------------- collection
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> GoldenModule | None:
+    state = parent.config.stash.get(STATE, None)
+    if state is None or not any(a.name == file_path.name for a in state.anchors):
+        return None  # cheap for the many files that are not golden sets: no resolve()
+    golden_path = state.anchors.get(file_path.resolve())
+    if golden_path is None:
+        return None
+    module: GoldenModule = GoldenModule.from_parent(parent, path=file_path)
+    module.golden_path = golden_path
+    module.add_marker(MARKER)
+    return module
 
 
 class GoldenModule(pytest.Module):
@@ -238,9 +158,9 @@ def _evaluation_function(fixture: str, golden_path: Path) -> Callable[..., None]
     def retrieval(**fixtures: Any) -> None:
         request: pytest.FixtureRequest = fixtures["request"]
         state = request.config.stash[STATE]
-        golden = state.goldens[golden_path]
-        thresholds = _thresholds(state.settings, golden)
-        result = _run(request, fixtures[fixture], golden, thresholds, state)
+        golden = state.golden(golden_path)
+        chosen = layered_thresholds(state.settings, golden)
+        result = _run(request, fixtures[fixture], golden, chosen, state)
         if not result.passed or result.regressed:
             from .report import failure_text
 
@@ -264,7 +184,7 @@ def _run(
     request: pytest.FixtureRequest,
     retriever: Any,
     golden: GoldenSet,
-    thresholds: list[Threshold],
+    chosen_thresholds: list[Threshold],
     state: SessionState,
     *,
     metrics: Iterable[str] = (),
@@ -281,12 +201,13 @@ def _run(
     judge = state.judge()
     downstream = _downstream(request, state)
     corpus = _corpus(request, golden, state) if judge or downstream else None
+    problem: str | None = None
     try:
         result = evaluate(
             retriever,
             golden,
             metrics=[*settings.metrics, *metrics],
-            thresholds=thresholds,
+            thresholds=chosen_thresholds,
             k=k or settings.k,
             concurrency=settings.concurrency,
             timeout=settings.timeout,
@@ -296,10 +217,13 @@ def _run(
             corpus=corpus,
             judge_progress=None if printer is None or judge is None else printer.judge_of(judge),
             downstream=downstream,
+            doc_id_key=settings.doc_id_key,
         )
         result.gate()  # a tag threshold naming an unknown tag fails here, clearly
     except (TypeError, ThresholdError) as exc:
-        pytest.fail(f"{golden.source}: {exc}", pytrace=False)
+        problem = f"{golden.source}: {exc}"
+    if problem is not None:  # outside the except block: no "During handling of..." chain
+        pytest.fail(problem, pytrace=False)
     _attach_baseline(result, golden, state, (marker or {}).get("max_drop"))
     results = request.node.stash.setdefault(RESULTS, [])
     results.append(result)
@@ -368,7 +292,7 @@ def _progress_printer(config: pytest.Config, label: str) -> _Progress | None:
     worker whose output nobody sees, or no terminal reporter)."""
     mode = config.stash[STATE].settings.progress
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if mode == "off" or _is_worker(config) or reporter is None:
+    if mode == "off" or is_worker(config) or reporter is None:
         return None
     return _Progress(
         config, reporter, label, live=reporter.isatty() if mode == "auto" else mode == "live"
@@ -394,7 +318,7 @@ class _Progress:
             if not self.started:
                 self.reporter.ensure_newline()
                 self.started = True
-            self.reporter._tw.write(text, flush=True)
+            self.reporter.write(text, flush=True)
 
     def queries(self, done: int, total: int) -> None:
         self.printer.update("queries", done, total)
@@ -422,7 +346,7 @@ def _attach_baseline(
 
     path = state.baseline_path(golden)
     result.baseline_path = str(path)
-    allowances = _allowances(state.settings, golden, marker_drops)
+    allowed = layered_allowances(state.settings, golden, marker_drops)
     entry = None
     if state.settings.update is not None:
         result.baseline_note = "recording"
@@ -436,11 +360,11 @@ def _attach_baseline(
         result.comparison = compare_to_baseline(
             result,
             entry,
-            allowances,
+            allowed,
             alpha=state.settings.alpha,
             reference=f"baseline {os.path.relpath(path)}",
         )
-    result.power = power_table(result, allowances, state.settings.alpha)
+    result.power = power_table(result, allowed, state.settings.alpha)
     if entry is None or result.comparison is None:
         return
     if result.comparison.stale:
@@ -455,21 +379,64 @@ def _attach_baseline(
         )
 
 
+
+
+def _isatty(reporter: Any) -> bool:
+    """``TerminalReporter.isatty``: a method since pytest 9, a bool attribute before."""
+    value = reporter.isatty
+    return bool(value() if callable(value) else value)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Add one evaluation per golden set before -k/-m/--lf filter the items."""
+    """Before -k/-m/--lf filter the items: note each golden set's evaluations (a run is
+    partial for a set when one of them then does not run), check retrieval markers, and
+    with --retrieval-only deselect everything else."""
     state = config.stash[STATE]
-    for path in state.settings.goldens:
-        module = GoldenModule.from_parent(session, path=path)
-        module.golden_path = path
-        report = module.ihook.pytest_make_collect_report(collector=module)
-        module.ihook.pytest_collectreport(report=report)  # counted and shown like any module
-        for node in report.result if report.passed else []:
-            if isinstance(node, pytest.Item):
-                items.append(node)
-                node.ihook.pytest_itemcollected(item=node)
+    for item in items:
+        if isinstance(item.parent, GoldenModule):
+            state.expected.setdefault(item.parent.golden_path, set()).add(item.nodeid)
+        else:
+            _check_marker(item)
+    if is_worker(config):  # the controller decides partial runs from what workers collected
+        config.workeroutput[EXPECTED_KEY] = {  # type: ignore[attr-defined]
+            str(path): sorted(ids) for path, ids in state.expected.items()
+        }
+    if state.settings.only:
+        others = [item for item in items if not isinstance(item.parent, GoldenModule)]
+        if others:
+            config.hook.pytest_deselected(items=others)
+            items[:] = [item for item in items if isinstance(item.parent, GoldenModule)]
+
+
+def _check_marker(item: pytest.Item) -> None:
+    """``@pytest.mark.retrieval(...)`` settings, checked before anything runs."""
+    from .gate import ThresholdError, from_mapping
+    from .metrics import MetricNameError, parse_metric
+
+    marker = item.get_closest_marker(MARKER)
+    if marker is None:
+        return
+    where = f"{item.nodeid}: @pytest.mark.{MARKER}"
+    if marker.args:
+        raise pytest.UsageError(f"{where} takes keyword arguments only ({', '.join(MARKER_KEYS)})")
+    unknown = sorted(set(marker.kwargs) - MARKER_KEYS)
+    if unknown:
+        raise pytest.UsageError(
+            f"{where}: unknown argument {', '.join(unknown)}; use {', '.join(sorted(MARKER_KEYS))}"
+        )
+    options = marker.kwargs
+    k = options.get("k")
+    if k is not None and (type(k) is not int or not 1 <= k <= 100_000):
+        raise pytest.UsageError(f"{where}(k={k!r}): k must be a whole number from 1 to 100000")
+    try:
+        for name in options.get("metrics", ()):
+            parse_metric(str(name))
+        from_mapping(options.get("thresholds") or {}, "the retrieval marker")
+    except (MetricNameError, ThresholdError) as exc:
+        raise pytest.UsageError(f"{where}: {exc}") from None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -477,35 +444,47 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    if call.when == "setup":  # a new attempt (pytest-rerunfailures): only its results count
+        item.stash[RESULTS] = []
+        item.user_properties[:] = [
+            p for p in item.user_properties if not str(p[0]).startswith("retrieval.")
+        ]
     results = item.stash.get(RESULTS, [])
     if call.when == "call" and results:
-        if _is_worker(item.config):  # xdist ships reports as JSON to the controller
+        if is_worker(item.config):  # xdist ships reports as JSON to the controller
             report.retrieval = [  # type: ignore[attr-defined]
                 dict(result.to_dict(), nodeid=item.nodeid) for result in results
             ]
         else:  # same process: hand over the objects, no round trip through dicts
-            report.retrieval_results = [  # type: ignore[attr-defined]
-                (item.nodeid, result) for result in results
-            ]
+            report.retrieval_results = results  # type: ignore[attr-defined]
     if (
         call.when == "setup"
-        and isinstance(item, pytest.Function)
         and isinstance(item.parent, GoldenModule)
         and call.excinfo is not None
         and call.excinfo.errisinstance(pytest.FixtureLookupError)
     ):
         fixture = item.config.stash[STATE].settings.fixture
         if getattr(call.excinfo.value, "argname", None) == fixture:
-            report.longrepr = (
-                f"no fixture named {fixture!r}: the retrieval evaluation of "
-                f"{item.parent.golden_path} calls it for every query.\n"
-                f"  fix: define it in a conftest.py that covers this golden set, e.g.\n\n"
-                f"    @pytest.fixture(scope='session')\n"
-                f"    def {fixture}():\n"
-                f"        return lambda query, k: my_index.search(query, k)  # ranked doc ids\n\n"
-                f"  (or name your fixture in the ini option retrieval_fixture)"
-            )
+            report.longrepr = _no_fixture_message(item, fixture, item.parent.golden_path)
     return report
+
+
+def _no_fixture_message(item: pytest.Item, fixture: str, golden: Path) -> str:
+    """Name the conftest.py files that would cover this golden set: they are where to look."""
+    rootpath = item.config.rootpath
+    folder = item.path.parent
+    folders = [folder, *folder.parents]
+    inside = [f for f in folders if f == rootpath or rootpath in f.parents] or [folder]
+    places = ", ".join(os.path.relpath(f / "conftest.py") for f in reversed(inside))
+    return (
+        f"no fixture named {fixture!r}: the retrieval evaluation of {os.path.relpath(golden)} "
+        f"calls it for every query.\n"
+        f"  fix: define it in a conftest.py that covers this golden set ({places}), e.g.\n\n"
+        f"    @pytest.fixture(scope='session')\n"
+        f"    def {fixture}():\n"
+        f"        return lambda query, k: my_index.search(query, k)  # ranked doc ids\n\n"
+        f"  (or name your fixture in the ini option retrieval_fixture)"
+    )
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -535,7 +514,7 @@ def _golden_for(
     if not path.is_absolute():
         path = Path(str(request.path.parent)) / path
     if path not in state.goldens:
-        state.goldens[path] = _load(path)
+        state.goldens[path] = load(path)
     return state.goldens[path]
 
 
@@ -563,7 +542,7 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
         from .golden import GoldenSet
 
         chosen = golden if isinstance(golden, GoldenSet) else _golden_for(request, state, golden)
-        layered = _thresholds(
+        layered = layered_thresholds(
             state.settings, chosen, {**options.get("thresholds", {}), **(thresholds or {})}
         )
         return _run(
@@ -579,207 +558,6 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
         )
 
     return run
-
-
-# ---------------------------------------------------------------------------- reporting
-
-
-def _is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
-class Reporter:
-    """Collects evaluation payloads from test reports (local or from xdist workers) and,
-    on the controller only, prints the summary, records baselines, writes the JSON report."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.received: list[tuple[str, EvaluationResult | dict[str, Any]]] = []
-        self.notes: list[str] = []  # printed at the end of the summary section
-        self._results: list[EvaluationResult] | None = None
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        payloads = getattr(report, "retrieval", None) or []
-        self.received.extend((p["nodeid"], p) for p in payloads)
-        self.received.extend(getattr(report, "retrieval_results", None) or [])
-        if payloads or getattr(report, "retrieval_results", None):
-            self._results = None
-
-    def results(self) -> list[EvaluationResult]:
-        """Every evaluation of the session, in node id order (stable under xdist)."""
-        from .evaluation import EvaluationResult
-
-        if self._results is None:
-            ordered = sorted(self.received, key=lambda pair: pair[0])
-            self._results = [
-                r if isinstance(r, EvaluationResult) else EvaluationResult.from_dict(r)
-                for _, r in ordered
-            ]
-        return self._results
-
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if not self.received and not self.notes:
-            return
-        from .report import ab_lines, summary_lines
-
-        state = self.config.stash[STATE]
-        results = self.results()
-        terminalreporter.section("retrieval")
-        for result in results:
-            for line in summary_lines(result):
-                terminalreporter.write_line(line)
-            terminalreporter.write_line("")
-        for line in ab_lines(self._groups(results, state)):
-            terminalreporter.write_line(line)
-        for note in self.notes:
-            terminalreporter.write_line(note)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.config.option.collectonly or not self.received:
-            return
-        state = self.config.stash[STATE]
-        if state.settings.update is not None:
-            self._update_baselines(session, state)
-        self._write_outputs(session, state)
-        if state.settings.judge is not None and state.settings.judge.validate is not None:
-            self._calibrate(session, state, state.settings.judge.validate)
-
-    def _calibrate(self, session: pytest.Session, state: SessionState, labels: Path) -> None:
-        """``--retrieval-judge-validate``: the judge against human labels, in the summary."""
-        from .judge.calibration import LabelsError, calibrate
-
-        try:
-            calibration = calibrate(state.judge(), labels)
-        except LabelsError as exc:
-            self.notes.append(f"judge calibration NOT run: {exc}")
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            return
-        self.notes.append(calibration.line(os.path.relpath(labels)))
-
-    def _write_outputs(self, session: pytest.Session, state: SessionState) -> None:
-        """JSON, Markdown (and the GitHub step summary) and HTML, each only when asked for."""
-        settings = state.settings
-        results = self.results()
-        renderers: list[tuple[Path, Callable[[], str]]] = []
-        if settings.report is not None:
-            from .report import dumps, json_report
-
-            renderers.append((settings.report, lambda: dumps(json_report(results)) + "\n"))
-        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if settings.markdown is not None or step_summary:
-            markdown = self._markdown(results, state)
-            if settings.markdown is not None:
-                renderers.append((settings.markdown, lambda: markdown))
-        if settings.html is not None:
-            renderers.append((settings.html, lambda: self._html(results, state)))
-        for path, render in renderers:
-            target = path if path.is_absolute() else self.config.invocation_params.dir / path
-            self._write(session, target, render)
-        if step_summary:  # appended, as GitHub expects: other steps write there too
-            try:
-                with open(step_summary, "a", encoding="utf-8") as handle:
-                    handle.write(markdown + "\n")
-            except OSError as exc:
-                self._output_failed(session, Path(step_summary), exc)
-
-    def _write(self, session: pytest.Session, path: Path, render: Callable[[], str]) -> None:
-        from .baseline import atomic_write
-
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, render())
-        except OSError as exc:
-            self._output_failed(session, path, exc)
-
-    def _output_failed(self, session: pytest.Session, path: Path, exc: OSError) -> None:
-        self.notes.append(
-            f"could not write {path}: {exc.strerror or exc}; check the folder exists and is "
-            "writable"
-        )
-        if session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-    def _groups(self, results: list[EvaluationResult], state: SessionState) -> list[Any]:
-        from .compare import ab_groups
-
-        return ab_groups(results, state.settings.compare_to, state.settings.alpha)
-
-    def _html(self, results: list[EvaluationResult], state: SessionState) -> str:
-        from .baseline import entry_key
-        from .html_report import render_html
-
-        baselines = {}
-        for index, result in enumerate(results):
-            if result.baseline_path is None or state.settings.update is not None:
-                continue
-            entries = state.baseline_entries(Path(result.baseline_path))
-            entry = entries.get(entry_key(result.golden_name, result.retriever_id))
-            if entry is not None:
-                baselines[index] = entry
-        return render_html(results, self._groups(results, state), baselines)
-
-    def _markdown(self, results: list[EvaluationResult], state: SessionState) -> str:
-        from .markdown import render_markdown
-
-        return render_markdown(results, self._groups(results, state))
-
-    def _partial(self, results: list[EvaluationResult], state: SessionState) -> list[str]:
-        """Why this run cannot stand for the whole golden set (empty when it can)."""
-        option = self.config.option
-        reasons = [
-            flag
-            for flag, used in [
-                ("-k", getattr(option, "keyword", "")),
-                ("-m", getattr(option, "markexpr", "")),
-                ("--lf", getattr(option, "lf", False)),
-                ("--sw", getattr(option, "stepwise", False)),
-                ("--deselect", getattr(option, "deselect", None)),
-                ("--retrieval-sample", state.settings.sample),
-            ]
-            if used
-        ]
-        ran = {r.golden_source for r in results}
-        reasons += [
-            f"{g.source} did not run" for g in state.goldens.values() if g.source not in ran
-        ]
-        reasons += [
-            f"{len(r.errors)} failed retriever calls in {r.golden_name} [{r.retriever_id}]"
-            for r in results
-            if r.errors
-        ]
-        return reasons
-
-    def _update_baselines(self, session: pytest.Session, state: SessionState) -> None:
-        from .baseline import BaselineError, git_info, now, update
-        from .compare import entry_from_result
-
-        results = self.results()
-        reasons = self._partial(results, state)
-        if reasons and state.settings.update != "force":
-            self.notes.append(
-                "baseline NOT updated: this run is partial (" + "; ".join(reasons) + "). "
-                "Run the whole golden set, or force it with --retrieval-update-baseline=force"
-            )
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            return
-        git = git_info(self.config.rootpath)
-        created = now()
-        by_path: dict[Path, list[Any]] = {}
-        for result in results:
-            if result.baseline_path is not None:
-                entry = entry_from_result(result, git, created)
-                by_path.setdefault(Path(result.baseline_path), []).append(entry)
-        for path, entries in by_path.items():
-            try:
-                update(path, entries, replace_corrupt=True)
-            except (BaselineError, OSError) as exc:
-                self.notes.append(f"baseline NOT updated: {exc}")
-                continue
-            keys = ", ".join(e.key for e in entries)
-            self.notes.append(f"baseline written: {os.path.relpath(path)} ({keys})")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

@@ -1,0 +1,414 @@
+"""The session side of the plugin: per-process state, and the controller that gathers results.
+
+``SessionState`` lives in ``config.stash`` of every process (never module globals: pytester
+runs in-process). ``Reporter`` is registered on the controller only (the main process, or the
+xdist controller): it receives every evaluation from the test reports, decides from the items
+which golden sets ran in full, and prints the summary, records baselines and writes outputs
+once.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .options import JudgeSettings, Settings
+
+if TYPE_CHECKING:
+    from .baseline import BaselineEntry
+    from .compare import Allowance
+    from .evaluation import EvaluationResult
+    from .gate import Threshold
+    from .golden import GoldenSet
+
+#: where a worker leaves the golden items it collected, for the controller (xdist)
+EXPECTED_KEY = "retrieval_expected"
+
+
+@dataclass
+class SessionState:
+    """Per-process state: settings, loaded golden sets, baselines, the judge."""
+
+    settings: Settings
+    goldens: dict[Path, GoldenSet] = field(default_factory=dict)
+    #: the file pytest collects for each configured golden set -> that golden set's path
+    anchors: dict[Path, Path] = field(default_factory=dict)
+    #: golden set path -> node ids of its evaluations that were collected (before -k/-m/...)
+    expected: dict[Path, set[str]] = field(default_factory=dict)
+    baselines: dict[Path, dict[str, BaselineEntry]] = field(default_factory=dict)
+    corpora: dict[str, dict[str, str]] = field(default_factory=dict)
+    _judge: Any = None
+
+    def golden(self, path: Path) -> GoldenSet:
+        """The golden set at ``path``, loaded (and sampled) once; a bad file is a usage error."""
+        if path not in self.goldens:
+            golden = load(path, require_relevant=self.settings.judge is None)
+            if self.settings.sample is not None:
+                golden = golden.sample(self.settings.sample, self.settings.sample_seed)
+            self.goldens[path] = golden
+        return self.goldens[path]
+
+    def judge(self, config: pytest.Config | None = None) -> Any:
+        """This process's LLM judge (None without ``--retrieval-judge``), built once."""
+        if self._judge is None and self.settings.judge is not None:
+            self._judge = make_judge(self.settings.judge, config)
+        return self._judge
+
+    def label_cache(self, config: pytest.Config) -> Path | None:
+        """Where cached labels live: the judge's cache folder, or pytest's cache dir."""
+        judge = self.settings.judge
+        if judge is not None:
+            return judge.cache_dir
+        pytest_cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
+        return None if pytest_cache is None else pytest_cache.mkdir("retrieval-labels")
+
+    def baseline_path(self, golden: GoldenSet) -> Path:
+        from .baseline import default_path
+
+        return self.settings.baseline or default_path(golden.source)
+
+    def baseline_entries(self, path: Path) -> dict[str, BaselineEntry]:
+        """Read once per process; a bad file is a usage error naming it."""
+        from .baseline import BaselineError, read
+
+        if path not in self.baselines:
+            try:
+                self.baselines[path] = read(path)
+            except BaselineError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        return self.baselines[path]
+
+
+def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> Any:
+    """Build the judge; missing credentials or a bad prompt file are usage errors, unless
+    ``--retrieval-judge-fallback cache-only`` turns missing credentials into a warning."""
+    from .judge import Judge, JudgeConfig, JudgeConfigError
+
+    def build(cache_only: bool) -> Any:
+        return Judge(
+            JudgeConfig(
+                model=settings.model,
+                base_url=settings.base_url,
+                scale=settings.scale,
+                min_score=settings.min_score,
+                min_coverage=settings.min_coverage,
+                concurrency=settings.concurrency,
+                timeout=settings.timeout,
+                max_retry_wait=settings.max_wait,
+                cache_dir=settings.cache_dir,
+                use_cache=settings.cache_dir is not None,
+                cache_only=cache_only,
+                max_calls=settings.max_calls,
+                max_tokens_budget=settings.max_tokens,
+                prompt_file=settings.prompt_file,
+                text_budget_chars=settings.text_budget,
+                prices=settings.prices,
+            )
+        )
+
+    try:
+        return build(settings.cache_only)
+    except JudgeConfigError as exc:
+        if settings.fallback != "cache-only" or settings.cache_only:
+            raise pytest.UsageError(f"--retrieval-judge: {exc}") from None
+        try:
+            judge = build(cache_only=True)
+        except JudgeConfigError as again:
+            raise pytest.UsageError(f"--retrieval-judge: {again}") from None
+        message = (
+            f"the LLM judge has no credentials ({exc}); --retrieval-judge-fallback cache-only: "
+            "using cached verdicts only, uncached hits count as ungraded"
+        )
+        if config is not None:
+            config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=2)
+        else:
+            warnings.warn(pytest.PytestWarning(message), stacklevel=2)
+        return judge
+
+
+def load(path: Path, require_relevant: bool = True) -> GoldenSet:
+    from .golden import GoldenError, load_golden
+
+    try:
+        return load_golden(path, require_relevant=require_relevant)
+    except GoldenError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def ini_thresholds(settings: Settings) -> list[Threshold]:
+    from .gate import ThresholdError, parse_assignment
+
+    try:
+        return [
+            parse_assignment(line, "ini retrieval_thresholds") for line in settings.ini_thresholds
+        ]
+    except ThresholdError as exc:
+        raise pytest.UsageError(f"ini option retrieval_thresholds: {exc}") from None
+
+
+def layered_allowances(
+    settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
+) -> dict[str, Allowance]:
+    """Allowed drops: golden file < ini < marker < command line, metric by metric."""
+    from .compare import AllowanceError, merge, parse_allowance, parse_assignment
+
+    def layer(pairs: Iterable[tuple[str, object]], source: str) -> list[Allowance]:
+        return [parse_allowance(metric, value, source) for metric, value in pairs]
+
+    try:
+        file_layer = layer(golden.max_drop.items(), f"{golden.source} max_drop")
+    except AllowanceError as exc:
+        raise pytest.UsageError(f"golden set {golden.source}, /max_drop: {exc}") from None
+    try:
+        ini_layer = [parse_assignment(t, "ini retrieval_max_drop") for t in settings.ini_max_drops]
+    except AllowanceError as exc:
+        raise pytest.UsageError(f"ini option retrieval_max_drop: {exc}") from None
+    try:
+        marker_layer = layer((marker or {}).items(), "the retrieval marker")
+    except AllowanceError as exc:
+        raise pytest.UsageError(f"@pytest.mark.retrieval(max_drop=...): {exc}") from None
+    cli_layer = [parse_assignment(t, "--retrieval-max-drop") for t in settings.cli_max_drops]
+    return merge(file_layer, ini_layer, marker_layer, cli_layer)
+
+
+def layered_thresholds(
+    settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
+) -> list[Threshold]:
+    """golden file < ini < marker < command line, key by key."""
+    from .compare import check_golden_gates
+    from .gate import ThresholdError, from_mapping, merge, parse_assignment
+    from .golden import GoldenError
+
+    try:
+        check_golden_gates(golden)
+    except GoldenError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    file_layer = from_mapping(golden.thresholds, f"{golden.source} thresholds")
+    try:
+        marker_layer = from_mapping(marker or {}, "the retrieval marker")
+    except ThresholdError as exc:
+        raise pytest.UsageError(f"@pytest.mark.retrieval(thresholds=...): {exc}") from None
+    cli_layer = [parse_assignment(t, "--retrieval-threshold") for t in settings.cli_thresholds]
+    return merge(file_layer, ini_thresholds(settings), marker_layer, cli_layer)
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+class Reporter:
+    """Collects evaluation payloads from test reports (local or from xdist workers) and,
+    on the controller only, prints the summary, records baselines, writes the outputs."""
+
+    def __init__(self, config: pytest.Config, state: SessionState) -> None:
+        self.config = config
+        self.state = state
+        #: node id -> that item's evaluations, from its latest attempt (reruns replace)
+        self.received: dict[str, list[EvaluationResult | dict[str, Any]]] = {}
+        #: node ids of golden evaluations whose test body ran (passed or failed)
+        self.ran: set[str] = set()
+        self.notes: list[str] = []  # printed at the end of the summary section
+        self._results: list[EvaluationResult] | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        payloads: list[EvaluationResult | dict[str, Any]] = [
+            *(getattr(report, "retrieval", None) or []),
+            *(getattr(report, "retrieval_results", None) or []),
+        ]
+        if payloads:
+            self.received[report.nodeid] = payloads
+            self._results = None
+        elif report.nodeid in self.received:  # a rerun that evaluated nothing
+            del self.received[report.nodeid]
+            self._results = None
+        if not report.skipped:
+            self.ran.add(report.nodeid)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist: the golden items each worker collected, for the partial-run check."""
+        for path, ids in (getattr(node, "workeroutput", {}) or {}).get(EXPECTED_KEY, {}).items():
+            self.state.expected.setdefault(Path(path), set()).update(ids)
+
+    def results(self) -> list[EvaluationResult]:
+        """Every evaluation of the session, in node id order (stable under xdist)."""
+        from .evaluation import EvaluationResult
+
+        if self._results is None:
+            self._results = [
+                r if isinstance(r, EvaluationResult) else EvaluationResult.from_dict(r)
+                for nodeid in sorted(self.received)
+                for r in self.received[nodeid]
+            ]
+        return self._results
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.received and not self.notes:
+            return
+        from .report import ab_lines, summary_lines
+
+        results = self.results()
+        terminalreporter.section("retrieval")
+        for result in results:
+            for line in summary_lines(result):
+                terminalreporter.write_line(line)
+            terminalreporter.write_line("")
+        for line in ab_lines(self._groups(results)):
+            terminalreporter.write_line(line)
+        for note in self.notes:
+            terminalreporter.write_line(note)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.config.option.collectonly or not self.received:
+            return
+        settings = self.state.settings
+        if settings.update is not None:
+            self._update_baselines(session)
+        self._write_outputs(session)
+        if settings.judge is not None and settings.judge.validate is not None:
+            self._calibrate(session, settings.judge.validate)
+
+    def _fail(self, session: pytest.Session) -> None:
+        """Escalate the exit status only from OK (never hide an interrupt or usage error)."""
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _calibrate(self, session: pytest.Session, labels: Path) -> None:
+        """``--retrieval-judge-validate``: the judge against human labels, in the summary."""
+        from .judge.calibration import LabelsError, calibrate
+
+        try:
+            calibration = calibrate(self.state.judge(), labels)
+        except LabelsError as exc:
+            self.notes.append(f"judge calibration NOT run: {exc}")
+            self._fail(session)
+            return
+        self.notes.append(calibration.line(os.path.relpath(labels)))
+
+    def _write_outputs(self, session: pytest.Session) -> None:
+        """JSON, Markdown (and the GitHub step summary) and HTML, each only when asked for."""
+        settings = self.state.settings
+        results = self.results()
+        renderers: list[tuple[Path, Callable[[], str]]] = []
+        if settings.report is not None:
+            from .report import dumps, json_report
+
+            renderers.append((settings.report, lambda: dumps(json_report(results)) + "\n"))
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if settings.markdown is not None or step_summary:
+            from .markdown import render_markdown
+
+            markdown = render_markdown(results, self._groups(results))
+            if settings.markdown is not None:
+                renderers.append((settings.markdown, lambda: markdown))
+        if settings.html is not None:
+            renderers.append((settings.html, lambda: self._html(results)))
+        for path, render in renderers:
+            target = path if path.is_absolute() else self.config.invocation_params.dir / path
+            self._write(session, target, render)
+        if step_summary:  # appended, as GitHub expects: other steps write there too
+            try:
+                with open(step_summary, "a", encoding="utf-8") as handle:
+                    handle.write(markdown + "\n")
+            except OSError as exc:
+                self._output_failed(session, Path(step_summary), exc)
+
+    def _write(self, session: pytest.Session, path: Path, render: Callable[[], str]) -> None:
+        from .baseline import atomic_write
+
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, render())
+        except OSError as exc:
+            self._output_failed(session, path, exc)
+
+    def _output_failed(self, session: pytest.Session, path: Path, exc: OSError) -> None:
+        self.notes.append(
+            f"could not write {path}: {exc.strerror or exc}; check the folder exists and is "
+            "writable"
+        )
+        self._fail(session)
+
+    def _groups(self, results: list[EvaluationResult]) -> list[Any]:
+        from .compare import ab_groups
+
+        return ab_groups(results, self.state.settings.compare_to, self.state.settings.alpha)
+
+    def _html(self, results: list[EvaluationResult]) -> str:
+        from .baseline import entry_key
+        from .html_report import render_html
+
+        baselines = {}
+        for index, result in enumerate(results):
+            if result.baseline_path is None or self.state.settings.update is not None:
+                continue
+            entries = self.state.baseline_entries(Path(result.baseline_path))
+            entry = entries.get(entry_key(result.golden_name, result.retriever_id))
+            if entry is not None:
+                baselines[index] = entry
+        return render_html(results, self._groups(results), baselines)
+
+    def partial(self) -> dict[str, list[str]]:
+        """Golden set source -> why this run cannot stand for the whole set (absent when it
+        can). Decided from the items: was each evaluation of the set collected and run?"""
+        reasons: dict[str, list[str]] = {}
+        for path, ids in self.state.expected.items():
+            golden = self.state.goldens.get(path)
+            if golden is None:
+                continue
+            missing = sorted(ids - self.ran)
+            if missing:
+                reasons.setdefault(golden.source, []).append(
+                    f"{len(missing)} of {len(ids)} evaluations of {os.path.relpath(golden.source)} "
+                    f"were deselected or did not run ({', '.join(missing[:3])})"
+                )
+            if golden.sampled_from is not None:
+                reasons.setdefault(golden.source, []).append("--retrieval-sample")
+        for result in self.results():
+            if result.errors:
+                reasons.setdefault(result.golden_source, []).append(
+                    f"{len(result.errors)} failed retriever calls in {result.golden_name} "
+                    f"[{result.retriever_id}]"
+                )
+        return reasons
+
+    def _update_baselines(self, session: pytest.Session) -> None:
+        from .baseline import BaselineError, git_info, now, update
+        from .compare import entry_from_result
+
+        partial = {} if self.state.settings.update == "force" else self.partial()
+        refused = sorted({reason for reasons in partial.values() for reason in reasons})
+        if refused:
+            self.notes.append(
+                "baseline NOT updated for "
+                + ", ".join(sorted(os.path.relpath(s) for s in partial))
+                + ": this run is partial ("
+                + "; ".join(refused)
+                + "). Run the whole golden set, or force it with "
+                "--retrieval-update-baseline=force"
+            )
+            self._fail(session)
+        git = git_info(self.config.rootpath)
+        created = now()
+        by_path: dict[Path, list[Any]] = {}
+        for result in self.results():
+            if result.baseline_path is not None and result.golden_source not in partial:
+                entry = entry_from_result(result, git, created)
+                by_path.setdefault(Path(result.baseline_path), []).append(entry)
+        for path, entries in by_path.items():
+            try:
+                update(path, entries, replace_corrupt=True)
+            except (BaselineError, OSError) as exc:
+                self.notes.append(f"baseline NOT updated: {exc}")
+                continue
+            keys = ", ".join(e.key for e in entries)
+            self.notes.append(f"baseline written: {os.path.relpath(path)} ({keys})")

@@ -1,0 +1,249 @@
+"""Golden sets are collected through pytest's own tree, as in a team's existing repository:
+fixtures in nested conftest files, files outside the rootdir, re-runnable node ids, markers,
+``--retrieval-only``, and partial runs decided from the items."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import GOLDEN, KEYWORD_RETRIEVER
+
+#: a retriever fixture with two parameters; "broken" finds nothing
+PARAMETRIZED = """
+import pytest
+
+DOCS = {"d1": "apple pie", "d2": "bread recipe", "d3": "cherry tart", "d4": "apple cider",
+        "d5": "bread machine", "d6": "cherry juice"}
+
+def search(query, k):
+    words = set(query.split())
+    return sorted(DOCS, key=lambda d: (-len(words & set(DOCS[d].split())), d))[:k]
+
+@pytest.fixture(scope="session", params=["keyword", "broken"])
+def retriever(request):
+    return search if request.param == "keyword" else (lambda query, k: [])
+"""
+
+
+def _golden(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(GOLDEN), encoding="utf-8")
+    return path
+
+
+def _repo(pytester: pytest.Pytester, conftest_dir: str = "tests") -> Path:
+    """A team's layout: unit tests, the retriever fixture in a nested conftest.py."""
+    (pytester.path / conftest_dir).mkdir(parents=True, exist_ok=True)
+    (pytester.path / conftest_dir / "conftest.py").write_text(KEYWORD_RETRIEVER)
+    (pytester.path / "tests" / "test_unit.py").write_text("def test_unit():\n    pass\n")
+    return _golden(pytester.path / "tests" / "retrieval" / "golden.json")
+
+
+@pytest.mark.parametrize("conftest_dir", ["tests", "tests/retrieval"])
+def test_fixture_in_a_nested_conftest_is_found(
+    pytester: pytest.Pytester, conftest_dir: str
+) -> None:
+    _repo(pytester, conftest_dir)
+    result = pytester.runpytest("--retrieval-golden", "tests/retrieval/golden.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*verdict: PASSED*"])
+
+
+def test_missing_fixture_names_the_conftest_files_that_would_cover_it(
+    pytester: pytest.Pytester,
+) -> None:
+    _golden(pytester.path / "evals" / "golden.json")
+    result = pytester.runpytest("--retrieval-golden", "evals/golden.json")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*no fixture named 'retriever'*", "*conftest.py, evals/conftest.py*"]
+    )
+    assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_golden_file_outside_the_rootdir(pytester: pytest.Pytester) -> None:
+    project = pytester.path / "project"
+    project.mkdir()
+    (project / "conftest.py").write_text(KEYWORD_RETRIEVER)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    outside = _golden(pytester.path / "shared" / "golden.json")
+    pytester.chdir()
+    result = pytester.runpytest("--rootdir", str(project), "-c", str(project / "pytest.ini"),
+                                str(project), "--retrieval-golden", str(outside))
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*verdict: PASSED*"])
+
+
+def test_printed_node_id_reruns_one_evaluation(pytester: pytest.Pytester) -> None:
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "conftest.py").write_text(PARAMETRIZED)
+    _golden(pytester.path / "tests" / "retrieval" / "golden.json")
+    pytester.makeini("[pytest]\nretrieval_golden = tests/retrieval/golden.json\n")
+    listed = pytester.runpytest("--collect-only", "-q")
+    listed.stdout.fnmatch_lines(
+        [
+            "tests/retrieval/golden.json::retrieval[[]keyword[]]",
+            "tests/retrieval/golden.json::retrieval[[]broken[]]",
+        ]
+    )
+    again = pytester.runpytest("tests/retrieval/golden.json::retrieval[keyword]")
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(["fruit [[]keyword[]] · 4 queries"])
+
+
+def test_golden_file_as_a_path_argument_runs_it(pytester: pytest.Pytester) -> None:
+    _repo(pytester)
+    pytester.makeini("[pytest]\nretrieval_golden = tests/retrieval/golden.json\n")
+    result = pytester.runpytest("tests/retrieval/golden.json")
+    result.assert_outcomes(passed=1)
+
+
+def test_same_golden_file_twice_is_evaluated_once(pytester: pytest.Pytester) -> None:
+    _repo(pytester)
+    golden = "tests/retrieval/golden.json"
+    result = pytester.runpytest(
+        "--retrieval-golden", golden, "--retrieval-golden", f"./{golden}", golden
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_retrieval_marker_selects_and_deselects(pytester: pytest.Pytester) -> None:
+    _repo(pytester)
+    golden = "tests/retrieval/golden.json"
+    only = pytester.runpytest("--retrieval-golden", golden, "-m", "retrieval")
+    only.assert_outcomes(passed=1, deselected=1)
+    only.stdout.fnmatch_lines(["*verdict: PASSED*"])
+    others = pytester.runpytest("--retrieval-golden", golden, "-m", "not retrieval")
+    others.assert_outcomes(passed=1, deselected=1)
+    assert "= retrieval =" not in others.stdout.str()
+
+
+def test_retrieval_only_runs_the_golden_evaluations_and_nothing_else(
+    pytester: pytest.Pytester,
+) -> None:
+    _repo(pytester)
+    (pytester.path / "tests" / "test_broken.py").write_text("def test_fails():\n    assert 0\n")
+    pytester.makeini("[pytest]\nretrieval_golden = tests/retrieval/golden.json\n")
+    result = pytester.runpytest("--retrieval-only")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*collected 1 item*"])
+    with_paths = pytester.runpytest("tests", "--retrieval-only")
+    with_paths.assert_outcomes(passed=1, deselected=2)
+
+
+def test_retrieval_only_without_a_golden_set_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_unit="def test_unit():\n    pass\n")
+    result = pytester.runpytest("--retrieval-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--retrieval-only: no golden set is configured*"])
+
+
+def test_one_unit_test_does_not_evaluate_the_ini_golden_set(pytester: pytest.Pytester) -> None:
+    _repo(pytester)
+    (pytester.path / "tests" / "conftest.py").write_text(
+        KEYWORD_RETRIEVER.replace(
+            "def retriever():", "def retriever():\n    raise RuntimeError('index built')"
+        )
+    )
+    pytester.makeini("[pytest]\nretrieval_golden = tests/retrieval/golden.json\n")
+    one = pytester.runpytest("tests/test_unit.py")
+    one.assert_outcomes(passed=1)
+    assert "index built" not in one.stdout.str()
+    everything = pytester.runpytest()  # no paths: the ini golden set is part of the run
+    everything.assert_outcomes(passed=1, errors=1)
+
+
+def test_golden_set_outside_testpaths_runs_with_plain_pytest(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_unit.py").write_text("def test_unit():\n    pass\n")
+    _golden(pytester.path / "evals" / "golden.json")
+    pytester.makeini("[pytest]\ntestpaths = tests\nretrieval_golden = evals/golden.json\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=2)
+
+
+def _baseline_run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    result = pytester.runpytest(
+        "--retrieval-golden", "tests/retrieval/golden.json", "--retrieval-update-baseline", *args
+    )
+    assert "INTERNALERROR" not in result.stdout.str()
+    return result
+
+
+def test_deselecting_one_evaluation_of_a_set_is_a_partial_run(pytester: pytest.Pytester) -> None:
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "conftest.py").write_text(PARAMETRIZED)
+    _golden(pytester.path / "tests" / "retrieval" / "golden.json")
+    result = _baseline_run(pytester, "-k", "keyword")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["*baseline NOT updated for tests/retrieval/golden.json: this run is partial (1 of 2 "
+         "evaluations*were deselected or did not run*"]
+    )
+    assert not (pytester.path / "tests" / "retrieval" / "golden.json.baseline.json").exists()
+
+
+def test_a_failed_first_test_with_x_makes_the_run_partial(pytester: pytest.Pytester) -> None:
+    _repo(pytester)
+    (pytester.path / "tests" / "test_a_first.py").write_text("def test_fails():\n    assert 0\n")
+    result = _baseline_run(pytester, "-x", "-p", "no:randomly", "tests/test_a_first.py")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert not (pytester.path / "tests" / "retrieval" / "golden.json.baseline.json").exists()
+
+
+def test_deselecting_unit_tests_is_a_full_run_for_the_golden_set(
+    pytester: pytest.Pytester,
+) -> None:
+    _repo(pytester)
+    result = _baseline_run(pytester, "-k", "retrieval")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert (pytester.path / "tests" / "retrieval" / "golden.json.baseline.json").exists()
+
+
+def test_bad_marker_settings_are_usage_errors(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    _golden(pytester.path / "golden.json")
+    pytester.makepyfile(
+        test_marked="""
+import pytest
+
+@pytest.mark.retrieval(golden="golden.json", thresholds={"recal@10": 0.5})
+def test_it(retrieval_eval, retriever):
+    retrieval_eval(retriever)
+"""
+    )
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_marked.py::test_it: @pytest.mark.retrieval*recal*"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ("k=10**12", "*k=1000000000000*k must be a whole number from 1 to 100000*"),
+        ("metrics=['recall@x']", "*recall@x*"),
+        ("thresholds={'recall@3': 'high'}", "*recall@3*"),
+        ("colour='red'", "*unknown argument colour*"),
+    ],
+)
+def test_marker_setting_errors_name_the_test_and_the_fix(
+    pytester: pytest.Pytester, marker: str, message: str
+) -> None:
+    pytester.makepyfile(
+        test_marked=f"""
+import pytest
+
+@pytest.mark.retrieval({marker})
+def test_it():
+    pass
+"""
+    )
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
