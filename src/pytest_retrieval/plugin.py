@@ -295,7 +295,7 @@ def _progress_printer(config: pytest.Config, label: str) -> _Progress | None:
     if mode == "off" or is_worker(config) or reporter is None:
         return None
     return _Progress(
-        config, reporter, label, live=reporter.isatty() if mode == "auto" else mode == "live"
+        config, reporter, label, live=_isatty(reporter) if mode == "auto" else mode == "live"
     )
 
 
