@@ -214,9 +214,14 @@ class Reporter:
         #: node ids of golden evaluations whose test body ran (passed or failed)
         self.ran: set[str] = set()
         self.notes: list[str] = []  # printed at the end of the summary section
+        self.rerun: set[str] = set()  # node ids whose current attempt will be run again
         self._results: list[EvaluationResult] | None = None
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.outcome == "rerun" or report.nodeid in self.rerun:
+            self._drop_attempt(report)
+            return
         if report.when != "call":
             return
         payloads: list[EvaluationResult | dict[str, Any]] = [
@@ -231,6 +236,17 @@ class Reporter:
             self._results = None
         if not report.skipped:
             self.ran.add(report.nodeid)
+
+    def _drop_attempt(self, report: pytest.TestReport) -> None:
+        """pytest-rerunfailures: only the last attempt counts, in JUnit too, which reads the
+        properties from the attempt's teardown report (after this hook: tryfirst)."""
+        report.user_properties = [
+            p for p in report.user_properties if not str(p[0]).startswith("retrieval.")
+        ]
+        if report.when == "teardown":
+            self.rerun.discard(report.nodeid)
+        else:
+            self.rerun.add(report.nodeid)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
