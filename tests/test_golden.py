@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from pytest_retrieval import GoldenError, load_golden
-from pytest_retrieval.golden import golden_schema
+from pytest_retrieval.golden import MAX_GRADE, golden_schema
 
 ENTRIES = [
     {"id": "q1", "query": "apple pie", "relevant": ["d1", "d2"], "tags": ["food"]},
@@ -168,7 +168,13 @@ _values = st.one_of(
     st.lists(_doc_ids, max_size=3),
     st.dictionaries(
         st.text(max_size=3),
-        st.one_of(st.integers(-1, 3), st.floats(0, 2), st.booleans()),
+        st.one_of(
+            st.integers(-1, 3),
+            st.sampled_from([MAX_GRADE, MAX_GRADE + 1, 10**400]),
+            st.floats(0, 2),
+            st.floats(MAX_GRADE, 1e308),
+            st.booleans(),
+        ),
         max_size=3,
     ),
 )
@@ -184,6 +190,8 @@ _entries = st.dictionaries(
 @example(entry={"query": "a", "relevant": {"d1": 1.0}, "id": 2.0})
 @example(entry={"query": "a", "relevant": {"d1": 1.5}})
 @example(entry={"query": "a", "relevant": {"d1": True}})
+@example(entry={"query": "a", "relevant": {"d1": 100.0}})
+@example(entry={"query": "a", "relevant": {"d1": 1e308}})
 @example(entry={"query": "", "relevant": ["d1"]})
 @example(entry={"query": "a", "relevant": ["d1"], "id": ""})
 def test_fast_validator_agrees_with_json_schema(

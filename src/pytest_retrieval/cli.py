@@ -18,7 +18,10 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .golden import GoldenError, GoldenSet
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -64,22 +67,26 @@ def _add_validate(commands: Any) -> None:
         "validate",
         _validate,
         help="check golden sets: schema, then counts, duplicates and balance",
-        description="Load each golden set exactly as the plugin does (same messages), then "
-        "report counts, duplicate and near-duplicate query texts, queries with a single "
-        "relevant document and tag balance. Near-duplicates: word sets (ignoring order, case "
-        "and punctuation) within one added, removed or swapped word and a Jaccard "
-        "similarity of at least 0.8.",
+        description="Load each golden set exactly as the plugin does (same messages), check "
+        'its relevant doc ids against its corpus when it has one (the "corpus" path, or '
+        "corpus.jsonl in a BEIR folder), then report counts, duplicate and near-duplicate "
+        "query texts, queries with a single relevant document and tag balance. "
+        "Near-duplicates: word sets (ignoring order, case and punctuation) within one added, "
+        "removed or swapped word and a Jaccard similarity of at least 0.8.",
     )
     sub.add_argument("golden", nargs="+", type=Path, help="golden file or BEIR folder")
     sub.add_argument("--json", action="store_true", help="machine-readable output")
-    sub.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    sub.add_argument(
+        "--strict",
+        action="store_true",
+        help="relevant ids missing from the corpus are errors; exit 1 on any warning",
+    )
     sub.add_argument(
         "--open", action="store_true", help="allow open queries (no relevant ids; judge only)"
     )
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from .compare import check_golden_gates
     from .golden import GoldenError, load_golden
 
     status = 0
@@ -87,12 +94,18 @@ def _validate(args: argparse.Namespace) -> int:
     for path in args.golden:
         try:
             golden = load_golden(path, require_relevant=not args.open)
-            check_golden_gates(golden)
+            corpus, problem = corpus_check(golden)
+            if problem is not None and args.strict:
+                raise problem
         except GoldenError as exc:
             print(str(exc), file=sys.stderr)
             status = 1
             continue
         report = sanity(golden)
+        if corpus is not None:
+            report["corpus"] = corpus
+        if problem is not None:
+            report["warnings"].append(str(problem).replace("\n  fix:", "; fix:"))
         reports.append(report)
         if args.strict and report["warnings"]:
             status = 1
@@ -101,6 +114,30 @@ def _validate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reports, indent=1, ensure_ascii=False))
     return status
+
+
+def corpus_check(golden: GoldenSet) -> tuple[dict[str, Any] | None, GoldenError | None]:
+    """The golden set's relevant ids against its corpus: a JSON-able summary (None: it has no
+    corpus) and the GoldenError to warn with (None: nothing missing). An unreadable corpus
+    is a problem too: the ids cannot be checked."""
+    from .golden import (
+        SHOWN_MISSING,
+        GoldenError,
+        corpus_problem,
+        load_corpus_ids,
+        missing_from_corpus,
+    )
+
+    if golden.corpus is None:
+        return None, None
+    summary: dict[str, Any] = {"path": golden.corpus, "documents": None, "missing": None}
+    try:
+        ids = load_corpus_ids(golden.corpus)
+    except GoldenError as exc:
+        return summary, exc
+    missing = missing_from_corpus(golden, ids)
+    summary.update(documents=len(ids), missing=len(missing), missing_ids=missing[:SHOWN_MISSING])
+    return summary, corpus_problem(golden, ids, golden.corpus)
 
 
 _WORD = re.compile(r"\w+")
@@ -221,6 +258,12 @@ def _sanity_text(report: dict[str, Any]) -> str:
         lines.append(f"  duplicate query text: {', '.join(ids)}")
     for ids in report["near_duplicate_queries"][:5]:
         lines.append(f"  near-duplicate queries: {', '.join(ids)}")
+    corpus = report.get("corpus")
+    if corpus and corpus["documents"] is not None:
+        lines.append(
+            f"  corpus {corpus['path']}: {corpus['documents']} documents, "
+            f"{corpus['missing']} relevant ids missing"
+        )
     lines += [f"  warning: {w}" for w in report["warnings"]]
     return "\n".join(lines)
 
@@ -304,7 +347,7 @@ def _golden_from_csv(path: Path) -> Any:
     from .golden import GoldenError, load_golden
 
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
             rows = list(csv.DictReader(handle))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise GoldenError(path, "", f"cannot read it as CSV ({exc})") from None

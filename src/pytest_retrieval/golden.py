@@ -3,7 +3,14 @@
 The JSON Schema in ``schema/golden.schema.json`` is the contract. Checking 100,000 entries with
 ``jsonschema`` costs seconds, so every entry is first checked by an equivalent strict pydantic
 model (compiled, ~50x faster); only when that rejects something does ``jsonschema`` run, to
-word the message with a JSON pointer. ``tests/test_golden_schema.py`` keeps the two in step.
+word the message with a JSON pointer. ``tests/test_golden.py`` keeps the two in step.
+
+The settings stored with the queries (``k``, ``metrics``, ``thresholds``, ``max_drop``) are
+checked at load time too, with the same rules as the command line's, so ``pytest-retrieval
+validate`` and the plugin reject the same files with the same message. Bounds: a cutoff ``k``
+is at most :data:`MAX_K` (a grade matrix holds queries x k cells), a grade at most
+:data:`MAX_GRADE` (``ndcg_exp`` gains are ``2**grade - 1``: 2**100 still sums without
+overflow, 2**1024 does not exist as a float).
 """
 
 from __future__ import annotations
@@ -11,7 +18,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import math
+import re
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -32,6 +41,10 @@ from pydantic import (
 from ._gc import paused_gc
 
 DEFAULT_K = 10
+#: the largest cutoff a golden file may ask for (k, or the @k of a metric name)
+MAX_K = 10_000
+#: the largest judgment grade (0-3 or 0-4 are usual; 100 allows percentage-like scales)
+MAX_GRADE = 100
 SCHEMA_FILE = "golden.schema.json"
 
 
@@ -59,7 +72,7 @@ def _integral(value: Any) -> Any:
 
 NonEmptyStr = Annotated[StrictStr, Field(min_length=1)]
 Integral = Annotated[StrictInt, BeforeValidator(_integral)]
-Grade = Annotated[Integral, Field(ge=0)]
+Grade = Annotated[Integral, Field(ge=0, le=MAX_GRADE)]
 
 
 class _Entry(BaseModel):
@@ -235,8 +248,9 @@ def _load_any(source: Path, require_relevant: bool) -> GoldenSet:
 
 
 def _read_text(source: Path) -> str:
+    """The file's text; a UTF-8 byte-order mark (as Windows editors write) is dropped."""
     try:
-        return source.read_text(encoding="utf-8")
+        return source.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise GoldenError(
             source, f"byte {exc.start}", "not UTF-8 text", "save it as UTF-8"
@@ -245,25 +259,33 @@ def _read_text(source: Path) -> str:
         raise GoldenError(source, "", f"cannot read it ({exc.strerror})") from exc
 
 
-def _parse_json(source: Path, text: str, line_offset: int = 0) -> Any:
+def _parse_json(source: Path, text: str, line: int | None = None) -> Any:
+    """``text`` parsed; ``line`` is its line number when it is one line of a JSONL file."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise GoldenError(
             source,
-            f"line {exc.lineno + line_offset}, column {exc.colno}",
+            f"line {exc.lineno + (line or 1) - 1}, column {exc.colno}",
             f"invalid JSON: {exc.msg}",
             "fix the JSON syntax there (a trailing comma or a missing quote is typical)",
         ) from exc
+    except (ValueError, RecursionError) as exc:  # a 5000-digit number, arrays nested 10^5 deep
+        where = f"line {line}" if line else ""
+        raise GoldenError(source, where, f"unreadable JSON: {exc}", "shorten that value") from None
 
 
 def _load_json(source: Path, require_relevant: bool) -> GoldenSet:
     document = _parse_json(source, _read_text(source))
     entries: Any
     if isinstance(document, list):
+        if document:
+            _refuse_other_files(source, document[0])
         settings: dict[str, Any] = {}
         entries, prefix = document, ""
     elif isinstance(document, dict):
+        if "queries" not in document:
+            _refuse_other_files(source, document)
         settings = {key: value for key, value in document.items() if key != "queries"}
         _check_settings(source, document)
         entries, prefix = document.get("queries"), "/queries"
@@ -282,9 +304,53 @@ def _load_jsonl(source: Path, require_relevant: bool) -> GoldenSet:
     lines: list[int] = []
     for number, line in enumerate(_read_text(source).splitlines(), start=1):
         if line.strip():
-            entries.append(_parse_json(source, line, line_offset=number - 1))
+            entries.append(_parse_json(source, line, line=number))
             lines.append(number)
+            if len(entries) == 1:
+                _refuse_other_files(source, entries[0])
     return _build(source, entries, {}, "", require_relevant, lines=lines)
+
+
+_REPORT_KEYS = frozenset({"version", "plugin_version", "created", "evaluations"})
+
+
+def _refuse_other_files(source: Path, first: Any) -> None:
+    """Files that sit beside golden sets and may be handed over by mistake (a glob, a
+    pre-commit pattern): a baseline, a JSON report, BEIR documents or queries. ``first`` is
+    the document (a JSON object without "queries") or its first entry. Say what the file is
+    instead of listing schema errors about it."""
+    if not isinstance(first, dict):
+        return
+    if first.get("format") == "pytest-retrieval-baseline":
+        golden = source.name.removesuffix(".baseline.json")
+        named = f" ({golden})" if golden != source.name else ""
+        raise GoldenError(
+            source,
+            "",
+            "this is a baseline file (written by --retrieval-update-baseline), not a golden set",
+            f"pass the golden set it was recorded from{named}; `pytest-retrieval show` reads "
+            "a baseline",
+        )
+    if first.keys() >= _REPORT_KEYS:
+        raise GoldenError(
+            source,
+            "",
+            "this is a pytest-retrieval JSON report (--retrieval-report), not a golden set",
+            "pass the golden set that was evaluated; `pytest-retrieval diff` compares reports",
+        )
+    if "_id" in first and "query" not in first:
+        corpus = source.name == "corpus.jsonl" or (
+            "title" in first and source.name != "queries.jsonl"
+        )
+        kind = "corpus" if corpus else "queries"
+        what = "documents" if kind == "corpus" else "query texts without judgments"
+        raise GoldenError(
+            source,
+            "",
+            f"this is a BEIR {kind} file ({what}), not a golden set",
+            f"pass the BEIR folder {source.parent}/ instead (queries.jsonl + "
+            "qrels/<split>.tsv); its corpus.jsonl is found there",
+        )
 
 
 def _check_settings(source: Path, document: dict[str, Any]) -> None:
@@ -367,17 +433,80 @@ def _build(
         )
     if not queries:
         raise GoldenError(source, prefix or "/", "the golden set has no queries", "add queries")
+    _check_gates(source, settings, queries)
     corpus = settings.get("corpus")
     return GoldenSet.model_construct(
         name=settings.get("name") or source.stem,
         source=str(source),
         queries=tuple(queries),
-        k=settings.get("k", DEFAULT_K),
+        k=int(settings.get("k", DEFAULT_K)),  # the schema allows 5.0 for 5
         metrics=tuple(settings.get("metrics", ())),
         thresholds=dict(settings.get("thresholds", {})),
         max_drop=dict(settings.get("max_drop", {})),
         corpus=str((source.parent / corpus).resolve()) if corpus else None,
     )
+
+
+def _check_gates(source: Path, settings: Mapping[str, Any], queries: Sequence[GoldenQuery]) -> None:
+    """What the schema cannot say about the stored metrics, thresholds and max_drop, in the
+    words the command line uses for the same mistakes: known metric families, cutoffs up to
+    MAX_K, values in range, and thresholds only on tags that some query has."""
+    if not any(settings.get(key) for key in ("metrics", "thresholds", "max_drop")):
+        return
+    from .gate import make_threshold
+    from .metrics import parse_metric
+
+    for index, name in enumerate(settings.get("metrics", ())):
+        where = f"/metrics/{index}"
+        try:
+            metric = parse_metric(name)
+        except ValueError as exc:
+            raise GoldenError(source, where, str(exc), _FIXES["metrics"]) from None
+        _check_cutoff(source, where, metric.k)
+    tags: set[str] | None = None
+    for key, value in settings.get("thresholds", {}).items():
+        where = "/thresholds/" + _pointer(key)
+        try:
+            threshold = make_threshold(key, value, f"{source} thresholds")
+        except ValueError as exc:
+            raise GoldenError(source, where, str(exc), _FIXES["thresholds"]) from None
+        _check_cutoff(source, where, threshold.metric.k)
+        if threshold.tag is None:
+            continue
+        tags = {t for q in queries for t in q.tags} if tags is None else tags
+        if threshold.tag not in tags:
+            raise GoldenError(
+                source,
+                where,
+                f"no query has the tag {threshold.tag!r} "
+                f"(tags in this golden set: {', '.join(sorted(tags)) or 'none'})",
+                f'add "tags": ["{threshold.tag}"] to the queries it is about, or fix the tag name',
+            )
+    drops = settings.get("max_drop", {})
+    if drops:
+        from .compare import AllowanceError, parse_allowance
+
+        for metric_name, value in drops.items():
+            try:
+                parse_allowance(metric_name, value, f"{source} max_drop")
+            except AllowanceError as exc:
+                where = "/max_drop/" + _pointer(metric_name)
+                raise GoldenError(source, where, str(exc), _FIXES["max_drop"]) from None
+
+
+def _check_cutoff(source: Path, where: str, k: int) -> None:
+    if k > MAX_K:
+        raise GoldenError(
+            source,
+            where,
+            f"the cutoff {k} is above the limit of {MAX_K}",
+            f"use a k of at most {MAX_K} (metrics are computed on a queries x k matrix)",
+        )
+
+
+def _pointer(key: str) -> str:
+    """``key`` as one JSON-pointer step (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _where(prefix: str, index: int, lines: Sequence[int] | None) -> str:
@@ -437,9 +566,11 @@ _FIXES = {
     "criteria": "write the judging criteria as one string",
     "params": "write params as an object of keyword arguments for the retriever",
     "metadata": "write metadata as an object",
-    "k": "k is the default cutoff, a whole number >= 1",
+    "k": f"k is the default cutoff, a whole number from 1 to {MAX_K}",
     "metrics": 'list metric names such as ["recall@10", "ndcg@10"]',
     "thresholds": 'write thresholds as {"recall@10": 0.8} with values between 0 and 1',
+    "max_drop": 'write max_drop as {"recall@10": 0.02} (absolute) or {"ndcg@10": "2%"} '
+    "(relative to the baseline)",
     "name": "use a non-empty string",
 }
 
@@ -465,13 +596,26 @@ def _schema_error(
     if error.validator == "additionalProperties" and field is None:
         known = ", ".join(sorted(error.schema.get("properties", {})))
         return GoldenError(source, pointer, error.message, f"allowed keys are: {known}")
+    message = error.message
+    written = repr(error.instance)
+    if message.startswith(written):
+        message = _shown(error.instance) + message[len(written) :]
     if field == "relevant" and error.validator == "oneOf":
         problem = "'relevant' must be a non-empty list of doc-id strings or {doc_id: grade >= 0}"
     elif field in {"relevant"} and path and path[-1] != "relevant":
-        problem = f"{error.message} (doc ids are strings and grades whole numbers >= 0)"
+        problem = f"{message} (doc ids are strings, grades whole numbers from 0 to {MAX_GRADE})"
     else:
-        problem = error.message
+        problem = message
     return GoldenError(source, pointer, problem, _FIXES.get(field or "", ""))
+
+
+def _shown(value: Any) -> str:
+    """``value`` as written in the JSON file (true, null, NaN), cut short when long (a
+    400-digit grade)."""
+    as_json = value is None or isinstance(value, bool)
+    as_json = as_json or (isinstance(value, float) and not math.isfinite(value))
+    text = json.dumps(value) if as_json else repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -507,7 +651,7 @@ def _load_beir(folder: Path, split: str | None, require_relevant: bool) -> Golde
     for number, line in enumerate(_read_text(queries_file).splitlines(), start=1):
         if not line.strip():
             continue
-        record = _parse_json(queries_file, line, line_offset=number - 1)
+        record = _parse_json(queries_file, line, line=number)
         if not isinstance(record, dict) or not isinstance(record.get("_id"), str | int):
             raise GoldenError(
                 queries_file,
@@ -543,33 +687,64 @@ def _load_beir(folder: Path, split: str | None, require_relevant: bool) -> Golde
 
 
 def _read_beir_qrels(path: Path) -> dict[str, dict[str, int]]:
+    lines = _read_text(path).splitlines()
+
+    def rows() -> Iterator[tuple[int, Sequence[str]]]:
+        for number, row in enumerate(csv.reader(lines, delimiter="\t"), start=1):
+            if not "".join(row).strip():
+                continue
+            if number == 1 and row[0].strip().lower() in {"query-id", "query_id", "qid"}:
+                continue
+            yield number, row
+
+    return _judgments(path, rows, "query-id<TAB>corpus-id<TAB>score")
+
+
+#: the rows of a qrels file, ``(line number, [query id, doc id, grade])``, from the start
+Rows = Callable[[], Iterator[tuple[int, Sequence[str]]]]
+
+
+def _judgments(path: Path, rows: Rows, layout: str) -> dict[str, dict[str, int]]:
+    """Qrels rows -> ``{query: {doc: grade}}``.
+
+    TREC uses negative grades for "judged not relevant": they are kept as judged, grade 0.
+    A second line for the same query and doc is an error (which of the two would count?);
+    only then are the rows read again, to name the first line.
+    """
     judgments: dict[str, dict[str, int]] = {}
-    rows = csv.reader(_read_text(path).splitlines(), delimiter="\t")
-    for number, row in enumerate(rows, start=1):
-        if not row or not "".join(row).strip():
-            continue
-        if number == 1 and row[0].strip().lower() in {"query-id", "query_id", "qid"}:
-            continue
-        _add_judgment(judgments, path, number, row, "query-id<TAB>corpus-id<TAB>score")
+    for number, row in rows():
+        if len(row) != 3:
+            raise GoldenError(
+                path, f"line {number}", f"expected 3 columns, got {len(row)}", f"write {layout}"
+            )
+        query_id, doc_id, grade_text = (cell.strip() for cell in row)
+        try:
+            grade = int(grade_text)
+        except ValueError:
+            raise GoldenError(
+                path,
+                f"line {number}",
+                f"grade {_shown(grade_text)} is not a whole number",
+                f"write {layout}",
+            ) from None
+        if grade > MAX_GRADE:
+            raise GoldenError(
+                path,
+                f"line {number}",
+                f"grade {_shown(grade_text)} is above the limit of {MAX_GRADE}",
+                f"use grades from 0 to {MAX_GRADE} (0-3 is usual)",
+            )
+        judged = judgments.setdefault(query_id, {})
+        if doc_id in judged:
+            first = next(n for n, r in rows() if [r[0].strip(), r[1].strip()] == [query_id, doc_id])
+            raise GoldenError(
+                path,
+                f"line {number}",
+                f"query {query_id!r} judges doc {doc_id!r} a second time (first at line {first})",
+                "keep one line per query and doc: delete one of the two",
+            )
+        judged[doc_id] = max(grade, 0)
     return judgments
-
-
-def _add_judgment(
-    judgments: dict[str, dict[str, int]], path: Path, number: int, row: Sequence[str], layout: str
-) -> None:
-    if len(row) != 3:
-        raise GoldenError(
-            path, f"line {number}", f"expected 3 columns, got {len(row)}", f"write {layout}"
-        )
-    query_id, doc_id, grade_text = (cell.strip() for cell in row)
-    try:
-        grade = int(grade_text)
-    except ValueError:
-        raise GoldenError(
-            path, f"line {number}", f"grade {grade_text!r} is not a whole number", f"write {layout}"
-        ) from None
-    # TREC uses negative grades for "judged not relevant": keep them as judged, grade 0.
-    judgments.setdefault(query_id, {})[doc_id] = max(grade, 0)
 
 
 def load_trec(
@@ -581,14 +756,14 @@ def load_trec(
 
 
 def _load_trec(source: Path, require_relevant: bool, queries_file: Path | None = None) -> GoldenSet:
-    judgments: dict[str, dict[str, int]] = {}
-    for number, line in enumerate(_read_text(source).splitlines(), start=1):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) == 4:
-            fields = [fields[0], fields[2], fields[3]]
-        _add_judgment(judgments, source, number, fields, "QUERY_ID ITERATION DOC_ID GRADE")
+    lines = _read_text(source).splitlines()
+
+    def rows() -> Iterator[tuple[int, Sequence[str]]]:
+        for number, fields in enumerate(map(str.split, lines), start=1):
+            if fields:
+                yield number, [fields[0], fields[2], fields[3]] if len(fields) == 4 else fields
+
+    judgments = _judgments(source, rows, "QUERY_ID ITERATION DOC_ID GRADE")
     if queries_file is None:
         queries_file = _trec_queries_file(source)
     elif not queries_file.is_file():
@@ -645,32 +820,116 @@ def iter_relevant(golden: GoldenSet) -> Iterable[Mapping[str, int]]:
 def load_corpus(path: str | Path) -> dict[str, str]:
     """Doc id -> text, for the LLM judge: BEIR ``corpus.jsonl`` (``_id``, ``title``, ``text``
     per line; ``id`` also accepted) or a JSON object ``{"doc-id": "text", ...}``."""
+    source = _corpus_file(path)
+    if source.suffix == ".json":
+        return _json_corpus(source)
+    corpus: dict[str, str] = {}
+    with paused_gc():
+        for number, line in enumerate(_read_text(source).splitlines(), start=1):
+            if line.strip():
+                doc_id, body = _corpus_record(source, line, number)
+                corpus[doc_id] = body
+    return corpus
+
+
+#: a BEIR corpus line that starts with a plain string (or integer) "_id"
+_LEADING_ID = re.compile(r'\s*\{\s*"_id"\s*:\s*(?:"([^"\\]*)"|(-?[1-9][0-9]*|0))\s*[,}]')
+
+
+def load_corpus_ids(path: str | Path) -> set[str]:
+    """The doc ids of a corpus, exactly as :func:`load_corpus` keys them, without its texts.
+
+    Made to be cheap on big corpora: the file is streamed, and a line that starts with its
+    ``"_id"`` (as BEIR writes them) costs a regex match, not a JSON parse; the rest of such a
+    line is not checked. Other lines are parsed and checked as :func:`load_corpus` does.
+    """
+    source = _corpus_file(path)
+    if source.suffix == ".json":
+        return set(_json_corpus(source))
+    ids: set[str] = set()
+    number = 0
+    try:
+        with source.open(encoding="utf-8-sig") as handle, paused_gc():
+            for number, line in enumerate(handle, start=1):
+                match = _LEADING_ID.match(line)
+                if match is not None:
+                    ids.add(match[1] if match[1] is not None else match[2])
+                elif line.strip():
+                    ids.add(_corpus_record(source, line, number)[0])
+    except UnicodeDecodeError as exc:
+        raise GoldenError(
+            source, f"after line {number}", "not UTF-8 text", "save it as UTF-8"
+        ) from exc
+    except OSError as exc:
+        raise GoldenError(source, "", f"cannot read it ({exc.strerror})") from exc
+    return ids
+
+
+def _corpus_file(path: str | Path) -> Path:
     source = Path(path)
     if not source.is_file():
         raise GoldenError(source, "", "no such corpus file", "fix the golden set's corpus path")
-    text = _read_text(source)
-    if source.suffix == ".json":
-        document = _parse_json(source, text)
-        if not isinstance(document, dict) or not all(isinstance(v, str) for v in document.values()):
-            raise GoldenError(
-                source, "/", "a JSON corpus must be an object of doc id -> text", "fix its shape"
-            )
-        return {str(key): value for key, value in document.items()}
-    corpus: dict[str, str] = {}
-    with paused_gc():
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            record = _parse_json(source, line, line_offset=number - 1)
-            doc_id = record.get("_id", record.get("id")) if isinstance(record, dict) else None
-            body = record.get("text") if isinstance(record, dict) else None
-            if doc_id is None or not isinstance(body, str):
-                raise GoldenError(
-                    source,
-                    f"line {number}",
-                    "a corpus line needs an id (_id or id) and a text",
-                    'write {"_id": "doc-1", "title": "...", "text": "..."}',
-                )
-            title = record.get("title")
-            corpus[str(doc_id)] = f"{title}\n{body}" if isinstance(title, str) and title else body
-    return corpus
+    return source
+
+
+def _json_corpus(source: Path) -> dict[str, str]:
+    document = _parse_json(source, _read_text(source))
+    if not isinstance(document, dict) or not all(isinstance(v, str) for v in document.values()):
+        raise GoldenError(
+            source, "/", "a JSON corpus must be an object of doc id -> text", "fix its shape"
+        )
+    return {str(key): value for key, value in document.items()}
+
+
+def _corpus_record(source: Path, line: str, number: int) -> tuple[str, str]:
+    """One ``corpus.jsonl`` line -> (doc id, title and text)."""
+    record = _parse_json(source, line, line=number)
+    doc_id = record.get("_id", record.get("id")) if isinstance(record, dict) else None
+    body = record.get("text") if isinstance(record, dict) else None
+    if doc_id is None or not isinstance(body, str):
+        raise GoldenError(
+            source,
+            f"line {number}",
+            "a corpus line needs an id (_id or id) and a text",
+            'write {"_id": "doc-1", "title": "...", "text": "..."}',
+        )
+    title = record.get("title")
+    return str(doc_id), f"{title}\n{body}" if isinstance(title, str) and title else body
+
+
+def missing_from_corpus(golden: GoldenSet, corpus_ids: Container[str]) -> list[str]:
+    """The relevant doc ids (grade >= 1) that the corpus lacks, once each, in golden order."""
+    missing: dict[str, None] = {}
+    for query in golden.queries:
+        for doc_id, grade in query.relevant.items():
+            if grade > 0 and doc_id not in corpus_ids:
+                missing[doc_id] = None
+    return list(missing)
+
+
+SHOWN_MISSING = 5
+
+
+def corpus_problem(
+    golden: GoldenSet, corpus_ids: Collection[str], corpus: str
+) -> GoldenError | None:
+    """The warning (an error when strict) for relevant ids missing from the corpus; ``corpus``
+    names it in the message (its path, or "the retrieval_corpus fixture"). None: all there.
+
+    A relevant id the corpus lacks can never be retrieved: recall has a ceiling below 1 that
+    no retriever can lift, and the usual cause is a typo or a corpus of another version.
+    """
+    missing = missing_from_corpus(golden, corpus_ids)
+    if not missing:
+        return None
+    relevant = len({d for q in golden.queries for d, grade in q.relevant.items() if grade > 0})
+    shown = ", ".join(repr(doc_id) for doc_id in missing[:SHOWN_MISSING])
+    more = f" and {len(missing) - SHOWN_MISSING} more" if len(missing) > SHOWN_MISSING else ""
+    return GoldenError(
+        golden.source,
+        "",
+        f"{len(missing)} of {relevant} relevant doc ids are not in the corpus {corpus} "
+        f"({len(corpus_ids)} documents): {shown}{more}",
+        "add those documents to the corpus, or correct the ids in the golden set (a typo, or "
+        "judgments made on another version of the corpus)",
+    )
