@@ -16,19 +16,23 @@ pytest_plugins = ["pytester"]
 
 
 @pytest.fixture
-def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """Inner runs keep their collection order: pytest-randomly (a dev dependency, tested on
-    purpose in test_compat.py) would otherwise shuffle the output that tests match."""
+def pytester(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> pytest.Pytester:
+    """Inner runs without the dev extra's pytest-randomly (it shuffles the output that tests
+    match) and pytest-asyncio (its config warning changes warning counts). test_compat.py runs
+    them on purpose, marked ``keep_plugins``."""
+    if request.node.get_closest_marker("keep_plugins"):
+        return pytester
     for name in ("runpytest_inprocess", "runpytest_subprocess"):
         run = getattr(pytester, name)
 
-        def ordered(*args: Any, _run: Any = run, **kwargs: Any) -> pytest.RunResult:
-            if not any("randomly" in str(arg) for arg in args):
-                args = ("-p", "no:randomly", *args)
-            result: pytest.RunResult = _run(*args, **kwargs)
+        def quiet(*args: Any, _run: Any = run, **kwargs: Any) -> pytest.RunResult:
+            quieter = ("-p", "no:randomly", "-p", "no:asyncio", *args)
+            result: pytest.RunResult = _run(*quieter, **kwargs)
             return result
 
-        monkeypatch.setattr(pytester, name, ordered)
+        monkeypatch.setattr(pytester, name, quiet)
     return pytester
 
 

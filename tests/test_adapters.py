@@ -402,7 +402,9 @@ def retriever():
         ]
     )
     assert "Traceback" not in result.stdout.str()
-    fixed = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-doc-id-key", "source")
+    fixed = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-doc-id-key", "source"
+    )
     fixed.assert_outcomes(passed=1)
 
 

@@ -250,7 +250,10 @@ def test_failed_retriever_calls_do_not_update(
     write_golden(pytester, _golden(5))
     result = _run(pytester, "main", monkeypatch, "--retrieval-update-baseline")
     result.stdout.fnmatch_lines(
-        ["*baseline NOT updated for golden.json: this run is partial (1 failed retriever calls in synthetic*"]
+        [
+            "*baseline NOT updated for golden.json: this run is partial "
+            "(1 failed retriever calls in synthetic*"
+        ]
     )
     assert not (pytester.path / "golden.json.baseline.json").exists()
 

@@ -84,6 +84,7 @@ def test_rerunfailures_counts_one_evaluation_the_last_attempt(pytester: pytest.P
     assert properties.count("retrieval.recall@3") == 1
 
 
+@pytest.mark.keep_plugins
 @pytest.mark.parametrize("mode", ["auto", "strict"])
 def test_pytest_asyncio_session_loop(pytester: pytest.Pytester, mode: str) -> None:
     # loop_scope= needs pytest-asyncio 0.24, which needs pytest 8.2: not on the pytest floor
@@ -100,6 +101,7 @@ def test_pytest_asyncio_session_loop(pytester: pytest.Pytester, mode: str) -> No
     result.stdout.fnmatch_lines(["*recall@3 *1.0000*", "*verdict: PASSED*"])
 
 
+@pytest.mark.keep_plugins
 def test_pytest_randomly_does_not_change_the_numbers(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(KEYWORD_RETRIEVER)
     pytester.makepyfile(test_unit="import random\n\ndef test_unit():\n    random.random()\n")

@@ -35,6 +35,7 @@ from .session import (
     EXPECTED_KEY,
     Reporter,
     SessionState,
+    corpus_check,
     ini_thresholds,
     is_worker,
     layered_allowances,
@@ -69,6 +70,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for path in _schedule(config, settings):  # usage errors surface now, before any worker
         state.anchors[_anchor(path).resolve()] = path
         golden = state.golden(path)
+        problem = None if is_worker(config) else corpus_check(golden, settings)
+        if problem is not None:
+            config.issue_config_time_warning(pytest.PytestWarning(problem), stacklevel=2)
         layered_thresholds(settings, golden)
         layered_allowances(settings, golden)
         if settings.update is None:
@@ -200,7 +204,7 @@ def _run(
     printer = _progress_printer(request.config, f"{golden.name} [{chosen_id}]")
     judge = state.judge()
     downstream = _downstream(request, state)
-    corpus = _corpus(request, golden, state) if judge or downstream else None
+    corpus = _corpus(request, golden, state, texts_needed=bool(judge or downstream))
     problem: str | None = None
     try:
         result = evaluate(
@@ -248,16 +252,19 @@ def _downstream(request: pytest.FixtureRequest, state: SessionState) -> Any:
 
 
 def _corpus(
-    request: pytest.FixtureRequest, golden: GoldenSet, state: SessionState
+    request: pytest.FixtureRequest, golden: GoldenSet, state: SessionState, texts_needed: bool
 ) -> Mapping[str, str] | None:
-    """Doc texts for the judge: a ``retrieval_corpus`` fixture, else the golden set's corpus
-    (its ``"corpus"`` path, or ``corpus.jsonl`` in a BEIR folder)."""
+    """Doc texts: a ``retrieval_corpus`` fixture (checked against the golden set whenever it
+    exists), else, when the judge or eRAG needs texts, the golden set's own corpus (its
+    ``"corpus"`` path, or ``corpus.jsonl`` in a BEIR folder)."""
     try:
         corpus: Mapping[str, str] = request.getfixturevalue("retrieval_corpus")
-        return corpus
     except pytest.FixtureLookupError:
         pass
-    if golden.corpus is None:
+    else:
+        _check_fixture_corpus(golden, corpus, state)
+        return corpus
+    if golden.corpus is None or not texts_needed:
         return None
     if golden.corpus not in state.corpora:
         from .golden import GoldenError, load_corpus
@@ -267,6 +274,22 @@ def _corpus(
         except GoldenError as exc:
             pytest.fail(str(exc), pytrace=False)
     return state.corpora[golden.corpus]
+
+
+def _check_fixture_corpus(
+    golden: GoldenSet, corpus: Mapping[str, str], state: SessionState
+) -> None:
+    """Relevant ids the ``retrieval_corpus`` fixture lacks: a warning, or with
+    --retrieval-strict a failure (the fixture exists only at run time)."""
+    import warnings
+
+    from .golden import corpus_problem
+
+    problem = corpus_problem(golden, corpus.keys(), "of the retrieval_corpus fixture")
+    if problem is not None and state.settings.strict:
+        pytest.fail(f"{problem} (--retrieval-strict)", pytrace=False)
+    if problem is not None:
+        warnings.warn(pytest.PytestWarning(str(problem)), stacklevel=1)
 
 
 def _record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> None:

@@ -132,6 +132,22 @@ def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> 
         return judge
 
 
+def corpus_check(golden: GoldenSet, settings: Settings) -> str | None:
+    """Relevant ids missing from the golden set's own corpus (its ``"corpus"`` path or a BEIR
+    folder's corpus.jsonl): a warning to return, or a usage error with --retrieval-strict."""
+    from .golden import GoldenError, corpus_problem, load_corpus_ids
+
+    if golden.corpus is None:
+        return None
+    try:
+        problem = corpus_problem(golden, load_corpus_ids(golden.corpus), golden.corpus)
+    except GoldenError as exc:  # a missing or unreadable corpus: nothing to check against
+        problem = exc
+    if problem is not None and settings.strict:
+        raise pytest.UsageError(f"{problem} (--retrieval-strict)")
+    return None if problem is None else str(problem)
+
+
 def load(path: Path, require_relevant: bool = True) -> GoldenSet:
     from .golden import GoldenError, load_golden
 
@@ -219,7 +235,7 @@ class Reporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.outcome == "rerun" or report.nodeid in self.rerun:
+        if str(report.outcome) == "rerun" or report.nodeid in self.rerun:  # rerunfailures
             self._drop_attempt(report)
             return
         if report.when != "call":
