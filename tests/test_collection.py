@@ -226,7 +226,7 @@ def test_it(retrieval_eval, retriever):
 @pytest.mark.parametrize(
     ("marker", "message"),
     [
-        ("k=10**12", "*k=1000000000000*k must be a whole number from 1 to 100000*"),
+        ("k=10**12", "*k=1000000000000*k must be a whole number from 1 to 10000*"),
         ("metrics=['recall@x']", "*recall@x*"),
         ("thresholds={'recall@3': 'high'}", "*recall@3*"),
         ("colour='red'", "*unknown argument colour*"),

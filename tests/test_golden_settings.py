@@ -88,8 +88,8 @@ BAD_FILES = [
     _case(
         _golden(metrics=["ndcg@1000000000000"]),
         [
-            "/metrics/0: the cutoff 1000000000000 is above the limit of 10000",
-            "fix: use a k of at most 10000",
+            "/metrics/0: the cutoff 1000000000000 is above the limit of 10000 in "
+            "'ndcg@1000000000000': use a k of at most 10000",
         ],
         "metric-k-huge",
     ),

@@ -20,7 +20,6 @@ import numpy as np
 from . import stats
 from .baseline import BaselineEntry
 from .evaluation import EvaluationResult
-from .golden import GoldenSet
 from .metrics import MetricNameError, parse_metric
 
 DEFAULT_MAX_DROP = 0.01
@@ -435,20 +434,3 @@ def ab_groups(
         ]
         groups.append(ABGroup(reference, others))
     return groups
-
-
-def check_golden_gates(golden: GoldenSet) -> None:
-    """The golden file's own thresholds and max_drop, checked as the plugin checks them;
-    raises GoldenError pointing at the key."""
-    from .gate import ThresholdError, from_mapping
-    from .golden import GoldenError
-
-    try:
-        from_mapping(golden.thresholds, f"{golden.source} thresholds")
-    except ThresholdError as exc:
-        raise GoldenError(golden.source, "/thresholds", str(exc)) from None
-    for metric, value in golden.max_drop.items():
-        try:
-            parse_allowance(metric, value, f"{golden.source} max_drop")
-        except AllowanceError as exc:
-            raise GoldenError(golden.source, "/max_drop", str(exc)) from None

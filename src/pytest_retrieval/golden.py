@@ -39,10 +39,10 @@ from pydantic import (
 )
 
 from ._gc import paused_gc
+from .metrics import MAX_K
 
 DEFAULT_K = 10
 #: the largest cutoff a golden file may ask for (k, or the @k of a metric name)
-MAX_K = 10_000
 #: the largest judgment grade (0-3 or 0-4 are usual; 100 allows percentage-like scales)
 MAX_GRADE = 100
 SCHEMA_FILE = "golden.schema.json"
@@ -459,10 +459,9 @@ def _check_gates(source: Path, settings: Mapping[str, Any], queries: Sequence[Go
     for index, name in enumerate(settings.get("metrics", ())):
         where = f"/metrics/{index}"
         try:
-            metric = parse_metric(name)
+            parse_metric(name)  # also refuses a k above MAX_K
         except ValueError as exc:
             raise GoldenError(source, where, str(exc), _FIXES["metrics"]) from None
-        _check_cutoff(source, where, metric.k)
     tags: set[str] | None = None
     for key, value in settings.get("thresholds", {}).items():
         where = "/thresholds/" + _pointer(key)
@@ -470,7 +469,6 @@ def _check_gates(source: Path, settings: Mapping[str, Any], queries: Sequence[Go
             threshold = make_threshold(key, value, f"{source} thresholds")
         except ValueError as exc:
             raise GoldenError(source, where, str(exc), _FIXES["thresholds"]) from None
-        _check_cutoff(source, where, threshold.metric.k)
         if threshold.tag is None:
             continue
         tags = {t for q in queries for t in q.tags} if tags is None else tags
@@ -492,16 +490,6 @@ def _check_gates(source: Path, settings: Mapping[str, Any], queries: Sequence[Go
             except AllowanceError as exc:
                 where = "/max_drop/" + _pointer(metric_name)
                 raise GoldenError(source, where, str(exc), _FIXES["max_drop"]) from None
-
-
-def _check_cutoff(source: Path, where: str, k: int) -> None:
-    if k > MAX_K:
-        raise GoldenError(
-            source,
-            where,
-            f"the cutoff {k} is above the limit of {MAX_K}",
-            f"use a k of at most {MAX_K} (metrics are computed on a queries x k matrix)",
-        )
 
 
 def _pointer(key: str) -> str:

@@ -74,6 +74,10 @@ _KERNEL_OF: dict[str, str] = {
     "erag_ndcg": "ndcg",
 }
 
+#: the largest cutoff k anywhere (golden files, options, markers): a grade matrix holds
+#: queries x k cells, so a k of 10**12 must be an error, not a MemoryError
+MAX_K = 10_000
+
 _NAME = re.compile(r"^(?P<family>[a-z_]+)@(?P<k>[0-9]+)$")
 
 
@@ -118,7 +122,14 @@ def parse_metric(name: str) -> Metric:
             f"{name!r} is not a metric name: write FAMILY@K, e.g. recall@10 "
             f"(families: {', '.join(FAMILIES)})"
         )
-    family, k = match["family"], int(match["k"])
+    family, digits = match["family"], match["k"]
+    if len(digits) > len(str(MAX_K)) or int(digits) > MAX_K:
+        raise MetricNameError(
+            f"the cutoff {digits[:20]}{'...' if len(digits) > 20 else ''} is above the limit "
+            f"of {MAX_K} in {name!r}: use a k of at most {MAX_K} (metrics are computed on a "
+            "queries x k matrix)"
+        )
+    k = int(digits)
     if family not in FAMILIES:
         raise MetricNameError(
             f"unknown metric {family!r} in {name!r}: known families are {', '.join(FAMILIES)}"

@@ -74,6 +74,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _cutoff(text: str) -> int:
+    from .metrics import MAX_K
+
+    value = _positive_int(text)
+    if value > MAX_K:
+        raise argparse.ArgumentTypeError(f"{text!r} is above the largest cutoff k, {MAX_K}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -129,7 +138,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--retrieval-k",
-        type=_positive_int,
+        type=_cutoff,
         metavar="K",
         default=None,
         help="default cutoff k (overrides the golden file's k)",

@@ -437,7 +437,7 @@ def pytest_collection_modifyitems(
 def _check_marker(item: pytest.Item) -> None:
     """``@pytest.mark.retrieval(...)`` settings, checked before anything runs."""
     from .gate import ThresholdError, from_mapping
-    from .metrics import MetricNameError, parse_metric
+    from .metrics import MAX_K, MetricNameError, parse_metric
 
     marker = item.get_closest_marker(MARKER)
     if marker is None:
@@ -452,8 +452,8 @@ def _check_marker(item: pytest.Item) -> None:
         )
     options = marker.kwargs
     k = options.get("k")
-    if k is not None and (type(k) is not int or not 1 <= k <= 100_000):
-        raise pytest.UsageError(f"{where}(k={k!r}): k must be a whole number from 1 to 100000")
+    if k is not None and (type(k) is not int or not 1 <= k <= MAX_K):
+        raise pytest.UsageError(f"{where}(k={k!r}): k must be a whole number from 1 to {MAX_K}")
     try:
         for name in options.get("metrics", ()):
             parse_metric(str(name))

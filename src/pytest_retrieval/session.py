@@ -177,10 +177,7 @@ def layered_allowances(
     def layer(pairs: Iterable[tuple[str, object]], source: str) -> list[Allowance]:
         return [parse_allowance(metric, value, source) for metric, value in pairs]
 
-    try:
-        file_layer = layer(golden.max_drop.items(), f"{golden.source} max_drop")
-    except AllowanceError as exc:
-        raise pytest.UsageError(f"golden set {golden.source}, /max_drop: {exc}") from None
+    file_layer = layer(golden.max_drop.items(), f"{golden.source} max_drop")  # checked on load
     try:
         ini_layer = [parse_assignment(t, "ini retrieval_max_drop") for t in settings.ini_max_drops]
     except AllowanceError as exc:
@@ -196,15 +193,9 @@ def layered_allowances(
 def layered_thresholds(
     settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
 ) -> list[Threshold]:
-    """golden file < ini < marker < command line, key by key."""
-    from .compare import check_golden_gates
+    """golden file (checked when it was loaded) < ini < marker < command line, key by key."""
     from .gate import ThresholdError, from_mapping, merge, parse_assignment
-    from .golden import GoldenError
 
-    try:
-        check_golden_gates(golden)
-    except GoldenError as exc:
-        raise pytest.UsageError(str(exc)) from None
     file_layer = from_mapping(golden.thresholds, f"{golden.source} thresholds")
     try:
         marker_layer = from_mapping(marker or {}, "the retrieval marker")
