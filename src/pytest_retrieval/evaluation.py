@@ -16,7 +16,14 @@ from .adapters import adapt
 from .gate import GateOutcome, Threshold
 from .golden import GoldenQuery, GoldenSet, load_golden
 from .metrics import FloatArray
-from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, QueryRun, Retriever, run_retriever
+from .retrieval import (
+    DEFAULT_CONCURRENCY,
+    ProgressCallback,
+    QueryRun,
+    Retriever,
+    error_key,
+    run_retriever,
+)
 
 if TYPE_CHECKING:
     from .compare import Comparison
@@ -56,6 +63,11 @@ class QueryResult:
         """Relevant id -> 1-based rank, for the relevant ids that came back."""
         return {d: r for r, d in enumerate(self.returned, 1) if self.relevant.get(d, 0) > 0}
 
+    @property
+    def error_key(self) -> str:
+        """Its error's kind (:func:`~pytest_retrieval.retrieval.error_key`); "" without one."""
+        return "" if self.error is None else error_key(self.error)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -70,6 +82,44 @@ class QueryResult:
             "fingerprint": self.fingerprint,
             "judgments": self.judgments,
             "downstream": self.downstream,
+        }
+
+
+@dataclass
+class ErrorGroup:
+    """Failed queries whose errors differ at most in numbers: one bug, reported once."""
+
+    error: str  # the first query's message
+    queries: list[str]  # their ids, in golden order
+    traceback: str | None  # the first traceback the run kept of this kind of error
+    uniform: bool  # every message is the same (not only up to numbers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "error": self.error,
+            "count": len(self.queries),
+            "queries": self.queries,
+            "traceback": self.traceback,
+        }
+
+
+@dataclass
+class ShortResults:
+    """Most queries got fewer hits than the deepest metric's k (a retriever ignoring k?)."""
+
+    metric: str  # the deepest metric (recall's when several share that k)
+    k: int
+    short: int  # answered queries with fewer than k hits
+    answered: int  # queries whose call did not fail
+    median: float  # hits per answered query
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "k": self.k,
+            "queries": self.short,
+            "of": self.answered,
+            "median_hits": self.median,
         }
 
 
@@ -105,6 +155,8 @@ class EvaluationResult:
     #: the downstream (eRAG) labeller's run summary (calls, cache hits, failures); None
     #: without one
     erag: dict[str, Any] | None = None
+    #: error kind (``QueryResult.error_key``) -> the first traceback the run kept of it
+    tracebacks: dict[str, str] = field(default_factory=dict)
 
     @property
     def regressed(self) -> bool:
@@ -121,6 +173,40 @@ class EvaluationResult:
     def errors(self) -> list[QueryResult]:
         """Queries whose retriever call failed (they scored 0)."""
         return [q for q in self.queries if q.error is not None]
+
+    @property
+    def error_groups(self) -> list[ErrorGroup]:
+        """The failed queries grouped by kind of error, the most frequent first."""
+        groups: dict[str, list[QueryResult]] = {}
+        for query in self.errors:
+            groups.setdefault(query.error_key, []).append(query)
+        return [
+            ErrorGroup(
+                error=members[0].error or "",
+                queries=[q.id for q in members],
+                traceback=self.tracebacks.get(key),
+                uniform=all(q.error == members[0].error for q in members),
+            )
+            for key, members in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+        ]
+
+    @property
+    def short_results(self) -> ShortResults | None:
+        """Set when more than half of the answered queries got fewer hits than the deepest
+        metric's k, and some of those missed a relevant document: the missing ranks count as
+        misses, often because the retriever ignores k (or slices to a fixed number)."""
+        depths = {name: kernels.parse_metric(name).k for name in self.metrics}
+        if not depths:
+            return None
+        k = max(depths.values())
+        deepest = [name for name, depth in depths.items() if depth == k]
+        metric = next((name for name in deepest if name.startswith("recall@")), deepest[0])
+        answered = [q for q in self.queries if q.error is None]
+        short = [q for q in answered if len(q.returned) < k]
+        if len(short) * 2 <= len(answered) or not any(q.missed for q in short):
+            return None
+        median = float(np.median([len(q.returned) for q in answered]))
+        return ShortResults(metric, k, len(short), len(answered), median)
 
     @property
     def duplicates(self) -> int:
@@ -191,6 +277,7 @@ class EvaluationResult:
         """A copy with more metrics, from the stored rankings (no retriever calls)."""
         result = self._rescored(names)
         result.sampled_from, result.judge, result.erag = self.sampled_from, self.judge, self.erag
+        result.tracebacks = dict(self.tracebacks)
         return result
 
     def _rescored(self, names: Sequence[str]) -> EvaluationResult:
@@ -222,6 +309,7 @@ class EvaluationResult:
             return self._to_dict()
 
     def _to_dict(self) -> dict[str, Any]:
+        short = self.short_results
         return {
             "golden": {
                 "name": self.golden_name,
@@ -250,6 +338,8 @@ class EvaluationResult:
                 for o in self.gate()
             ],
             "errors": len(self.errors),
+            "error_groups": [group.to_dict() for group in self.error_groups],
+            "short_results": None if short is None else short.to_dict(),
             "duplicates_dropped": self.duplicates,
             "passed": self.passed,
             "baseline": {
@@ -324,6 +414,11 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
         judge=data.get("judge"),
         sampled_from=data.get("sampled_from"),
         erag=data.get("erag"),
+        tracebacks={
+            error_key(group["error"]): group["traceback"]
+            for group in data.get("error_groups") or []
+            if group.get("traceback")
+        },
     )
 
 
@@ -594,6 +689,9 @@ def _score(
         thresholds=chosen,
     )
     result.sampled_from = golden_set.sampled_from
+    for run in runs:
+        if run.error is not None and run.traceback is not None:
+            result.tracebacks.setdefault(error_key(run.error), run.traceback)
     return result
 
 
@@ -671,7 +769,7 @@ def _aggregate(
     )
 
 
-__all__ = ["EvaluationResult", "QueryResult", "QueryRun", "evaluate"]
+__all__ = ["ErrorGroup", "EvaluationResult", "QueryResult", "QueryRun", "ShortResults", "evaluate"]
 
 
 def _mean(values: FloatArray) -> float:

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import __version__
 from .compare import ABGroup, Comparison
-from .evaluation import EvaluationResult, QueryResult
+from .evaluation import ErrorGroup, EvaluationResult, QueryResult
 from .gate import GateOutcome
 from .metrics import parse_metric
 
@@ -73,8 +73,8 @@ def _row(
     return [name, _num(value), _ci(bounds), f">= {outcome.threshold.minimum:g}", status]
 
 
-def summary_lines(result: EvaluationResult) -> list[str]:
-    """The terminal summary section of one evaluation."""
+def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[str]:
+    """The terminal summary section of one evaluation (``verbose``: with tracebacks)."""
     lines = [title(result), *metric_table(result, result.gate())]
     lines.append(
         f"  latency p50 {result.latency_p50_ms:.1f} ms · p95 {result.latency_p95_ms:.1f} ms"
@@ -92,7 +92,11 @@ def summary_lines(result: EvaluationResult) -> list[str]:
             f"  {result.duplicates} repeated doc ids dropped (each id counts at its first rank)"
         )
     if result.errors:
-        lines.append(f"  {len(result.errors)} retriever calls failed (scored 0)")
+        lines.append(
+            f"  {len(result.errors)} of {len(result.queries)} retriever calls failed (scored 0):"
+        )
+        lines.extend(error_lines(result, verbose, limit=3))
+    lines.extend(short_results_lines(result))
     if result.open_queries:
         labelled = len(result.queries) - result.open_queries
         lines.append(
@@ -336,8 +340,49 @@ def judge_lines(result: EvaluationResult) -> list[str]:
     return lines
 
 
-def failure_text(result: EvaluationResult, outcomes: Sequence[GateOutcome]) -> str:
-    """Why an evaluation failed: the gate table, failed calls, and the worst queries."""
+def error_lines(result: EvaluationResult, verbose: bool, limit: int) -> list[str]:
+    """One line per kind of error (``verbose``: each with the first traceback kept of it)."""
+    groups = result.error_groups
+    lines: list[str] = []
+    for group in groups[:limit]:
+        lines.append(f"    {group_line(group)}")
+        if verbose and group.traceback:
+            lines.extend(f"      {line}" for line in group.traceback.rstrip().splitlines())
+    if len(groups) > limit:
+        lines.append(
+            f"    ... and {len(groups) - limit} more kinds of error (see --retrieval-report)"
+        )
+    if not verbose and any(group.traceback for group in groups[:limit]):
+        lines.append("    (-v shows the first traceback of each; --retrieval-report keeps them)")
+    return lines
+
+
+def group_line(group: ErrorGroup, shown: int = 3) -> str:
+    """``37 queries: <error> (first: q12, q15, q40, ...)``, or ``q12: <error>`` for one."""
+    if len(group.queries) == 1:
+        return f"{group.queries[0]}: {group.error}"
+    first = ", ".join(group.queries[:shown]) + (", ..." if len(group.queries) > shown else "")
+    differ = "" if group.uniform else "; the messages differ only in numbers"
+    return f"{len(group.queries)} queries: {group.error} (first: {first}{differ})"
+
+
+def short_results_lines(result: EvaluationResult) -> list[str]:
+    """The note for a retriever that returns fewer hits than asked (ignoring k?)."""
+    short = result.short_results
+    if short is None:
+        return []
+    return [
+        f"  note: {short.short} of {short.answered} queries returned fewer than {short.k} hits "
+        f"(median {short.median:g}): {short.metric} counts the missing ranks as misses; does "
+        "the retriever honour k?"
+    ]
+
+
+def failure_text(
+    result: EvaluationResult, outcomes: Sequence[GateOutcome], *, verbose: bool = False
+) -> str:
+    """Why an evaluation failed: the gate table, failed calls (``verbose``: with their
+    tracebacks), and the worst queries."""
     failed = [o for o in outcomes if not o.passed]
     lines = [f"retrieval gate failed: {title(result)}", *metric_table(result, outcomes)]
     if result.regressed and not failed and not result.errors:
@@ -353,10 +398,8 @@ def failure_text(result: EvaluationResult, outcomes: Sequence[GateOutcome]) -> s
         lines.append(
             f"  {len(result.errors)} of {len(result.queries)} retriever calls failed; they score 0:"
         )
-        for query in result.errors[:10]:
-            lines.append(f"    {query.id}: {query.error}")
-        if len(result.errors) > 10:
-            lines.append(f"    ... and {len(result.errors) - 10} more (see --retrieval-report)")
+        lines.extend(error_lines(result, verbose, limit=10))
+    lines.extend(short_results_lines(result))
     if result.judge_problem:
         lines.append(f"  {result.judge_problem}")
         lines.extend(judge_lines(result))

@@ -1,0 +1,683 @@
+"""Retrievers that misbehave never hang the run, and are reported truthfully.
+
+Every test here guards itself with a hard time limit (pytest-timeout, or the subprocess
+timeout of ``runpytest_subprocess``): a regression must fail, not hang the suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from helpers import GOLDEN, write_golden
+
+from pytest_retrieval import evaluate, load_golden
+from pytest_retrieval.golden import GoldenQuery, GoldenSet
+from pytest_retrieval.report import failure_text, summary_lines
+from pytest_retrieval.retrieval import BlockingRetrieverWarning, QueryRun, run_retriever
+
+TIMEOUT = 0.3
+#: a call that overran TIMEOUT must be reported within this many seconds of the start
+PROMPT = TIMEOUT + 2.5
+
+
+def _queries(n: int) -> list[GoldenQuery]:
+    return [GoldenQuery(id=f"q{i}", query=f"q{i}", relevant={"d1": 1}) for i in range(n)]
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    """Set at teardown: lets the calls a test abandoned finish, so no thread lingers."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def _timed(retriever: Any, n: int = 4, **options: Any) -> tuple[list[QueryRun], float]:
+    started = time.perf_counter()
+    runs = run_retriever(retriever, _queries(n), 5, **options)
+    return runs, time.perf_counter() - started
+
+
+# ---------------------------------------------------------------- raising while read
+
+
+def _failing_generator(query: str, k: int) -> Iterator[str]:
+    yield "d1"
+    raise RuntimeError("index shard gone")
+
+
+class _Hit:
+    @property
+    def id(self) -> str:
+        raise LookupError("no id on this hit")
+
+
+def _bad_id(query: str, k: int) -> list[Any]:
+    return [_Hit()]
+
+
+async def _async_failing_generator(query: str, k: int) -> Iterator[str]:
+    return _failing_generator(query, k)
+
+
+async def _async_bad_id(query: str, k: int) -> list[Any]:
+    return [_Hit()]
+
+
+READ_ERRORS = [
+    (_failing_generator, "RuntimeError: index shard gone", "raise RuntimeError"),
+    (_bad_id, "LookupError: no id on this hit", "raise LookupError"),
+    (_async_failing_generator, "RuntimeError: index shard gone", "raise RuntimeError"),
+    (_async_bad_id, "LookupError: no id on this hit", "raise LookupError"),
+]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("timeout", [None, 5.0])
+@pytest.mark.parametrize(
+    ("retriever", "error", "line"), READ_ERRORS, ids=[case[0].__name__ for case in READ_ERRORS]
+)
+def test_a_result_that_raises_while_read_is_an_error_not_a_hang_nor_a_timeout(
+    retriever: Any, error: str, line: str, timeout: float | None
+) -> None:
+    runs, seconds = _timed(retriever, n=6, concurrency=3, timeout=timeout)
+    assert seconds < 3
+    assert {run.error for run in runs} == {
+        f"reading the hits the retriever returned raised {error}"
+    }
+    traced = [run.traceback for run in runs if run.traceback]
+    assert len(traced) == 1  # the first of each kind of error only
+    assert line in traced[0] and "test_misbehaving.py" in traced[0]
+
+
+# ---------------------------------------------------------------- BaseException
+
+
+class _Custom(BaseException):
+    pass
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("exc", "error"),
+    [
+        (SystemExit(3), "SystemExit: 3"),
+        (GeneratorExit(), "GeneratorExit"),
+        (_Custom("odd"), "_Custom: odd"),
+        (asyncio.CancelledError(), "CancelledError"),
+    ],
+    ids=["SystemExit", "GeneratorExit", "custom", "CancelledError"],
+)
+def test_any_base_exception_is_an_error_on_its_query(
+    exc: BaseException, error: str, use_async: bool
+) -> None:
+    def search(query: str, k: int) -> list[str]:
+        if query == "q1":
+            raise exc
+        return ["d1"]
+
+    async def asearch(query: str, k: int) -> list[str]:
+        return search(query, k)
+
+    runs, _ = _timed(asearch if use_async else search, concurrency=2, timeout=5)
+    assert [run.error for run in runs] == [None, f"the retriever raised {error}", None, None]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("mode", ["threads", "inline", "async"])
+def test_keyboard_interrupt_from_the_retriever_stops_the_run(mode: str) -> None:
+    calls: list[str] = []
+
+    def search(query: str, k: int) -> list[str]:
+        calls.append(query)
+        if query == "q1":
+            raise KeyboardInterrupt
+        return ["d1"]
+
+    async def asearch(query: str, k: int) -> list[str]:
+        return search(query, k)
+
+    options = {"concurrency": 1} if mode != "threads" else {"concurrency": 2, "timeout": 5.0}
+    with pytest.raises(KeyboardInterrupt):
+        _timed(asearch if mode == "async" else search, n=50, **options)
+    assert len(calls) < 50  # it stopped taking queries
+
+
+# ---------------------------------------------------------------- deadlines
+
+
+@pytest.mark.timeout(30)
+def test_a_sync_call_that_never_returns_is_abandoned(release: threading.Event) -> None:
+    def search(query: str, k: int) -> list[str]:
+        if query == "q1":
+            release.wait()
+        return ["d1"]
+
+    runs, seconds = _timed(search, concurrency=2, timeout=TIMEOUT)
+    assert seconds < PROMPT
+    assert runs[1].error is not None
+    assert runs[1].error.startswith("the retriever did not answer within 0.3 s")
+    assert "test_misbehaving.py" in runs[1].error and "in search" in runs[1].error  # where
+    assert [runs[i].error for i in (0, 2, 3)] == [None] * 3
+
+
+@pytest.mark.timeout(30)
+def test_a_coroutine_blocking_the_event_loop_is_abandoned_and_named(
+    release: threading.Event,
+) -> None:
+    async def search(query: str, k: int) -> list[str]:
+        if query == "q1":
+            release.wait()  # a blocking call inside async def
+        await asyncio.sleep(0.01)
+        return ["d1"]
+
+    with pytest.warns(BlockingRetrieverWarning, match=r"on query 'q1' at .*in search"):
+        runs, seconds = _timed(search, n=8, concurrency=4, timeout=TIMEOUT)
+    assert seconds < PROMPT
+    assert runs[1].error is not None
+    assert runs[1].error.startswith(
+        "the retriever blocked the event loop for more than 0.3 s (--retrieval-timeout) at "
+    )
+    assert "asyncio.to_thread" in runs[1].error
+    # the queries stalled behind it (and the rest) ran on a fresh loop
+    assert [run.error for i, run in enumerate(runs) if i != 1] == [None] * 7
+
+
+@pytest.mark.timeout(30)
+def test_a_coroutine_that_swallows_cancellation_is_abandoned() -> None:
+    async def search(query: str, k: int) -> list[str]:
+        while query == "q1":
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(10)
+        return ["d1"]
+
+    runs, seconds = _timed(search, concurrency=2, timeout=TIMEOUT)
+    assert seconds < PROMPT
+    assert runs[1].error is not None
+    assert runs[1].error.startswith("the retriever did not answer within 0.3 s")
+    assert "in search" in runs[1].error
+    assert [runs[i].error for i in (0, 2, 3)] == [None] * 3
+
+
+@pytest.mark.timeout(30)
+def test_a_stuck_to_thread_call_is_abandoned(release: threading.Event) -> None:
+    async def search(query: str, k: int) -> list[str]:
+        if query == "q1":
+            await asyncio.to_thread(release.wait)
+        return ["d1"]
+
+    runs, seconds = _timed(search, concurrency=2, timeout=TIMEOUT)
+    assert seconds < PROMPT
+    assert runs[1].error is not None and "did not answer within 0.3 s" in runs[1].error
+    assert [runs[i].error for i in (0, 2, 3)] == [None] * 3
+
+
+@pytest.mark.timeout(30)
+def test_a_blocked_loop_is_named_even_without_a_timeout() -> None:
+    async def search(query: str, k: int) -> list[str]:
+        if query == "q2":
+            time.sleep(1.4)
+        return ["d1"]
+
+    with pytest.warns(BlockingRetrieverWarning, match=r"search blocked the event loop for 1\.\d s"):
+        runs, _ = _timed(search)
+    assert [run.error for run in runs] == [None] * 4  # slow, not wrong
+
+
+def test_a_well_behaved_async_retriever_gives_no_warning() -> None:
+    async def search(query: str, k: int) -> list[str]:
+        await asyncio.sleep(0.001)
+        return ["d1"]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        runs, _ = _timed(search, n=200)
+    assert all(run.ids == ["d1"] for run in runs)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("stuck", ["sync", "to_thread", "blocking", "swallowing"])
+def test_the_process_exits_after_abandoning_a_stuck_call(tmp_path: Path, stuck: str) -> None:
+    """Nothing joins or awaits an abandoned call at shutdown or at interpreter exit."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import asyncio, threading, time\n"
+        "from pytest_retrieval.golden import GoldenQuery\n"
+        "from pytest_retrieval.retrieval import run_retriever\n"
+        "never = threading.Event()\n"
+        "def sync(q, k):\n"
+        "    never.wait()\n"
+        "async def to_thread(q, k):\n"
+        "    await asyncio.to_thread(never.wait)\n"
+        "async def blocking(q, k):\n"
+        "    time.sleep(3600)\n"
+        "async def swallowing(q, k):\n"
+        "    while True:\n"
+        "        try:\n"
+        "            await asyncio.sleep(3600)\n"
+        "        except asyncio.CancelledError:\n"
+        "            pass\n"
+        "queries = [GoldenQuery(id='q', query='q', relevant={'d': 1})]\n"
+        f"(run,) = run_retriever({stuck}, queries, 5, timeout=0.2)\n"
+        "print(run.error)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert "0.2 s (--retrieval-timeout)" in out.stdout
+
+
+# ---------------------------------------------------------------- thread and loop bound clients
+
+
+@pytest.mark.timeout(30)
+def test_a_sqlite_connection_from_the_fixture_thread_gets_a_fix(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "docs.db")  # made here, as a fixture would
+    db.execute("create table docs (id text)")
+    db.execute("insert into docs values ('d1')")
+
+    def search(query: str, k: int) -> list[str]:
+        return [row[0] for row in db.execute("select id from docs limit ?", (k,))]
+
+    runs, _ = _timed(search, concurrency=2)
+    error = runs[0].error or ""
+    assert "SQLite objects created in a thread can only be used in that same thread" in error
+    assert "threading.local()" in error and "check_same_thread=False" in error
+    assert "--retrieval-concurrency 1" in error
+    # ... and the advertised fix works: concurrency 1 without a timeout stays in this thread
+    runs, _ = _timed(search, concurrency=1)
+    assert [run.ids for run in runs] == [["d1"]] * 4
+    db.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_client_bound_to_another_event_loop_gets_a_fix() -> None:
+    other = asyncio.new_event_loop()  # e.g. a pytest-asyncio fixture's loop
+    made_there = other.create_future()
+
+    async def search(query: str, k: int) -> list[str]:
+        await made_there  # what aiohttp/asyncpg do with a session made on another loop
+        return ["d1"]
+
+    runs, _ = _timed(search, timeout=5)
+    other.close()
+    error = runs[0].error or ""
+    assert "attached to a different loop" in error
+    assert "create the client inside the retriever, lazily on its first call" in error
+
+
+def test_a_client_created_lazily_keeps_working_in_the_next_evaluation() -> None:
+    """The private loop outlives one evaluation: a lazily made client stays usable."""
+    made: list[asyncio.Lock] = []
+
+    async def search(query: str, k: int) -> list[str]:
+        if not made:
+            made.append(asyncio.Lock())  # bound to the running loop on first use
+        async with made[0]:
+            await asyncio.sleep(0)
+        return ["d1"]
+
+    for _ in range(2):  # two evaluations: a parametrized fixture, or two golden sets
+        runs, _ = _timed(search, timeout=5)
+        assert [run.error for run in runs] == [None] * 4
+
+
+def test_progress_of_async_retrievers_is_reported() -> None:
+    seen: list[tuple[int, int]] = []
+
+    async def search(query: str, k: int) -> list[str]:
+        await asyncio.sleep(0.001)
+        return ["d1"]
+
+    run_retriever(search, _queries(20), 5, progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (20, 20)
+
+
+# ---------------------------------------------------------------- reports
+
+
+def _golden(folder: Path, n: int) -> GoldenSet:
+    data = [{"id": f"q{i}", "query": f"query {i}", "relevant": ["d1", "d7"]} for i in range(n)]
+    path = folder / "g.json"
+    path.write_text(json.dumps({"name": "g", "k": 10, "queries": data}), encoding="utf-8")
+    return load_golden(path)
+
+
+def _refused(query: str, k: int) -> list[str]:
+    number = int(query.split()[1])
+    if number % 3 == 0:
+        raise ConnectionError("refused")
+    if number == 4:
+        return [1]  # type: ignore[list-item]
+    return ["d1", "d2", "d3", "d4", "d5"][:5]
+
+
+def test_errors_are_grouped_with_the_first_traceback_of_each(tmp_path: Path) -> None:
+    result = evaluate(_refused, _golden(tmp_path, 40), concurrency=4)
+    groups = result.error_groups
+    assert [(g.error, len(g.queries)) for g in groups] == [
+        ("the retriever raised ConnectionError: refused", 14),
+        (
+            "hit at rank 1 has no usable id (got int 1): doc ids must be non-empty strings, never "
+            "coerced (convert them with str() in the retriever); return a ranked list of hits: "
+            "doc-id strings, or dicts/objects with an 'id' (and optional 'text' and 'score')",
+            1,
+        ),
+    ]
+    assert groups[0].queries[:3] == ["q0", "q3", "q6"]
+    assert groups[0].traceback is not None
+    assert 'raise ConnectionError("refused")' in groups[0].traceback
+    assert groups[1].traceback is None  # a contract message, not an exception
+
+    text = failure_text(result, result.gate())
+    assert (
+        "    14 queries: the retriever raised ConnectionError: refused (first: q0, q3, q6, ...)"
+    ) in text.splitlines()
+    assert "    q4: hit at rank 1 has no usable id (got int 1)" in text
+    assert "raise ConnectionError" not in text
+    assert "(-v shows the first traceback of each; --retrieval-report keeps them)" in text
+    verbose = failure_text(result, result.gate(), verbose=True)
+    assert "      Traceback (most recent call last):" in verbose.splitlines()
+    assert 'raise ConnectionError("refused")' in verbose
+    assert "  15 of 40 retriever calls failed (scored 0):" in summary_lines(result)
+
+    entry = result.to_dict()
+    assert entry["error_groups"][0]["count"] == 14
+    assert 'raise ConnectionError("refused")' in entry["error_groups"][0]["traceback"]
+    again = type(result).from_dict(json.loads(json.dumps(entry)))
+    assert again.error_groups == groups  # the JSON report (and xdist payloads) keep them
+
+
+def test_errors_differing_only_in_numbers_are_one_group(tmp_path: Path) -> None:
+    def search(query: str, k: int) -> list[int]:
+        return [int(query.split()[1]) + 100]
+
+    result = evaluate(search, _golden(tmp_path, 12))
+    (group,) = result.error_groups
+    assert len(group.queries) == 12 and not group.uniform
+    assert failure_text(result, result.gate()).count("has no usable id") == 1
+    assert "; the messages differ only in numbers)" in failure_text(result, result.gate())
+
+
+def test_most_queries_short_of_k_get_a_note(tmp_path: Path) -> None:
+    result = evaluate(_refused, _golden(tmp_path, 40), metrics=["recall@10", "recall@5"])
+    short = result.short_results
+    assert short is not None
+    assert (short.metric, short.k, short.short, short.answered, short.median) == (
+        "recall@10",
+        10,
+        25,
+        25,
+        5.0,
+    )
+    note = (
+        "  note: 25 of 25 queries returned fewer than 10 hits (median 5): recall@10 counts "
+        "the missing ranks as misses; does the retriever honour k?"
+    )
+    assert note in summary_lines(result)
+    assert result.to_dict()["short_results"] == {
+        "metric": "recall@10",
+        "k": 10,
+        "queries": 25,
+        "of": 25,
+        "median_hits": 5.0,
+    }
+    full = evaluate(lambda q, k: [f"d{i}" for i in range(k)], _golden(tmp_path, 10))
+    assert full.short_results is None and full.to_dict()["short_results"] is None
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def _golden_file(pytester: pytest.Pytester, n: int) -> str:
+    queries = [{"id": f"q{i}", "query": f"query {i}", "relevant": ["d1"]} for i in range(n)]
+    return write_golden(pytester, {"name": "big", "k": 3, "queries": queries})
+
+
+RAISING_GENERATOR = """
+import pytest
+
+def search(query, k):
+    yield "d1"
+    raise ConnectionError("refused")  # half-way through reading the hits
+
+@pytest.fixture
+def retriever():
+    return search
+"""
+
+
+def test_e2e_raising_generator_finishes_grouped_and_traced(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(RAISING_GENERATOR)
+    golden = _golden_file(pytester, 30)
+    result = pytester.runpytest_subprocess(
+        "--retrieval-golden",
+        golden,
+        "--retrieval-timeout",
+        "5",
+        "--retrieval-report",
+        "report.json",
+        "-p",
+        "no:cacheprovider",
+        timeout=60,
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*30 of 30 retriever calls failed; they score 0:",
+            "*30 queries: reading the hits the retriever returned raised ConnectionError: "
+            "refused (first: q0, q1, q2, ...)",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*did not answer within*")
+    report = json.loads((pytester.path / "report.json").read_text())
+    (group,) = report["evaluations"][0]["error_groups"]
+    assert group["count"] == 30 and group["queries"][:2] == ["q0", "q1"]
+    assert 'raise ConnectionError("refused")' in group["traceback"]
+    assert "conftest.py" in group["traceback"]
+    schema = resources.files("pytest_retrieval").joinpath("schema/report.schema.json")
+    jsonschema.validate(report, json.loads(schema.read_text()))
+
+
+BLOCKING_ASYNC = """
+import time
+import pytest
+
+async def search(query, k):
+    if query == "query 1":
+        time.sleep(3600)  # blocks the event loop
+    return ["d1"]
+
+@pytest.fixture
+def retriever():
+    return search
+"""
+
+STUCK_TO_THREAD = """
+import asyncio, threading
+import pytest
+
+never = threading.Event()
+
+async def search(query, k):
+    if query == "query 1":
+        await asyncio.to_thread(never.wait)
+    return ["d1"]
+
+@pytest.fixture
+def retriever():
+    return search
+"""
+
+
+@pytest.mark.parametrize(
+    ("conftest", "message"),
+    [
+        (BLOCKING_ASYNC, "*q1: the retriever blocked the event loop for more than 0.5 s*"),
+        (STUCK_TO_THREAD, "*q1: the retriever did not answer within 0.5 s*"),
+    ],
+    ids=["blocking", "to_thread"],
+)
+def test_e2e_stuck_async_calls_end_the_run_and_the_process(
+    pytester: pytest.Pytester, conftest: str, message: str
+) -> None:
+    pytester.makeconftest(conftest)
+    golden = _golden_file(pytester, 6)
+    started = time.perf_counter()
+    result = pytester.runpytest_subprocess(
+        "--retrieval-golden",
+        golden,
+        "--retrieval-timeout",
+        "0.5",
+        "-p",
+        "no:cacheprovider",
+        timeout=60,
+    )
+    assert time.perf_counter() - started < 30
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*1 of 6 retriever calls failed; they score 0:", message])
+
+
+def test_e2e_blocking_is_named_in_the_warnings_summary(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(BLOCKING_ASYNC.replace("3600", "1.5"))
+    golden = _golden_file(pytester, 3)
+    result = pytester.runpytest_subprocess(
+        "--retrieval-golden", golden, "-p", "no:cacheprovider", timeout=60
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*BlockingRetrieverWarning: the async retriever search blocked the event loop for "
+            "1.* s on query 'q1' at conftest.py:* in search*"
+        ]
+    )
+
+
+SQLITE_FIXTURE = """
+import sqlite3
+import pytest
+
+@pytest.fixture
+def retriever(tmp_path):
+    db = sqlite3.connect(tmp_path / "docs.db")  # made in the fixture's thread
+    db.execute("create table docs (id text)")
+    db.execute("insert into docs values ('d1')")
+
+    def search(query, k):
+        return [row[0] for row in db.execute("select id from docs limit ?", (k,))]
+
+    yield search
+    db.close()
+"""
+
+
+def test_e2e_thread_bound_client_message_and_fix(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(SQLITE_FIXTURE)
+    golden = _golden_file(pytester, 4)
+    result = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=60)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*4 queries: the retriever raised ProgrammingError: SQLite objects created in a thread*"
+            "check_same_thread=False*--retrieval-concurrency 1*"
+        ]
+    )
+    fixed = pytester.runpytest_subprocess(
+        "--retrieval-golden", golden, "--retrieval-concurrency", "1", timeout=60
+    )
+    fixed.assert_outcomes(passed=1)
+
+
+LOOP_BOUND_FIXTURE = """
+import asyncio
+import pytest_asyncio
+
+@pytest_asyncio.fixture
+async def retriever():
+    ready = asyncio.Event()
+    waiting = asyncio.ensure_future(ready.wait())  # binds the event to pytest-asyncio's loop
+    await asyncio.sleep(0)
+
+    async def search(query, k):
+        await ready.wait()  # a client made in the fixture, used on the plugin's loop
+        return ["d1"]
+
+    yield search
+    waiting.cancel()
+"""
+
+
+def test_e2e_client_bound_to_the_fixture_loop_gets_a_fix(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_asyncio")
+    pytester.makeconftest(LOOP_BOUND_FIXTURE)
+    golden = _golden_file(pytester, 4)
+    result = pytester.runpytest_subprocess(
+        "--retrieval-golden", golden, "-p", "asyncio", "--asyncio-mode", "strict", timeout=60
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*4 queries: the retriever raised RuntimeError: * is bound to a different event "
+            "loop -- the client belongs to another event loop*create the client inside the "
+            "retriever, lazily on its first call*"
+        ]
+    )
+
+
+KEYBOARD_INTERRUPT = """
+import pytest
+
+def search(query, k):
+    raise KeyboardInterrupt
+
+@pytest.fixture
+def retriever():
+    return search
+"""
+
+
+def test_e2e_keyboard_interrupt_stops_the_session(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(KEYBOARD_INTERRUPT)
+    golden = _golden_file(pytester, 50)
+    result = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=60)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+
+
+SLICED = """
+import pytest
+
+@pytest.fixture
+def retriever():
+    return lambda query, k: ["d1", "d2", "d3", "d4", "d5", "d6", "d7"][:2]  # ignores k
+"""
+
+
+def test_e2e_short_results_note(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(SLICED)
+    golden = write_golden(pytester, GOLDEN)
+    result = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=60)
+    result.stdout.fnmatch_lines(
+        [
+            "*note: 4 of 4 queries returned fewer than 3 hits (median 2): recall@3 counts the "
+            "missing ranks as misses; does the retriever honour k?"
+        ]
+    )
