@@ -218,8 +218,8 @@ return search
     result.stdout.fnmatch_lines(
         [
             "*2 of 4 retriever calls failed; they score 0:*",
-            "*apple: the retriever raised ConnectionError: index offline*",
-            "*juice: the retriever raised ConnectionError: index offline*",
+            "*2 queries: the retriever raised ConnectionError: index offline (first: apple, "
+            "juice)*",
         ]
     )
 

@@ -498,6 +498,23 @@ def test_e2e_raising_generator_finishes_grouped_and_traced(pytester: pytest.Pyte
     jsonschema.validate(report, json.loads(schema.read_text()))
 
 
+def test_e2e_verbose_shows_the_first_traceback_of_each_error(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(RAISING_GENERATOR)
+    golden = _golden_file(pytester, 5)
+    quiet = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=60)
+    quiet.stdout.fnmatch_lines(["*(-v shows the first traceback of each*"])
+    assert "Traceback (most recent call last):" not in quiet.stdout.str()
+    verbose = pytester.runpytest_subprocess("--retrieval-golden", golden, "-v", timeout=60)
+    verbose.assert_outcomes(failed=1)
+    verbose.stdout.fnmatch_lines(
+        [
+            "*5 queries: reading the hits*",
+            "*Traceback (most recent call last):*",
+            '*raise ConnectionError("refused")*',
+        ]
+    )
+
+
 BLOCKING_ASYNC = """
 import time
 import pytest

@@ -168,7 +168,8 @@ def _evaluation_function(fixture: str, golden_path: Path) -> Callable[..., None]
         if not result.passed or result.regressed:
             from .report import failure_text
 
-            pytest.fail(failure_text(result, result.gate()), pytrace=False)
+            verbose = request.config.getoption("verbose") > 0
+            pytest.fail(failure_text(result, result.gate(), verbose=verbose), pytrace=False)
 
     retrieval.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [

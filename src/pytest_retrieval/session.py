@@ -280,8 +280,9 @@ class Reporter:
 
         results = self.results()
         terminalreporter.section("retrieval")
+        verbose = self.config.getoption("verbose") > 0
         for result in results:
-            for line in summary_lines(result):
+            for line in summary_lines(result, verbose=verbose):
                 terminalreporter.write_line(line)
             terminalreporter.write_line("")
         for line in ab_lines(self._groups(results)):
