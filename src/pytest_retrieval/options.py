@@ -258,8 +258,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--retrieval-doc-id-key",
         metavar="KEY",
         default=None,
-        help="metadata key holding the doc id of LangChain Documents / LlamaIndex nodes "
-        "(default: the object's own id, then metadata 'id', 'doc_id'). ini: retrieval_doc_id_key",
+        help="metadata key holding the doc id of LangChain / Haystack Documents and LlamaIndex "
+        "nodes (default: the object's own id, then metadata 'id', 'doc_id'). "
+        "ini: retrieval_doc_id_key",
     )
     _add_judge_options(group)
     parser.addini(

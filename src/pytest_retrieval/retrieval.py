@@ -159,7 +159,8 @@ def run_retriever(
     if not callable(retriever):
         raise TypeError(
             f"the retriever fixture returned a {type(retriever).__name__}, not a callable; "
-            "return a function search(query: str, k: int) -> list of hits"
+            "return a function search(query: str, k: int) -> list of hits, or a LangChain, "
+            "LlamaIndex or Haystack retriever object"
         )
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
