@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -32,6 +33,8 @@ from pytest_retrieval.retrieval import BlockingRetrieverWarning, QueryRun, run_r
 TIMEOUT = 0.3
 #: a call that overran TIMEOUT must be reported within this many seconds of the start
 PROMPT = TIMEOUT + 2.5
+#: seconds a pytest subprocess may take beyond its own work (start-up on a loaded 2-core box)
+STARTUP = 10
 
 
 def _queries(n: int) -> list[GoldenQuery]:
@@ -237,6 +240,28 @@ def test_a_blocked_loop_is_named_even_without_a_timeout() -> None:
     with pytest.warns(BlockingRetrieverWarning, match=r"search blocked the event loop for 1\.\d s"):
         runs, _ = _timed(search)
     assert [run.error for run in runs] == [None] * 4  # slow, not wrong
+
+
+@pytest.mark.timeout(30)
+def test_short_blocks_back_to_back_are_not_added_up_on_one_query() -> None:
+    """Each call blocks the loop 1.3 s, under the 2 s deadline: no query fails, and the
+    warning gives a call's own blocking time, not the whole stall since the last heartbeat."""
+
+    async def search(query: str, k: int) -> list[str]:
+        time.sleep(1.3)
+        return ["d1"]
+
+    with pytest.warns(BlockingRetrieverWarning) as caught:
+        runs, seconds = _timed(search, n=3, timeout=2.0)
+    assert [run.error for run in runs] == [None] * 3
+    assert all(run.ids == ["d1"] for run in runs)
+    (warning,) = caught
+    assert re.search(
+        r"blocked the event loop for 1\.[234] s on query 'q\d' at .*in search "
+        r"\(and 2 more queries\)",
+        str(warning.message),
+    ), warning.message
+    assert 3.5 < seconds < 3 * 1.3 + 2
 
 
 def test_a_well_behaved_async_retriever_gives_no_warning() -> None:
@@ -584,6 +609,45 @@ def test_e2e_blocking_is_named_in_the_warnings_summary(pytester: pytest.Pytester
         [
             "*BlockingRetrieverWarning: the async retriever search blocked the event loop for "
             "1.* s on query 'q1' at conftest.py:* in search*"
+        ]
+    )
+
+
+SHORT_BLOCKS = """
+import time
+import pytest
+
+async def search(query, k):
+    time.sleep(1.3)  # blocks the loop, but each call for less than the timeout
+    return ["d1"]
+
+@pytest.fixture
+def retriever():
+    return search
+"""
+
+
+def test_e2e_short_blocks_back_to_back_fail_no_query(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(SHORT_BLOCKS)
+    golden = _golden_file(pytester, 3)
+    started = time.perf_counter()
+    result = pytester.runpytest_subprocess(
+        "--retrieval-golden",
+        golden,
+        "--retrieval-timeout",
+        "2",
+        "-p",
+        "no:cacheprovider",
+        timeout=60,
+    )
+    assert time.perf_counter() - started < 3 * 1.3 + STARTUP
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*blocked the event loop for more than*")
+    result.stdout.fnmatch_lines(
+        [
+            "*BlockingRetrieverWarning: the async retriever search blocked the event loop for "
+            "1.[234] s on query 'q?' at conftest.py:* in search (and 2 more queries)*",
+            "*recall@3*1.0000*",
         ]
     )
 
