@@ -432,6 +432,15 @@ def test_errors_are_grouped_with_the_first_traceback_of_each(tmp_path: Path) -> 
     assert again.error_groups == groups  # the JSON report (and xdist payloads) keep them
 
 
+def test_latency_is_na_when_no_call_answered(tmp_path: Path) -> None:
+    def search(query: str, k: int) -> list[str]:
+        raise ConnectionError("refused")
+
+    lines = summary_lines(evaluate(search, _golden(tmp_path, 3)))
+    assert "  latency n/a (no call answered)" in lines
+    assert not any("nan" in line for line in lines)
+
+
 def test_errors_differing_only_in_numbers_are_one_group(tmp_path: Path) -> None:
     def search(query: str, k: int) -> list[int]:
         return [int(query.split()[1]) + 100]
@@ -514,6 +523,7 @@ def test_e2e_raising_generator_finishes_grouped_and_traced(pytester: pytest.Pyte
         ]
     )
     result.stdout.no_fnmatch_line("*did not answer within*")
+    result.stdout.fnmatch_lines(["  latency n/a (no call answered)"])  # not "p50 nan ms"
     report = json.loads((pytester.path / "report.json").read_text())
     (group,) = report["evaluations"][0]["error_groups"]
     assert group["count"] == 30 and group["queries"][:2] == ["q0", "q1"]

@@ -76,8 +76,13 @@ def _row(
 def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[str]:
     """The terminal summary section of one evaluation (``verbose``: with tracebacks)."""
     lines = [title(result), *metric_table(result, result.gate())]
+    latency = (
+        "latency n/a (no call answered)"  # the percentiles of no latencies are NaN
+        if math.isnan(result.latency_p50_ms)
+        else f"latency p50 {result.latency_p50_ms:.1f} ms · p95 {result.latency_p95_ms:.1f} ms"
+    )
     lines.append(
-        f"  latency p50 {result.latency_p50_ms:.1f} ms · p95 {result.latency_p95_ms:.1f} ms"
+        f"  {latency}"
         + (f" · CI by {result.ci_method} approximation" if result.ci_method != "bootstrap" else "")
     )
     if result.per_tag:
