@@ -230,11 +230,17 @@ def test_it(retrieval_eval, retriever):
         ("metrics=['recall@x']", "*recall@x*"),
         ("thresholds={'recall@3': 'high'}", "*recall@3*"),
         ("colour='red'", "*unknown argument colour*"),
+        ("thresholds=['recall@3']", "*thresholds must be a dict, e.g. thresholds=*"),
+        ("max_drop='2%'", "*max_drop must be a dict*"),
+        ("max_drop={'recall@3': 'abc'}", "*max drop*recall@3*"),
+        ("metrics='recall@3'", "*metrics must be a list of names*"),
+        ("thresholds={'recall@3[nope]': 0.5}", "*no query of golden.json has the tag 'nope'*"),
     ],
 )
 def test_marker_setting_errors_name_the_test_and_the_fix(
     pytester: pytest.Pytester, marker: str, message: str
 ) -> None:
+    _golden(pytester.path / "golden.json")
     pytester.makepyfile(
         test_marked=f"""
 import pytest
@@ -244,6 +250,56 @@ def test_it():
     pass
 """
     )
-    result = pytester.runpytest()
+    result = pytester.runpytest("--retrieval-golden", "golden.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+@pytest.mark.parametrize("where", ["cli", "ini"])
+def test_threshold_on_an_unknown_tag_is_a_usage_error(
+    pytester: pytest.Pytester, where: str
+) -> None:
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    _golden(pytester.path / "golden.json")
+    args = ["--retrieval-golden", "golden.json"]
+    if where == "cli":
+        args += ["--retrieval-threshold", "recall@3[nope]=0.5"]
+    else:
+        pytester.makeini("[pytest]\nretrieval_thresholds = recall@3[nope]=0.5\n")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*threshold recall@3[[]nope[]]*no query of golden.json has the "
+                                 "tag 'nope' (its tags: drink, fruit)*"])
+
+
+def test_a_beir_folder_and_its_qrels_file_are_one_golden_set(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    beir = pytester.path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "apple"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    result = pytester.runpytest(
+        "--retrieval-golden", "beir", "--retrieval-golden", "beir/qrels/test.tsv", "-v"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["beir/qrels/test.tsv::retrieval PASSED*"])
+
+
+def test_retrieval_only_with_paths_still_evaluates_the_ini_golden_sets(
+    pytester: pytest.Pytester,
+) -> None:
+    _repo(pytester)
+    pytester.makeini("[pytest]\nretrieval_golden = tests/retrieval/golden.json\n")
+    result = pytester.runpytest("tests/test_unit.py", "--retrieval-only")
+    result.assert_outcomes(passed=1, deselected=1)
+
+
+@pytest.mark.parametrize("isatty", [True, False])
+def test_isatty_shim_reads_the_attribute_and_the_method(isatty: bool) -> None:
+    """pytest < 9 has ``TerminalReporter.isatty`` as a bool, pytest 9 as a method."""
+    from types import SimpleNamespace
+
+    from pytest_retrieval.plugin import _isatty
+
+    assert _isatty(SimpleNamespace(isatty=isatty)) is isatty
+    assert _isatty(SimpleNamespace(isatty=lambda: isatty)) is isatty

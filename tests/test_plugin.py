@@ -100,14 +100,6 @@ def test_tag_threshold(project: pytest.Pytester) -> None:
     )
 
 
-def test_unknown_tag_in_threshold_is_explained(project: pytest.Pytester) -> None:
-    result = project.runpytest(
-        "--retrieval-golden", "golden.json", "--retrieval-threshold", "recall@3[nope]=0.5"
-    )
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*no query has the tag 'nope'*drink, fruit*"])
-
-
 def test_ini_golden_is_collected_without_options(project: pytest.Pytester) -> None:
     project.makeini("[pytest]\nretrieval_golden = golden.json\n")
     result = project.runpytest()

@@ -255,8 +255,11 @@ def test_every_cli_command_parses() -> None:
         ("tests/golden.json", True),
         ("evals/support.golden.json", True),
         ("evals/support.golden.jsonl", True),
-        ("golden/faq.json", True),
-        ("tests/golden/faq.jsonl", True),
+        ("golden/faq.golden.json", True),
+        ("golden/faq.json", False),  # corpora, reports and renamed baselines live there too
+        ("tests/retrieval/golden/docs.jsonl", False),
+        ("golden/retrieval-report.json", False),
+        ("golden/retrieval-baseline.json", False),
         ("data/scifact/qrels/test.tsv", True),
         ("data/robust04.qrels", True),
         ("golden.json.baseline.json", False),

@@ -610,6 +610,13 @@ def _shown(value: Any) -> str:
 # BEIR and TREC
 
 
+def default_qrels(folder: Path) -> Path | None:
+    """The qrels file a BEIR folder stands for: ``qrels/test.tsv``, else its only split."""
+    splits = sorted((folder / "qrels").glob("*.tsv"))
+    tests = [path for path in splits if path.stem == "test"]
+    return tests[0] if tests else splits[0] if len(splits) == 1 else None
+
+
 def _load_beir(folder: Path, split: str | None, require_relevant: bool) -> GoldenSet:
     queries_file = folder / "queries.jsonl"
     qrels_dir = folder / "qrels"
@@ -621,18 +628,16 @@ def _load_beir(folder: Path, split: str | None, require_relevant: bool) -> Golde
             "put queries.jsonl and qrels/<split>.tsv in it (corpus.jsonl optional)",
         )
     if split is None:
-        splits = sorted(p.stem for p in qrels_dir.glob("*.tsv"))
-        if "test" in splits:
-            split = "test"
-        elif len(splits) == 1:
-            split = splits[0]
-        else:
+        chosen = default_qrels(folder)
+        if chosen is None:
+            splits = sorted(p.stem for p in qrels_dir.glob("*.tsv"))
             raise GoldenError(
                 qrels_dir,
                 "",
                 f"cannot choose a split among {splits or 'no .tsv files'}",
                 f"point --retrieval-golden at {qrels_dir}/<split>.tsv",
             )
+        split = chosen.stem
     qrels_file = qrels_dir / f"{split}.tsv"
     judgments = _read_beir_qrels(qrels_file)
     texts: dict[str, tuple[str, dict[str, Any]]] = {}

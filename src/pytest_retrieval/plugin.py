@@ -35,6 +35,8 @@ from .session import (
     EXPECTED_KEY,
     Reporter,
     SessionState,
+    check_marker,
+    check_tags,
     corpus_check,
     ini_thresholds,
     is_worker,
@@ -67,13 +69,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = state
     if settings.ini_thresholds:
         ini_thresholds(settings)  # fail fast on a bad ini line
-    for path in _schedule(config, settings):  # usage errors surface now, before any worker
-        state.anchors[_anchor(path).resolve()] = path
+    for anchor, path in _schedule(config, settings):  # usage errors now, before any worker
+        state.anchors[anchor] = path
         golden = state.golden(path)
         problem = None if is_worker(config) else corpus_check(golden, settings)
         if problem is not None:
             config.issue_config_time_warning(pytest.PytestWarning(problem), stacklevel=2)
-        layered_thresholds(settings, golden)
+        check_tags(layered_thresholds(settings, golden), golden, "")
         layered_allowances(settings, golden)
         if settings.update is None:
             state.baseline_entries(state.baseline_path(golden))
@@ -89,14 +91,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _anchor(golden: Path) -> Path:
-    """The file pytest collects for a golden set: itself, or a BEIR folder's queries.jsonl."""
-    return golden / "queries.jsonl" if golden.is_dir() else golden
+    """The file pytest collects for a golden set: itself, or for a BEIR folder the qrels file
+    of its split (so ``beir`` and ``beir/qrels/test.tsv`` are one golden set, evaluated once)."""
+    if not golden.is_dir():
+        return golden
+    from .golden import default_qrels
+
+    return default_qrels(golden) or golden / "queries.jsonl"
 
 
-def _schedule(config: pytest.Config, settings: Settings) -> list[Path]:
+def _schedule(config: pytest.Config, settings: Settings) -> list[tuple[Path, Path]]:
     """The golden sets this run evaluates, adding to pytest's path arguments those that none
-    covers. Named with --retrieval-golden: always. From ini: only when pytest was given no
-    paths, so ``pytest tests/unit/test_x.py`` does not build the index and evaluate."""
+    covers. Named with --retrieval-golden, or with --retrieval-only: always. From ini: only
+    when pytest was given no paths, so ``pytest tests/unit/test_x.py`` does not build the index
+    and evaluate. Returns (anchor file, golden set path) pairs."""
     if settings.only and not settings.goldens:
         raise pytest.UsageError(
             "--retrieval-only: no golden set is configured; pass --retrieval-golden PATH or set "
@@ -108,15 +116,17 @@ def _schedule(config: pytest.Config, settings: Settings) -> list[Path]:
     here = config.invocation_params.dir
     given = [(here / arg.split("::")[0]).resolve() for arg in config.args]
     named = {Path(p).resolve() for p in config.getoption("retrieval_golden") or []}
-    chosen: list[Path] = []
-    for golden in dict.fromkeys(settings.goldens):  # the same golden set twice: once
-        anchor = _anchor(golden).resolve()
+    chosen: list[tuple[Path, Path]] = []
+    anchors: dict[Path, Path] = {}
+    for golden in settings.goldens:  # the same golden set twice (any spelling): once
+        anchors.setdefault(_anchor(golden).resolve(), golden)
+    for anchor, golden in anchors.items():
         if any(p == anchor or p in anchor.parents for p in given):
-            chosen.append(golden)
-        elif golden.resolve() in named or not explicit:
+            chosen.append((anchor, golden))
+        elif golden.resolve() in named or not explicit or settings.only:
             config.args.append(str(anchor))
             given.append(anchor)
-            chosen.append(golden)
+            chosen.append((anchor, golden))
     return chosen
 
 
@@ -403,8 +413,6 @@ def _attach_baseline(
         )
 
 
-
-
 def _isatty(reporter: Any) -> bool:
     """``TerminalReporter.isatty``: a method since pytest 9, a bool attribute before."""
     value = reporter.isatty
@@ -423,7 +431,7 @@ def pytest_collection_modifyitems(
         if isinstance(item.parent, GoldenModule):
             state.expected.setdefault(item.parent.golden_path, set()).add(item.nodeid)
         else:
-            _check_marker(item)
+            _check_marker(item, state)
     if is_worker(config):  # the controller decides partial runs from what workers collected
         config.workeroutput[EXPECTED_KEY] = {  # type: ignore[attr-defined]
             str(path): sorted(ids) for path, ids in state.expected.items()
@@ -435,11 +443,8 @@ def pytest_collection_modifyitems(
             items[:] = [item for item in items if isinstance(item.parent, GoldenModule)]
 
 
-def _check_marker(item: pytest.Item) -> None:
+def _check_marker(item: pytest.Item, state: SessionState) -> None:
     """``@pytest.mark.retrieval(...)`` settings, checked before anything runs."""
-    from .gate import ThresholdError, from_mapping
-    from .metrics import MAX_K, MetricNameError, parse_metric
-
     marker = item.get_closest_marker(MARKER)
     if marker is None:
         return
@@ -451,16 +456,14 @@ def _check_marker(item: pytest.Item) -> None:
         raise pytest.UsageError(
             f"{where}: unknown argument {', '.join(unknown)}; use {', '.join(sorted(MARKER_KEYS))}"
         )
-    options = marker.kwargs
-    k = options.get("k")
-    if k is not None and (type(k) is not int or not 1 <= k <= MAX_K):
-        raise pytest.UsageError(f"{where}(k={k!r}): k must be a whole number from 1 to {MAX_K}")
-    try:
-        for name in options.get("metrics", ()):
-            parse_metric(str(name))
-        from_mapping(options.get("thresholds") or {}, "the retrieval marker")
-    except (MetricNameError, ThresholdError) as exc:
-        raise pytest.UsageError(f"{where}: {exc}") from None
+    named = marker.kwargs.get("golden")
+    golden = None
+    if isinstance(named, str | Path):
+        path = Path(named) if Path(named).is_absolute() else item.path.parent / named
+        golden = state.goldens.get(path) or load(path)
+    elif len(state.goldens) == 1:
+        golden = next(iter(state.goldens.values()))
+    check_marker(marker.kwargs, where, golden)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -205,6 +205,56 @@ def layered_thresholds(
     return merge(file_layer, ini_thresholds(settings), marker_layer, cli_layer)
 
 
+def check_tags(chosen: Iterable[Threshold], golden: GoldenSet, where: str) -> None:
+    """A threshold on a tag that no query of the golden set has can never be checked."""
+    tagged = [t for t in chosen if t.tag is not None]
+    if not tagged:
+        return
+    tags = {tag for query in golden.queries for tag in query.tags}
+    for threshold in tagged:
+        if threshold.tag not in tags:
+            raise pytest.UsageError(
+                f"{where + ': ' if where else ''}threshold {threshold.key} ({threshold.source}): "
+                f"no query of {os.path.relpath(golden.source)} has the tag {threshold.tag!r} "
+                f"(its tags: {', '.join(sorted(tags)) or 'none'}); fix the tag name or tag the "
+                "queries"
+            )
+
+
+def check_marker(options: Mapping[str, Any], where: str, golden: GoldenSet | None) -> None:
+    """The settings of one ``@pytest.mark.retrieval(...)``: types, names, values and, when its
+    golden set is known, the tags its thresholds name. Any mistake is a usage error."""
+    from .compare import AllowanceError, parse_allowance
+    from .gate import ThresholdError, from_mapping
+    from .metrics import MAX_K, MetricNameError, parse_metric
+
+    k = options.get("k")
+    if k is not None and (type(k) is not int or not 1 <= k <= MAX_K):
+        raise pytest.UsageError(f"{where}(k={k!r}): k must be a whole number from 1 to {MAX_K}")
+    metrics = options.get("metrics", ())
+    if isinstance(metrics, str) or not isinstance(metrics, list | tuple):
+        raise pytest.UsageError(
+            f"{where}(metrics={metrics!r}): metrics must be a list of names, e.g. "
+            "metrics=['recall@10', 'mrr@5']"
+        )
+    examples = {"thresholds": "{'recall@10': 0.8}", "max_drop": "{'ndcg@10': '2%'}"}
+    for key, example in examples.items():
+        if not isinstance(options.get(key, {}), Mapping):
+            raise pytest.UsageError(
+                f"{where}({key}={options[key]!r}): {key} must be a dict, e.g. {key}={example}"
+            )
+    try:
+        for name in metrics:
+            parse_metric(str(name))
+        chosen = from_mapping(options.get("thresholds", {}), "the retrieval marker")
+        for metric, value in options.get("max_drop", {}).items():
+            parse_allowance(str(metric), value, "the retrieval marker")
+    except (MetricNameError, ThresholdError, AllowanceError) as exc:
+        raise pytest.UsageError(f"{where}: {exc}") from None
+    if golden is not None:
+        check_tags(chosen, golden, where)
+
+
 def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
