@@ -153,3 +153,19 @@ def test_xdist_matches_a_single_process(pytester: pytest.Pytester, dist: list[st
     assert [e["metrics"] for e in _report(pytester, "single.json")["evaluations"]] == [
         e["metrics"] for e in _report(pytester, "spread.json")["evaluations"]
     ]
+
+
+def test_junit_has_no_nan_latency_when_no_call_answered(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        "import pytest\n\n@pytest.fixture\ndef retriever():\n"
+        "    def search(query, k):\n        raise ConnectionError('down')\n    return search\n"
+    )
+    write_golden(pytester)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "--junitxml", "junit.xml")
+    result.assert_outcomes(failed=1)
+    values = {
+        p.get("name"): p.get("value")
+        for p in ET.parse(pytester.path / "junit.xml").iter("property")
+    }
+    assert values["retrieval.passed"] == "False"
+    assert "nan" not in values.values()

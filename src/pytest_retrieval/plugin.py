@@ -316,7 +316,8 @@ def _record_properties(node: pytest.Item, result: EvaluationResult, nth: int) ->
     for change in result.comparison.changes if result.comparison else []:
         properties.append((f"{prefix}{change.metric}.baseline", round(change.baseline, 6)))
         properties.append((f"{prefix}{change.metric}.verdict", change.verdict))
-    properties.append((prefix + "latency_p95_ms", round(result.latency_p95_ms, 3)))
+    if result.latency_p95_ms == result.latency_p95_ms:  # NaN when no call answered
+        properties.append((prefix + "latency_p95_ms", round(result.latency_p95_ms, 3)))
     properties.append((prefix + "passed", result.passed and not result.regressed))
     node.user_properties.extend(properties)
 
