@@ -36,7 +36,15 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterable,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, NamedTuple, TypeVar
@@ -129,9 +137,11 @@ def normalize_hits(raw: Any, k: int) -> QueryRun:
 
 
 def is_async(retriever: Retriever) -> bool:
-    """True for ``async def`` functions and objects with an ``async def __call__``."""
-    return inspect.iscoroutinefunction(retriever) or inspect.iscoroutinefunction(
-        getattr(retriever, "__call__", None)  # noqa: B004 - we want the method itself
+    """True for ``async def`` functions (async generators too: streamed hits) and objects
+    with such a ``__call__``."""
+    call = getattr(retriever, "__call__", None)  # noqa: B004 - we want the method itself
+    return any(
+        inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in (retriever, call)
     )
 
 
@@ -374,8 +384,12 @@ class _Runner:
     async def call_async(self, query: GoldenQuery, started: float) -> QueryRun:
         reading = False
         try:
-            raw = await self.retriever(query.query, self.k, **query.params)
+            raw = self.retriever(query.query, self.k, **query.params)
+            if inspect.isawaitable(raw):
+                raw = await raw
             reading = True
+            if isinstance(raw, AsyncIterable):  # an async generator streaming its hits
+                raw = [hit async for hit in raw]
             run = normalize_hits(raw, self.k)
         except KeyboardInterrupt:
             raise
