@@ -300,10 +300,11 @@ class Reporter:
         report.user_properties = [
             p for p in report.user_properties if not str(p[0]).startswith("retrieval.")
         ]
-        if report.when == "teardown":
-            self.rerun.discard(report.nodeid)
-        else:
-            self.rerun.add(report.nodeid)
+        self.rerun.add(report.nodeid)
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        """A new attempt starts (older rerunfailures log no teardown for a rerun attempt)."""
+        self.rerun.discard(nodeid)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
