@@ -271,6 +271,23 @@ def test_short_blocks_back_to_back_are_not_added_up_on_one_query() -> None:
     assert 3.5 < seconds < 3 * 1.3 + 2
 
 
+@pytest.mark.timeout(30)
+def test_a_call_is_not_timed_out_for_the_time_other_calls_blocked_the_loop() -> None:
+    """Every call blocks the loop 0.4 s, then awaits: its own time is under the 1 s deadline,
+    though it waits longer than that for the loop the other calls hold."""
+
+    async def search(query: str, k: int) -> list[str]:
+        time.sleep(0.4)
+        await asyncio.sleep(0.01)
+        return ["d1"]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BlockingRetrieverWarning)
+        runs, seconds = _timed(search, n=12, concurrency=4, timeout=1.0)
+    assert [run.error for run in runs] == [None] * 12
+    assert seconds < 12 * 0.4 + 2
+
+
 def test_a_well_behaved_async_retriever_gives_no_warning() -> None:
     async def search(query: str, k: int) -> list[str]:
         await asyncio.sleep(0.001)

@@ -40,6 +40,8 @@ from collections.abc import (
     AsyncIterable,
     Awaitable,
     Callable,
+    Coroutine,
+    Generator,
     Iterable,
     Iterator,
     Mapping,
@@ -322,7 +324,11 @@ def _task_frames(task: asyncio.Task[Any]) -> list[FrameType]:
         if frame is None:
             break
         stack.append(frame)
-        awaitable = getattr(awaitable, "cr_await", None) or getattr(awaitable, "gi_yieldfrom", None)
+        awaitable = (
+            getattr(awaitable, "cr_await", None)
+            or getattr(awaitable, "gi_yieldfrom", None)
+            or (frame.f_locals.get("coroutine") if frame.f_code is _CLOCKED else None)
+        )
     return stack[::-1]
 
 
@@ -577,6 +583,8 @@ class _Batch:
         self.todo = todo
         self.pending: Iterator[int] = iter(todo)
         self.running: dict[int, tuple[float, asyncio.Task[Any]]] = {}  # calls in flight
+        self.clocks: dict[int, _Clock] = {}  # every call started here, recorded or not
+        self.busy = 0.0  # seconds the loop ran the steps of calls not yet recorded
         self.abandoned = False
         self.done: asyncio.Future[None] | None = None
         self.tasks: set[asyncio.Task[Any]] = set()  # asyncio keeps only weak references
@@ -616,9 +624,10 @@ class _Batch:
             if self.abandoned or runner.stopped:
                 return
             started = time.perf_counter()
+            clock = self.clocks[index] = _Clock(self, index, call(queries[index], started))
             running[index] = (started, me)
             try:
-                run = await call(queries[index], started)
+                run = await clock
             except KeyboardInterrupt as exc:
                 runner.stop(exc)
                 return
@@ -630,10 +639,18 @@ class _Batch:
                 return  # timed out meanwhile: this task retires
 
     async def expire(self, timeout: float) -> None:
-        """On the loop: record calls past the deadline, cancel them, start fresh workers."""
+        """On the loop: record calls past the deadline, cancel them, start fresh workers.
+
+        A call's deadline leaves out the time the loop ran the other calls: one waiting for
+        a loop that the others block (a sync sleep in each) is not late by its own doing.
+        """
         while True:
             await asyncio.sleep(min(0.05, timeout / 4))
-            for index, task in _overdue(self.running, timeout, self.runner.results):
+            deadlines = {
+                index: (start + self.clocks[index].stolen(), task)
+                for index, (start, task) in list(self.running.items())
+            }
+            for index, task in _overdue(deadlines, timeout, self.runner.results):
                 if self.runner.record(index, _timed_out(timeout, _where(_task_frames(task)))):
                     del self.running[index]
                     task.cancel()
@@ -657,8 +674,8 @@ class _Batch:
         where = str(place or "")
         if culprit is not None:
             now = time.perf_counter()
-            # between calls (its entry already gone) the stack is in our code: no one to charge
-            started = self.running.get(culprit, (now, None))[0]
+            clock = self.clocks.get(culprit)
+            started = now if clock is None else clock.started
             stale = min(stale, now - started)
             seen = self.runner.blocked.get(culprit, (0.0, None))[0]
             if stale > limit:
@@ -673,6 +690,51 @@ class _Batch:
             for index in list(self.running):
                 self.runner.record(index, _blocked(timeout, where, by_this_call=False))
         return True
+
+
+class _Clock:
+    """One async call, awaited step by step: how long its steps held the loop (``own``), so
+    that its deadline can leave out the time the loop ran the other calls (:meth:`stolen`)."""
+
+    def __init__(self, batch: _Batch, index: int, coroutine: Coroutine[Any, Any, QueryRun]) -> None:
+        self.batch = batch
+        self.index = index
+        self.coroutine = coroutine
+        self.started = time.perf_counter()
+        self.busy_at_start = batch.busy
+        self.own = 0.0
+
+    def stolen(self) -> float:
+        """Seconds the loop ran other calls (not yet recorded) since this one started."""
+        return self.batch.busy - self.busy_at_start - self.own
+
+    def __await__(self) -> Generator[Any, Any, QueryRun]:
+        """What ``await coroutine`` does (values and exceptions passed both ways), timed."""
+        coroutine, batch, results = self.coroutine, self.batch, self.batch.runner.results
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            began = time.perf_counter()
+            try:
+                yielded = coroutine.send(sent) if thrown is None else coroutine.throw(thrown)
+            except StopIteration as stop:
+                value: QueryRun = stop.value
+                return value
+            finally:
+                spent = time.perf_counter() - began
+                self.own += spent
+                if self.index not in results:  # an abandoned call delays no deadline
+                    batch.busy += spent
+            try:
+                sent, thrown = (yield yielded), None
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as exc:  # a cancellation: passed on, as await does
+                sent, thrown = None, exc
+
+
+_CLOCKED = _Clock.__await__.__code__
 
 
 def _serving(frames: Sequence[FrameType], batch: _Batch) -> int | None:
