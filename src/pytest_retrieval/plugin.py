@@ -451,7 +451,9 @@ def _check_marker(item: pytest.Item, state: SessionState) -> None:
         return
     where = f"{item.nodeid}: @pytest.mark.{MARKER}"
     if marker.args:
-        raise pytest.UsageError(f"{where} takes keyword arguments only ({', '.join(MARKER_KEYS)})")
+        raise pytest.UsageError(
+            f"{where} takes keyword arguments only ({', '.join(sorted(MARKER_KEYS))})"
+        )
     unknown = sorted(set(marker.kwargs) - MARKER_KEYS)
     if unknown:
         raise pytest.UsageError(
@@ -461,7 +463,9 @@ def _check_marker(item: pytest.Item, state: SessionState) -> None:
     golden = None
     if isinstance(named, str | Path):
         path = Path(named) if Path(named).is_absolute() else item.path.parent / named
-        golden = state.goldens.get(path) or load(path)
+        if path not in state.goldens:  # loaded once, as the retrieval_golden fixture does
+            state.goldens[path] = load(path)
+        golden = state.goldens[path]
     elif len(state.goldens) == 1:
         golden = next(iter(state.goldens.values()))
     check_marker(marker.kwargs, where, golden)
