@@ -805,11 +805,6 @@ def _trec_queries_file(qrels: Path) -> Path:
     )
 
 
-def iter_relevant(golden: GoldenSet) -> Iterable[Mapping[str, int]]:
-    """The judgments of every query, in golden order (what the metric kernels take)."""
-    return (q.relevant for q in golden.queries)
-
-
 def load_corpus(path: str | Path) -> dict[str, str]:
     """Doc id -> text, for the LLM judge: BEIR ``corpus.jsonl`` (``_id``, ``title``, ``text``
     per line; ``id`` also accepted) or a JSON object ``{"doc-id": "text", ...}``."""
