@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterator, Mapping, Sequence
 from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
