@@ -36,6 +36,10 @@ PROMPT = TIMEOUT + 2.5
 #: seconds a pytest subprocess may take beyond its session (start-up: ~8 s measured on a
 #: loaded 2-core box under -n 2) -- the session's own time is checked more tightly
 STARTUP = 15
+#: seconds a session may take beyond the deadline: collection and imports (numpy, the
+#: evaluation) took up to 3.4 s on a loaded box; an abandoned call that held the run up
+#: would take its full 3600 s (or the subprocess timeout)
+SESSION_SLACK = 8
 
 
 def _queries(n: int) -> list[GoldenQuery]:
@@ -686,7 +690,7 @@ def test_e2e_misbehaving_calls_end_the_run_and_the_process(
         timeout=60,
     )
     assert time.perf_counter() - started < 1 + STARTUP  # the process exited
-    assert _session_seconds(result) < 1 + 3
+    assert _session_seconds(result) < 1 + SESSION_SLACK
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*1 of 6 retriever calls failed; they score 0:", "    " + message])
 
@@ -733,7 +737,7 @@ def test_e2e_short_blocks_back_to_back_fail_no_query(pytester: pytest.Pytester) 
         timeout=60,
     )
     assert time.perf_counter() - started < 3 * 1.3 + STARTUP
-    assert _session_seconds(result) < 3 * 1.3 + 3
+    assert _session_seconds(result) < 3 * 1.3 + SESSION_SLACK
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*blocked the event loop for more than*")
     result.stdout.fnmatch_lines(
