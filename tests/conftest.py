@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+# Import the heavy modules once in this process: pytester's in-process runs restore
+# sys.modules afterwards, numpy cannot be imported a second time in one process, and an inner
+# run's hypothesis plugin importing hypothesis deep in the stack trips CPython 3.11 ("AST
+# constructor recursion depth mismatch", seen on pytest 7.4).
+import hypothesis  # noqa: F401
 import pytest
 from helpers import KEYWORD_RETRIEVER, write_golden
 
-# Import the heavy modules once in this process: pytester's in-process runs restore
-# sys.modules afterwards, and numpy cannot be imported a second time in one process.
 import pytest_retrieval.evaluation
 import pytest_retrieval.report  # noqa: F401
 
