@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,14 +58,90 @@ def test_list_and_object_forms(tmp_path: Path) -> None:
     assert full.fingerprint == bare.fingerprint  # same queries and judgments
 
 
-def test_default_ids_are_positions(tmp_path: Path) -> None:
+def test_an_entry_without_id_gets_one_from_its_text_and_params(tmp_path: Path) -> None:
     golden = load_golden(
         _write(
             tmp_path / "g.json",
-            [{"query": "a", "relevant": ["x"]}, {"query": "b", "relevant": ["y"], "id": 7}],
+            [
+                {"query": "a", "relevant": ["x"]},
+                {"query": "b", "relevant": ["y"], "id": 7},
+                {"query": "a", "relevant": ["x"], "params": {"namespace": "eu"}},
+            ],
         )
     )
-    assert [q.id for q in golden.queries] == ["0", "7"]
+    canonical = ['["a",{}]', '["a",{"namespace":"eu"}]']
+    expected = ["q-" + hashlib.sha256(text.encode()).hexdigest()[:12] for text in canonical]
+    assert [q.id for q in golden.queries] == [expected[0], "7", expected[1]]
+    assert expected[0] == "q-41cbca84a458"  # the same id on every machine and version
+
+
+def test_the_same_query_twice_without_ids_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "g.jsonl"
+    path.write_text(
+        '{"query": "a", "relevant": ["x"]}\n{"query": "b", "relevant": ["y"]}\n'
+        '{"query": "a", "relevant": ["z"], "tags": ["t"]}\n'
+    )
+    with pytest.raises(GoldenError) as caught:
+        load_golden(path)
+    assert str(caught.value) == (
+        f"golden set {path}, line 3: the same query text and params as line 1: both have no "
+        "id, so both would be 'q-41cbca84a458'\n"
+        "  fix: delete one of the two; if both are meant (other criteria or judgments), give "
+        'each an "id"'
+    )
+
+
+def test_an_explicit_id_equal_to_a_derived_one_is_a_duplicate(tmp_path: Path) -> None:
+    entries = [{"query": "a", "relevant": ["x"]}, {"id": "q-41cbca84a458", "query": "b"}]
+    with pytest.raises(GoldenError) as caught:
+        load_golden(_write(tmp_path / "g.json", entries), require_relevant=False)
+    assert caught.value.where == "/1/id"
+    assert caught.value.problem == (
+        "duplicate query id 'q-41cbca84a458' (first used by entry 0); an entry without an id "
+        "gets one from its query text and params"
+    )
+
+
+def _ids_by_text(path: Path) -> dict[str, str]:
+    return {q.query: q.id for q in load_golden(path).queries}
+
+
+@pytest.mark.parametrize("form", ["list", "object", "jsonl"])
+def test_deleting_or_inserting_a_query_keeps_the_other_ids(tmp_path: Path, form: str) -> None:
+    """Position ids renumbered every query after an edit, so the baseline matched nothing
+    and the gate stopped gating; ids from the content stay put."""
+    entries = [{"query": f"question {i}", "relevant": [f"d{i}"]} for i in range(5)]
+
+    def write(name: str, rows: list[dict[str, Any]]) -> Path:
+        if form == "jsonl":
+            path = tmp_path / f"{name}.jsonl"
+            path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+            return path
+        return _write(tmp_path / f"{name}.json", rows if form == "list" else {"queries": rows})
+
+    before = _ids_by_text(write("before", entries))
+    deleted = _ids_by_text(write("deleted", entries[:1] + entries[2:]))
+    inserted = _ids_by_text(write("inserted", [{"query": "new", "relevant": ["d9"]}, *entries]))
+    assert len(set(before.values())) == 5
+    assert deleted == {text: id_ for text, id_ in before.items() if text != "question 1"}
+    assert {text: inserted[text] for text in before} == before
+    rejudged = [dict(entries[0], relevant=["d0", "d7"]), *entries[1:]]
+    assert _ids_by_text(write("rejudged", rejudged)) == before  # re-judged: same id
+
+
+def test_formats_reads_files_without_the_golden_model() -> None:
+    """formats.py must not import golden.py (nor pydantic): the dependency points one way."""
+    code = (
+        "import sys; import pytest_retrieval.formats; "
+        "print(sorted(m for m in sys.modules if m.startswith(('pytest_retrieval', 'pydantic'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == str(
+        ["pytest_retrieval", "pytest_retrieval._gc", "pytest_retrieval.errors",
+         "pytest_retrieval.formats"]
+    )  # fmt: skip
 
 
 def test_optional_fields(tmp_path: Path) -> None:

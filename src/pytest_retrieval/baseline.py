@@ -1,59 +1,63 @@
 """The baseline store: what main scored, committed next to the golden set.
 
-One file holds entries keyed by ``golden name :: retriever id``. The JSON is deterministic
-(sorted keys, rounded floats, one query per line) so a refresh reads as a small git diff.
+One file holds entries keyed by ``golden key :: retriever id``, the golden key being the
+golden set's path relative to the baseline file's folder (:func:`golden_key`), so golden sets
+that share a file name can share one baseline file. Entries of older files, keyed by golden
+name, are still found (:func:`find`) and replaced on the next update.
+
+The JSON is deterministic (sorted keys, one query per line) so a refresh reads as a small git
+diff. Metric values are stored at full precision (a float's repr reads back exactly), so an
+unchanged run compares with differences of exactly 0; latencies, which jitter, are rounded.
 Writes are atomic (temp file + ``os.replace``) and serialised by a file lock, so xdist
 workers, concurrent CI jobs or a killed process never leave a torn or mixed file.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import re
-import stat
-import subprocess
-import tempfile
-import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
 from . import __version__
+from ._io import atomic_write as atomic_write
+from ._io import git_info as git_info  # re-exported: cli and session import it from here
+from ._io import lock_path
+from ._io import now as now  # re-exported: cli and session import it from here
+from .errors import BaselineError as BaselineError
+from .formats import default_qrels
+from .metrics import DEFINITIONS_VERSION
 
 FORMAT = "pytest-retrieval-baseline"
 VERSION = 1
-DIGITS = 10  # per-query floats are rounded so diffs show real changes, not float noise
-LATENCY_DIGITS = 3  # latency in ms to the microsecond: timer noise below that is no diff
-STRAY_AFTER_S = 60  # a writer's temp file this old is left over from a killed process
-
-
-class BaselineError(Exception):
-    """A baseline file that cannot be trusted; says which file, what is wrong, what to do."""
-
-    def __init__(self, path: Path, problem: str) -> None:
-        self.path = path
-        self.problem = problem
-        super().__init__(
-            f"baseline {path}: {problem}\n  fix: restore it from git (git checkout -- {path}) "
-            "or re-record it with --retrieval-update-baseline"
-        )
+CI_DIGITS = 10  # CI bounds are estimates: digits beyond these are resampling noise in diffs
+LATENCY_DIGITS = 3  # aggregate latency in ms to the microsecond: timer noise is no diff
+LATENCY_SIGNIFICANT = 3  # per-query latency: enough for a paired test on log ratios
 
 
 @dataclass
 class BaselineQuery:
+    """One query as recorded: its golden fingerprint, metric values, top k and latency."""
+
     fingerprint: str
     metrics: dict[str, float]
     ranked: list[str]
+    latency_ms: float | None = None
 
 
 @dataclass
 class BaselineEntry:
-    """One (golden set, retriever) as recorded."""
+    """One (golden set, retriever) as recorded.
+
+    ``golden_key`` (see :func:`golden_key`) is empty for an entry of an older file, keyed by
+    ``golden_name`` instead. ``metrics_version`` is the :data:`~.metrics.DEFINITIONS_VERSION`
+    the values were computed under.
+    """
 
     golden_name: str
     golden_fingerprint: str
@@ -68,14 +72,69 @@ class BaselineEntry:
     created: str = ""
     git: dict[str, Any] = field(default_factory=dict)
     judge: dict[str, Any] | None = None
+    golden_key: str = ""
+    metrics_version: int = DEFINITIONS_VERSION
 
     @property
     def key(self) -> str:
-        return entry_key(self.golden_name, self.retriever_id)
+        """Its key in the file: ``golden key :: retriever`` (older files: golden name)."""
+        return entry_key(self.golden_key or self.golden_name, self.retriever_id)
 
 
-def entry_key(golden_name: str, retriever_id: str) -> str:
-    return f"{golden_name}::{retriever_id}"
+def entry_key(golden_key: str, retriever_id: str) -> str:
+    """``golden.json::bm25``: the key of an entry in the file's ``entries``."""
+    return f"{golden_key}::{retriever_id}"
+
+
+def golden_key(golden_source: str | Path, baseline_path: Path) -> str:
+    """The golden set's path relative to the baseline file's folder, with ``/`` separators:
+    ``golden.json``, ``data/beir``, ``../golden.json``. Unlike the golden set's name (its file
+    stem), it tells ``a/golden.json`` from ``b/golden.json`` in one shared baseline file.
+
+    A BEIR folder and its default split are one golden set, keyed by the folder (``data/beir``
+    for ``data/beir/qrels/test.tsv``); another split is keyed by its qrels file
+    (``data/beir/qrels/dev.tsv``), so two splits sharing ``beir.baseline.json`` never clash.
+    """
+    source = Path(golden_source)
+    if source.is_dir():
+        source = default_qrels(source) or source
+    if source.suffix == ".tsv" and source.parent.name == "qrels":
+        folder = source.parent.parent
+        if default_qrels(folder) == source:
+            source = folder
+    target, start = os.path.abspath(source), os.path.dirname(os.path.abspath(baseline_path))
+    try:
+        relative = os.path.relpath(target, start)
+    except ValueError:  # Windows: on another drive there is no relative path
+        relative = target
+    return Path(relative).as_posix()
+
+
+def find(
+    entries: Mapping[str, BaselineEntry], golden_key: str, golden_name: str, retriever_id: str
+) -> BaselineEntry | None:
+    """The entry recorded for this golden set and retriever, or None.
+
+    By its key first; else an entry of an older file (no golden key, keyed by golden name)
+    with this golden name and retriever, when exactly one such entry exists.
+    """
+    exact = entries.get(entry_key(golden_key, retriever_id))
+    return exact if exact is not None else _legacy(entries, golden_name, retriever_id)
+
+
+def _legacy(
+    entries: Mapping[str, BaselineEntry], golden_name: str, retriever_id: str
+) -> BaselineEntry | None:
+    """The one entry without a golden key for this name and retriever (None: none, or
+    several, when none of them can be told to be this golden set's)."""
+    found = [
+        entry
+        for entry in entries.values()
+        if not entry.golden_key
+        and entry.golden_name == golden_name
+        and entry.retriever_id == retriever_id
+    ]
+    return found[0] if len(found) == 1 else None
 
 
 def default_path(golden_source: str | Path) -> Path:
@@ -102,12 +161,14 @@ def read(path: Path) -> dict[str, BaselineEntry]:
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(path, f"cannot be read ({exc})") from None
     try:
-        document = json.loads(text)
+        document = _parse(text)
     except json.JSONDecodeError as exc:
         where = "corrupt" if text.rstrip().endswith("}") else "truncated"
         raise BaselineError(
             path, f"{where} JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
+    except _Invalid as exc:
+        raise BaselineError(path, str(exc)) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise BaselineError(path, f'not a pytest-retrieval baseline (no "format": "{FORMAT}")')
     root = _Field(document, ())
@@ -118,8 +179,10 @@ def read(path: Path) -> dict[str, BaselineEntry]:
         if whole and version > VERSION:
             raise BaselineError(
                 path,
-                f"format version {version} is newer than this pytest-retrieval understands "
-                f"({VERSION}); upgrade pytest-retrieval",
+                f"/version: format version {version} is newer than this pytest-retrieval "
+                f"understands ({VERSION})",
+                fix="upgrade pytest-retrieval (a newer one wrote this file), or re-record it "
+                "with --retrieval-update-baseline",
             )
         if not whole or version != VERSION:
             root.child("version").fail(f"is not a format version this plugin reads ({VERSION})")
@@ -141,6 +204,48 @@ class _Invalid(Exception):
     def __init__(self, pointer: str, problem: str) -> None:
         self.pointer = pointer
         super().__init__(f"{pointer}{problem}")
+
+
+class _Duplicated(dict[str, Any]):
+    """A JSON object of the file that holds ``key`` twice (``json`` would keep the last)."""
+
+    def __init__(self, values: dict[str, Any], key: str) -> None:
+        super().__init__(values)
+        self.key = key
+
+
+def _parse(text: str) -> Any:
+    """The document; a key written twice in one object is an error naming it (a merge
+    conflict resolved by keeping both sides, say), not a silent choice of the last value."""
+    duplicated = False
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal duplicated
+        result = dict(pairs)
+        if len(result) == len(pairs):
+            return result
+        duplicated = True
+        counts = Counter(key for key, _ in pairs)
+        return _Duplicated(result, next(key for key, n in counts.items() if n > 1))
+
+    document = json.loads(text, object_pairs_hook=pairs_hook)
+    if duplicated:
+        _first_duplicate(_Field(document, ()))
+    return document
+
+
+def _first_duplicate(field: _Field) -> None:
+    """Raise :class:`_Invalid` at the first duplicated key under ``field``, in file order."""
+    value = field.value
+    if isinstance(value, _Duplicated):
+        where = _Field(None, (*field.path, value.key))
+        raise _Invalid(where.pointer, ": this key appears twice in one object; keep one")
+    if isinstance(value, dict):
+        for _, child in field.items():
+            _first_duplicate(child)
+    elif isinstance(value, list):
+        for child in field.elements():
+            _first_duplicate(child)
 
 
 @dataclass(frozen=True)
@@ -235,13 +340,21 @@ def _entry(key: str, raw: _Field) -> BaselineEntry:
     golden = raw.child("golden")
     name = golden.child("name").string(empty=False)
     retriever = raw.child("retriever").string(empty=False)
-    if key != entry_key(name, retriever):
+    path = golden.child("path", "")
+    if path.value != "":
+        path.string(empty=False)
+        if key != entry_key(path.value, retriever):
+            path.fail(f"does not match the entry's key {key!r} (golden path :: retriever id)")
+    elif key != entry_key(name, retriever):  # an entry of an older file, keyed by name
         golden.child("name").fail(
             f"does not match the entry's key {key!r} (golden name :: retriever id)"
         )
     k = raw.child("k")
     if type(k.value) is not int or k.value < 1:
         k.fail("is not a whole number >= 1")
+    version = raw.child("metrics_version", 1)  # absent: recorded before versions were
+    if type(version.value) is not int or version.value < 1:
+        version.fail("is not a metric definitions version (a whole number >= 1)")
     latency = raw.child("latency_ms", None)
     if latency.value is None:
         latency = _Field({}, latency.path)
@@ -274,6 +387,8 @@ def _entry(key: str, raw: _Field) -> BaselineEntry:
         created=created.value,
         git=git.value,
         judge=judge.value,
+        golden_key=path.value,
+        metrics_version=version.value,
     )
 
 
@@ -282,23 +397,57 @@ def _query(raw: _Field) -> BaselineQuery:
         raw.child("fingerprint").string(empty=False),
         _metrics(raw.child("metrics")),
         [doc.string() for doc in raw.child("ranked").elements()],
+        _latency(raw.child("latency_ms", None)),
     )
 
 
 # ---------------------------------------------------------------------------- writing
 
 
-def _round(value: float | None, digits: int = DIGITS) -> float | None:
+def _finite(value: float | None) -> float | None:
+    """``value`` as stored: a float at full precision; NaN (unscored) as null."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _round(value: float | None, digits: int) -> float | None:
     return round(value, digits) if value is not None and math.isfinite(value) else None
 
 
+def _significant(value: float | None, digits: int = LATENCY_SIGNIFICANT) -> float | None:
+    """``value`` to ``digits`` significant digits: 12.3456 -> 12.3, 0.0012345 -> 0.00123."""
+    return float(f"{value:.{digits}g}") if value is not None and math.isfinite(value) else None
+
+
+def _metric_values(metrics: Mapping[str, float]) -> dict[str, float | None]:
+    return {name: _finite(value) for name, value in metrics.items()}
+
+
+def _query_dict(query: BaselineQuery) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "fingerprint": query.fingerprint,
+        "metrics": _metric_values(query.metrics),
+        "ranked": query.ranked,
+    }
+    latency = _significant(query.latency_ms)
+    if latency is not None:  # absent rather than null: files without latencies stay as they were
+        row["latency_ms"] = latency
+    return row
+
+
 def _entry_dict(entry: BaselineEntry) -> dict[str, Any]:
+    golden = {"name": entry.golden_name, "fingerprint": entry.golden_fingerprint}
+    if entry.golden_key:
+        golden["path"] = entry.golden_key
     return {
-        "golden": {"name": entry.golden_name, "fingerprint": entry.golden_fingerprint},
+        "golden": golden,
         "retriever": entry.retriever_id,
         "k": entry.k,
-        "metrics": {name: _round(v) for name, v in entry.metrics.items()},
-        "ci": {name: [_round(lo), _round(hi)] for name, (lo, hi) in entry.ci.items()},
+        "metrics_version": entry.metrics_version,
+        "metrics": _metric_values(entry.metrics),
+        "ci": {
+            name: [_round(lo, CI_DIGITS), _round(hi, CI_DIGITS)]
+            for name, (lo, hi) in entry.ci.items()
+        },
         "latency_ms": {
             "p50": _round(entry.latency_p50_ms, LATENCY_DIGITS),
             "p95": _round(entry.latency_p95_ms, LATENCY_DIGITS),
@@ -307,14 +456,7 @@ def _entry_dict(entry: BaselineEntry) -> dict[str, Any]:
         "created": entry.created,
         "git": entry.git,
         "judge": entry.judge,
-        "queries": {
-            query_id: {
-                "fingerprint": q.fingerprint,
-                "metrics": {name: _round(v) for name, v in q.metrics.items()},
-                "ranked": q.ranked,
-            }
-            for query_id, q in entry.queries.items()
-        },
+        "queries": {query_id: _query_dict(q) for query_id, q in entry.queries.items()},
     }
 
 
@@ -351,11 +493,24 @@ def render(entries: Mapping[str, BaselineEntry]) -> str:
 def update(path: Path, new_entries: Sequence[BaselineEntry], *, replace_corrupt: bool) -> None:
     """Merge ``new_entries`` into the file under a lock, then replace it atomically.
 
-    Entries of other golden sets or retrievers already in the file are kept. A corrupt file
-    is only replaced when ``replace_corrupt`` (the user asked for an update).
+    Entries of other golden sets or retrievers already in the file are kept; an entry of an
+    older file (keyed by golden name) that a new entry stands for (see :func:`find`) is
+    removed. Two new entries with one key are refused: one would silently overwrite the other.
+    A corrupt file is only replaced when ``replace_corrupt`` (the user asked for an update).
     """
     from filelock import FileLock
 
+    by_key: dict[str, BaselineEntry] = {}
+    for entry in new_entries:
+        other = by_key.setdefault(entry.key, entry)
+        if other is not entry:
+            raise BaselineError(
+                path,
+                f"two results would be recorded as the entry {entry.key!r}: "
+                f"{_described(other)} and {_described(entry)}",
+                fix="give each evaluated retriever its own id, and evaluate each golden set "
+                "once per run",
+            )
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(lock_path(path)), timeout=120):
         try:
@@ -365,82 +520,18 @@ def update(path: Path, new_entries: Sequence[BaselineEntry], *, replace_corrupt:
                 raise
             entries = {}
         for entry in new_entries:
+            if entry.golden_key:
+                legacy = _legacy(entries, entry.golden_name, entry.retriever_id)
+                if legacy is not None:
+                    del entries[legacy.key]
             entries[entry.key] = entry
         atomic_write(path, render(entries))
 
 
-def lock_path(path: Path) -> Path:
-    """The lock for writing ``path``: in the temp dir, so no ``.lock`` file litters the
-    user's repository; keyed by the absolute path, so every process agrees on it."""
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
-    folder = Path(tempfile.gettempdir()) / "pytest-retrieval-locks"
-    folder.mkdir(exist_ok=True)
-    return folder / f"{digest}.lock"
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write to a temp file in the same folder, fsync, then rename over ``path``.
-
-    The new file gets the old one's permissions, or the usual umask-based ones for a new
-    file (mkstemp alone would leave it readable by its owner only). Temp files of this
-    target left by a writer killed before its rename are removed first.
-    """
-    _remove_stray_temp_files(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        try:
-            mode = stat.S_IMODE(path.stat().st_mode)
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(tmp, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _remove_stray_temp_files(path: Path) -> None:
-    """Delete ``.NAME.XXXXXXXX.tmp`` files (mkstemp's pattern in :func:`atomic_write`) of
-    ``path`` older than a minute: a live writer renames its file within seconds."""
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
-    cutoff = time.time() - STRAY_AFTER_S
-    try:
-        candidates = [p for p in path.parent.iterdir() if pattern.fullmatch(p.name)]
-    except OSError:
-        return
-    for candidate in candidates:
-        try:
-            if candidate.is_file() and candidate.stat().st_mtime < cutoff:
-                candidate.unlink()
-        except OSError:  # gone already, or not ours to remove: the write goes on
-            continue
-
-
-def git_info(folder: Path) -> dict[str, Any]:
-    """Commit and dirty flag of the repository holding ``folder``, when there is one."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=5
-        )
-        if commit.returncode != 0:
-            return {}
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+def _described(entry: BaselineEntry) -> str:
+    """A result to be recorded, as a message names it: its golden set and what it holds."""
+    golden = entry.golden_key or entry.golden_name
+    return (
+        f"golden set {golden} (fingerprint {entry.golden_fingerprint}, "
+        f"{len(entry.queries)} queries) with retriever {entry.retriever_id}"
+    )

@@ -26,6 +26,10 @@ from numpy.typing import NDArray
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 
+#: bump when a metric's definition changes; baselines recorded under another version are
+#: reported, not compared
+DEFINITIONS_VERSION = 1
+
 #: metric family -> one-line definition (shown by the README and error messages)
 FAMILIES: dict[str, str] = {
     "recall": "relevant docs in the top k / all relevant docs",

@@ -1,0 +1,98 @@
+"""File and environment plumbing shared by the writers (baseline, reports, ``convert``).
+
+A leaf: it imports nothing from the package, so any module may use it without import cycles
+or heavy dependencies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import subprocess
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+STRAY_AFTER_S = 60  # a writer's temp file this old is left over from a killed process
+
+
+def lock_path(path: Path) -> Path:
+    """The lock for writing ``path``: in the temp dir, so no ``.lock`` file litters the
+    user's repository; keyed by the absolute path, so every process agrees on it."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
+    folder = Path(tempfile.gettempdir()) / "pytest-retrieval-locks"
+    folder.mkdir(exist_ok=True)
+    return folder / f"{digest}.lock"
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write to a temp file in the same folder, fsync, then rename over ``path``.
+
+    The new file gets the old one's permissions, or the usual umask-based ones for a new
+    file (mkstemp alone would leave it readable by its owner only). Temp files of this
+    target left by a writer killed before its rename are removed first.
+    """
+    _remove_stray_temp_files(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _remove_stray_temp_files(path: Path) -> None:
+    """Delete ``.NAME.XXXXXXXX.tmp`` files (mkstemp's pattern in :func:`atomic_write`) of
+    ``path`` older than a minute: a live writer renames its file within seconds."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
+    cutoff = time.time() - STRAY_AFTER_S
+    try:
+        candidates = [p for p in path.parent.iterdir() if pattern.fullmatch(p.name)]
+    except OSError:
+        return
+    for candidate in candidates:
+        try:
+            if candidate.is_file() and candidate.stat().st_mtime < cutoff:
+                candidate.unlink()
+        except OSError:  # gone already, or not ours to remove: the write goes on
+            continue
+
+
+def git_info(folder: Path) -> dict[str, Any]:
+    """Commit and dirty flag of the repository holding ``folder``, when there is one."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=5
+        )
+        if commit.returncode != 0:
+            return {}
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+def now() -> str:
+    """The current UTC time as ISO 8601 to the second, as baselines and reports record it."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

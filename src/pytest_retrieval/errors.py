@@ -1,0 +1,50 @@
+"""The project's errors, in one leaf module so every other module can raise them.
+
+``RetrievalError`` is the root; ``ConfigError`` is a bad input or setting of the user's (a
+golden set, a baseline file, an option), shown as a pytest usage error with what to fix,
+never a traceback. Nothing here imports from the package, so no module that raises these
+pulls in another's dependencies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_RESTORE = (
+    "restore it from git (git checkout -- {path}) or re-record it with --retrieval-update-baseline"
+)
+
+
+class RetrievalError(Exception):
+    """Any error pytest-retrieval raises on purpose."""
+
+
+class ConfigError(RetrievalError):
+    """A bad input or setting of the user's: a usage error naming it and the fix."""
+
+
+class GoldenError(ConfigError):
+    """A golden set that cannot be used, with where the problem is and how to fix it."""
+
+    def __init__(self, source: str | Path, where: str, problem: str, fix: str = "") -> None:
+        self.source = str(source)
+        self.where = where
+        self.problem = problem
+        self.fix = fix
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        place = f"{self.source}, {self.where}" if self.where else self.source
+        text = f"golden set {place}: {self.problem}"
+        return f"{text}\n  fix: {self.fix}" if self.fix else text
+
+
+class BaselineError(ConfigError):
+    """A baseline file that cannot be trusted or written; says which file, what is wrong,
+    what to do (by default: restore it from git, or re-record it)."""
+
+    def __init__(self, path: Path, problem: str, *, fix: str | None = None) -> None:
+        self.path = path
+        self.problem = problem
+        self.fix = _RESTORE.format(path=path) if fix is None else fix
+        super().__init__(f"baseline {path}: {problem}\n  fix: {self.fix}")

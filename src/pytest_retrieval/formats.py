@@ -1,0 +1,458 @@
+"""Golden-set file formats: JSON, JSONL, BEIR folders, TREC qrels, and corpus files.
+
+Readers turn a file into :class:`RawGolden` (entries exactly as written, plus the settings the
+format carries); :mod:`.golden` validates and builds them. Format problems (bad JSON, a qrels
+line with two columns, a query id without text) are found here and name the file and line.
+This module imports nothing from :mod:`.golden`, so the dependency points one way.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._gc import paused_gc
+from .errors import GoldenError
+
+#: the largest judgment grade (0-3 or 0-4 are usual; 100 allows percentage-like scales)
+MAX_GRADE = 100
+
+
+@dataclass(frozen=True)
+class RawGolden:
+    """A golden file as read, before validation.
+
+    ``prefix`` and ``lines`` say where entry ``i`` is, for messages: at ``{prefix}/{i}`` (a
+    JSON pointer), or at line ``lines[i]`` of a JSONL file. ``document`` is the top level of
+    the JSON object form, whose settings are validated against the schema before the entries.
+    """
+
+    source: Path
+    entries: Any
+    settings: dict[str, Any] = field(default_factory=dict)
+    prefix: str = ""
+    lines: list[int] | None = None
+    document: dict[str, Any] | None = None
+
+
+def read_golden(source: Path) -> RawGolden:
+    """A JSON/JSONL file, a BEIR folder or split (``qrels/<split>.tsv``), or TREC qrels."""
+    if not source.exists():
+        raise GoldenError(
+            source, "", "no such file or folder", "check the path given to --retrieval-golden"
+        )
+    if source.is_dir():
+        return _read_beir(source, split=None)
+    if source.suffix == ".tsv" and source.parent.name == "qrels":
+        return _read_beir(source.parent.parent, split=source.stem)
+    if source.suffix == ".jsonl":
+        return _read_jsonl(source)
+    if source.suffix == ".json":
+        return _read_json(source)
+    if source.suffix in {".qrels", ".trec", ".txt"} or "qrels" in source.name:
+        return read_trec(source)
+    raise GoldenError(
+        source,
+        "",
+        f"unknown golden-set format {source.suffix!r}",
+        "use .json, .jsonl, a BEIR folder (queries.jsonl + qrels/<split>.tsv) "
+        "or a TREC qrels file (.qrels) with a queries.tsv beside it",
+    )
+
+
+def read_text(source: Path) -> str:
+    """The file's text; a UTF-8 byte-order mark (as Windows editors write) is dropped."""
+    try:
+        return source.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise GoldenError(
+            source, f"byte {exc.start}", "not UTF-8 text", "save it as UTF-8"
+        ) from exc
+    except OSError as exc:
+        raise GoldenError(source, "", f"cannot read it ({exc.strerror})") from exc
+
+
+def parse_json(source: Path, text: str, line: int | None = None) -> Any:
+    """``text`` parsed; ``line`` is its line number when it is one line of a JSONL file."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GoldenError(
+            source,
+            f"line {exc.lineno + (line or 1) - 1}, column {exc.colno}",
+            f"invalid JSON: {exc.msg}",
+            "fix the JSON syntax there (a trailing comma or a missing quote is typical)",
+        ) from exc
+    except (ValueError, RecursionError) as exc:  # a 5000-digit number, arrays nested 10^5 deep
+        where = f"line {line}" if line else ""
+        raise GoldenError(source, where, f"unreadable JSON: {exc}", "shorten that value") from None
+
+
+def shown(value: Any) -> str:
+    """``value`` as written in the JSON file (true, null, NaN), cut short when long (a
+    400-digit grade)."""
+    as_json = value is None or isinstance(value, bool)
+    as_json = as_json or (isinstance(value, float) and not math.isfinite(value))
+    text = json.dumps(value) if as_json else repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+# --------------------------------------------------------------------------------------------
+# JSON and JSONL
+
+
+def _read_json(source: Path) -> RawGolden:
+    document = parse_json(source, read_text(source))
+    if isinstance(document, list):
+        if document:
+            _refuse_other_files(source, document[0])
+        return RawGolden(source, document)
+    if isinstance(document, dict):
+        if "queries" not in document:
+            _refuse_other_files(source, document)
+        settings = {key: value for key, value in document.items() if key != "queries"}
+        return RawGolden(
+            source, document.get("queries"), settings, prefix="/queries", document=document
+        )
+    raise GoldenError(
+        source,
+        "/",
+        f"the document is a JSON {type(document).__name__}",
+        'write a list of queries, or an object {"queries": [...]}',
+    )
+
+
+def _read_jsonl(source: Path) -> RawGolden:
+    entries: list[Any] = []
+    lines: list[int] = []
+    for number, line in enumerate(read_text(source).splitlines(), start=1):
+        if line.strip():
+            entries.append(parse_json(source, line, line=number))
+            lines.append(number)
+            if len(entries) == 1:
+                _refuse_other_files(source, entries[0])
+    return RawGolden(source, entries, lines=lines)
+
+
+_REPORT_KEYS = frozenset({"version", "plugin_version", "created", "evaluations"})
+
+
+def _refuse_other_files(source: Path, first: Any) -> None:
+    """Files that sit beside golden sets and may be handed over by mistake (a glob, a
+    pre-commit pattern): a baseline, a JSON report, BEIR documents or queries. ``first`` is
+    the document (a JSON object without "queries") or its first entry. Say what the file is
+    instead of listing schema errors about it."""
+    if not isinstance(first, dict):
+        return
+    if first.get("format") == "pytest-retrieval-baseline":
+        golden = source.name.removesuffix(".baseline.json")
+        named = f" ({golden})" if golden != source.name else ""
+        raise GoldenError(
+            source,
+            "",
+            "this is a baseline file (written by --retrieval-update-baseline), not a golden set",
+            f"pass the golden set it was recorded from{named}; `pytest-retrieval show` reads "
+            "a baseline",
+        )
+    if first.keys() >= _REPORT_KEYS:
+        raise GoldenError(
+            source,
+            "",
+            "this is a pytest-retrieval JSON report (--retrieval-report), not a golden set",
+            "pass the golden set that was evaluated; `pytest-retrieval diff` compares reports",
+        )
+    if "_id" in first and "query" not in first:
+        corpus = source.name == "corpus.jsonl" or (
+            "title" in first and source.name != "queries.jsonl"
+        )
+        kind = "corpus" if corpus else "queries"
+        what = "documents" if kind == "corpus" else "query texts without judgments"
+        raise GoldenError(
+            source,
+            "",
+            f"this is a BEIR {kind} file ({what}), not a golden set",
+            f"pass the BEIR folder {source.parent}/ instead (queries.jsonl + "
+            "qrels/<split>.tsv); its corpus.jsonl is found there",
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# BEIR and TREC
+
+
+def default_qrels(folder: Path) -> Path | None:
+    """The qrels file a BEIR folder stands for: ``qrels/test.tsv``, else its only split."""
+    splits = sorted((folder / "qrels").glob("*.tsv"))
+    tests = [path for path in splits if path.stem == "test"]
+    return tests[0] if tests else splits[0] if len(splits) == 1 else None
+
+
+def _read_beir(folder: Path, split: str | None) -> RawGolden:
+    queries_file = folder / "queries.jsonl"
+    qrels_dir = folder / "qrels"
+    if not queries_file.is_file() or not qrels_dir.is_dir():
+        raise GoldenError(
+            folder,
+            "",
+            "a golden-set folder must be in BEIR layout",
+            "put queries.jsonl and qrels/<split>.tsv in it (corpus.jsonl optional)",
+        )
+    if split is None:
+        chosen = default_qrels(folder)
+        if chosen is None:
+            splits = sorted(p.stem for p in qrels_dir.glob("*.tsv"))
+            raise GoldenError(
+                qrels_dir,
+                "",
+                f"cannot choose a split among {splits or 'no .tsv files'}",
+                f"point --retrieval-golden at {qrels_dir}/<split>.tsv",
+            )
+        split = chosen.stem
+    qrels_file = qrels_dir / f"{split}.tsv"
+    judgments = _read_beir_qrels(qrels_file)
+    texts: dict[str, tuple[str, dict[str, Any]]] = {}
+    for number, line in enumerate(read_text(queries_file).splitlines(), start=1):
+        if not line.strip():
+            continue
+        record = parse_json(queries_file, line, line=number)
+        if not isinstance(record, dict) or not isinstance(record.get("_id"), str | int):
+            raise GoldenError(
+                queries_file,
+                f"line {number}",
+                "expected an object with '_id' and 'text'",
+                'write {"_id": "q1", "text": "query text"}',
+            )
+        if not isinstance(record.get("text"), str) or not record["text"].strip():
+            raise GoldenError(
+                queries_file,
+                f"line {number}/text",
+                "missing or empty query text",
+                'write {"_id": "q1", "text": "query text"}',
+            )
+        texts[str(record["_id"])] = (record["text"], record.get("metadata") or {})
+    entries = []
+    for query_id, relevant in judgments.items():
+        if query_id not in texts:
+            raise GoldenError(
+                qrels_file,
+                "",
+                f"query id {query_id!r} has judgments but no text",
+                f"add it to {queries_file}",
+            )
+        text, metadata = texts[query_id]
+        entries.append({"id": query_id, "query": text, "relevant": relevant, "metadata": metadata})
+    corpus = folder / "corpus.jsonl"
+    settings = {
+        "name": folder.name if split == "test" else f"{folder.name}-{split}",
+        "corpus": str(corpus.resolve()) if corpus.is_file() else None,
+    }
+    return RawGolden(qrels_file, entries, settings)
+
+
+def _read_beir_qrels(path: Path) -> dict[str, dict[str, int]]:
+    lines = read_text(path).splitlines()
+
+    def rows() -> Iterator[tuple[int, Sequence[str]]]:
+        for number, row in enumerate(csv.reader(lines, delimiter="\t"), start=1):
+            if not "".join(row).strip():
+                continue
+            if number == 1 and row[0].strip().lower() in {"query-id", "query_id", "qid"}:
+                continue
+            yield number, row
+
+    return _judgments(path, rows, "query-id<TAB>corpus-id<TAB>score")
+
+
+#: the rows of a qrels file, ``(line number, [query id, doc id, grade])``, from the start
+Rows = Callable[[], Iterator[tuple[int, Sequence[str]]]]
+
+
+def _judgments(path: Path, rows: Rows, layout: str) -> dict[str, dict[str, int]]:
+    """Qrels rows -> ``{query: {doc: grade}}``.
+
+    TREC uses negative grades for "judged not relevant": they are kept as judged, grade 0.
+    A second line for the same query and doc is an error (which of the two would count?);
+    only then are the rows read again, to name the first line.
+    """
+    judgments: dict[str, dict[str, int]] = {}
+    for number, row in rows():
+        if len(row) != 3:
+            raise GoldenError(
+                path, f"line {number}", f"expected 3 columns, got {len(row)}", f"write {layout}"
+            )
+        query_id, doc_id, grade_text = (cell.strip() for cell in row)
+        try:
+            grade = int(grade_text)
+        except ValueError:
+            raise GoldenError(
+                path,
+                f"line {number}",
+                f"grade {shown(grade_text)} is not a whole number",
+                f"write {layout}",
+            ) from None
+        if grade > MAX_GRADE:
+            raise GoldenError(
+                path,
+                f"line {number}",
+                f"grade {shown(grade_text)} is above the limit of {MAX_GRADE}",
+                f"use grades from 0 to {MAX_GRADE} (0-3 is usual)",
+            )
+        judged = judgments.setdefault(query_id, {})
+        if doc_id in judged:
+            first = next(n for n, r in rows() if [r[0].strip(), r[1].strip()] == [query_id, doc_id])
+            raise GoldenError(
+                path,
+                f"line {number}",
+                f"query {query_id!r} judges doc {doc_id!r} a second time (first at line {first})",
+                "keep one line per query and doc: delete one of the two",
+            )
+        judged[doc_id] = max(grade, 0)
+    return judgments
+
+
+def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
+    """TREC qrels plus a ``QUERY_ID<TAB>TEXT`` queries file (default: found beside them)."""
+    lines = read_text(source).splitlines()
+
+    def rows() -> Iterator[tuple[int, Sequence[str]]]:
+        for number, fields in enumerate(map(str.split, lines), start=1):
+            if fields:
+                yield number, [fields[0], fields[2], fields[3]] if len(fields) == 4 else fields
+
+    judgments = _judgments(source, rows, "QUERY_ID ITERATION DOC_ID GRADE")
+    if queries_file is None:
+        queries_file = _trec_queries_file(source)
+    elif not queries_file.is_file():
+        raise GoldenError(queries_file, "", "no such queries file", "check the --queries path")
+    texts: dict[str, str] = {}
+    for number, line in enumerate(read_text(queries_file).splitlines(), start=1):
+        if not line.strip():
+            continue
+        query_id, sep, text = line.partition("\t")
+        if not sep or not text.strip():
+            raise GoldenError(
+                queries_file,
+                f"line {number}",
+                "expected QUERY_ID<TAB>TEXT",
+                "write one query per line: id, a tab, the text",
+            )
+        texts[query_id.strip()] = text.strip()
+    entries: list[dict[str, Any]] = []
+    for query_id, relevant in judgments.items():
+        if query_id not in texts:
+            raise GoldenError(
+                source,
+                "",
+                f"query id {query_id!r} has judgments but no text",
+                f"add it to {queries_file}",
+            )
+        entries.append({"id": query_id, "query": texts[query_id], "relevant": relevant})
+    return RawGolden(source, entries, {"name": source.stem})
+
+
+def _trec_queries_file(qrels: Path) -> Path:
+    stem = qrels.name.split(".")[0]
+    candidates = [
+        qrels.parent / f"{stem}.queries.tsv",
+        qrels.parent / "queries.tsv",
+        qrels.parent / "topics.tsv",
+    ]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise GoldenError(
+        qrels,
+        "",
+        "TREC qrels need a queries file beside them",
+        f"write {candidates[1]} with one QUERY_ID<TAB>TEXT line per query",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# corpus files
+
+
+def load_corpus(path: str | Path) -> dict[str, str]:
+    """Doc id -> text, for the LLM judge: BEIR ``corpus.jsonl`` (``_id``, ``title``, ``text``
+    per line; ``id`` also accepted) or a JSON object ``{"doc-id": "text", ...}``."""
+    source = _corpus_file(path)
+    if source.suffix == ".json":
+        return _json_corpus(source)
+    corpus: dict[str, str] = {}
+    with paused_gc():
+        for number, line in enumerate(read_text(source).splitlines(), start=1):
+            if line.strip():
+                doc_id, body = _corpus_record(source, line, number)
+                corpus[doc_id] = body
+    return corpus
+
+
+#: a BEIR corpus line that starts with a plain string (or integer) "_id"
+_LEADING_ID = re.compile(r'\s*\{\s*"_id"\s*:\s*(?:"([^"\\]*)"|(-?[1-9][0-9]*|0))\s*[,}]')
+
+
+def load_corpus_ids(path: str | Path) -> set[str]:
+    """The doc ids of a corpus, exactly as :func:`load_corpus` keys them, without its texts.
+
+    Made to be cheap on big corpora: the file is streamed, and a line that starts with its
+    ``"_id"`` (as BEIR writes them) costs a regex match, not a JSON parse; the rest of such a
+    line is not checked. Other lines are parsed and checked as :func:`load_corpus` does.
+    """
+    source = _corpus_file(path)
+    if source.suffix == ".json":
+        return set(_json_corpus(source))
+    ids: set[str] = set()
+    number = 0
+    try:
+        with source.open(encoding="utf-8-sig") as handle, paused_gc():
+            for number, line in enumerate(handle, start=1):
+                match = _LEADING_ID.match(line)
+                if match is not None:
+                    ids.add(match[1] if match[1] is not None else match[2])
+                elif line.strip():
+                    ids.add(_corpus_record(source, line, number)[0])
+    except UnicodeDecodeError as exc:
+        raise GoldenError(
+            source, f"after line {number}", "not UTF-8 text", "save it as UTF-8"
+        ) from exc
+    except OSError as exc:
+        raise GoldenError(source, "", f"cannot read it ({exc.strerror})") from exc
+    return ids
+
+
+def _corpus_file(path: str | Path) -> Path:
+    source = Path(path)
+    if not source.is_file():
+        raise GoldenError(source, "", "no such corpus file", "fix the golden set's corpus path")
+    return source
+
+
+def _json_corpus(source: Path) -> dict[str, str]:
+    document = parse_json(source, read_text(source))
+    if not isinstance(document, dict) or not all(isinstance(v, str) for v in document.values()):
+        raise GoldenError(
+            source, "/", "a JSON corpus must be an object of doc id -> text", "fix its shape"
+        )
+    return {str(key): value for key, value in document.items()}
+
+
+def _corpus_record(source: Path, line: str, number: int) -> tuple[str, str]:
+    """One ``corpus.jsonl`` line -> (doc id, title and text)."""
+    record = parse_json(source, line, line=number)
+    doc_id = record.get("_id", record.get("id")) if isinstance(record, dict) else None
+    body = record.get("text") if isinstance(record, dict) else None
+    if doc_id is None or not isinstance(body, str):
+        raise GoldenError(
+            source,
+            f"line {number}",
+            "a corpus line needs an id (_id or id) and a text",
+            'write {"_id": "doc-1", "title": "...", "text": "..."}',
+        )
+    title = record.get("title")
+    return str(doc_id), f"{title}\n{body}" if isinstance(title, str) and title else body
