@@ -6,8 +6,9 @@ What it measures
     run below is a transformed copy of those lists, scored by ``evaluate`` through a replay
     retriever (BM25 is never re-run per seed). The baseline is ``entry_from_result`` of the
     unperturbed run; each run is judged by ``compare_to_baseline(run, baseline, {})`` -- the
-    default allowance (0.01 absolute drop per metric), alpha 0.05, Holm over the golden file's
-    8 metrics, exactly what the plugin gates. For each of ``--seeds`` (50) seeds:
+    default allowance (0.01 absolute drop per metric), alpha 0.05, Holm over the gated metrics
+    (recall@10, mrr@10, ndcg@10 by default), exactly what the plugin gates. For each of
+    ``--seeds`` (50) seeds:
 
     A. null, identical quality: per query, adjacent pairs of NON-relevant hits (grade <= 0 or
        unjudged) are swapped at random through the top 100. Every metric is unchanged, so any
@@ -23,7 +24,7 @@ What it measures
        recall@100 is unchanged). Steps stop as soon as the mean recall@10 is >= ``--drop`` below the
        baseline's. Detected when recall@10 is in ``Comparison.regressed``.
 
-    Also printed: ``MetricChange.detectable`` for recall@10 (the drop the paired test finds
+    Also printed: ``compare.power_table`` for recall@10 (the drop the paired test finds
     with 80% power at this n and alpha, Bonferroni over the metrics) in one comparison of B
     and one of C, the largest recall@10 drop seen under B, and timings.
 
@@ -47,7 +48,7 @@ import importlib.util
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -240,7 +241,7 @@ class Outcome:
     over_allowance_b: int = 0  # seeds of B with some drop beyond the allowance
     drops_c: list[float] = field(default_factory=list)  # realised recall@10 drop under C
     p_c: list[float] = field(default_factory=list)  # recall@10 Holm-adjusted p under C
-    detectable_single: float | None = None  # compare.detectable_drops of the baseline run
+    detectable_single: float | None = None  # compare.power_table of the baseline run alone
     detectable_b: float | None = None
     detectable_c: float | None = None
     regressed_c: dict[str, int] = field(default_factory=dict)  # metric -> seeds regressed
@@ -259,7 +260,7 @@ def _change(comparison: Comparison, metric: str) -> MetricChange:
 
 def simulate(bench: Bench, seeds: int = 50, drop: float = 0.03, first_seed: int = 0) -> Outcome:
     """Run A, B and C for ``seeds`` seeds; return the counts (no printing)."""
-    from pytest_retrieval.compare import detectable_drops, entry_from_result
+    from pytest_retrieval.compare import entry_from_result, power_table
 
     git = {"commit": "bench"}
     base_result = bench.evaluate(bench.bm25)
@@ -268,7 +269,7 @@ def simulate(bench: Bench, seeds: int = 50, drop: float = 0.03, first_seed: int 
     if abs(bench.recall(bench.bm25) - base_recall) > 1e-9:
         raise RuntimeError("this script's recall@10 disagrees with the plugin's")
     outcome = Outcome(seeds, drop, base_recall)
-    outcome.detectable_single = detectable_drops(base_result, ALPHA)[GATED]
+    outcome.detectable_single = power_table(base_result, None, {}, ALPHA)[GATED][0]
     for seed in range(first_seed, first_seed + seeds):
         # A: identical quality
         run, swaps = swap_nonrelevant(bench, bench.bm25, np.random.default_rng([seed, 1]))
@@ -292,7 +293,8 @@ def simulate(bench: Bench, seeds: int = 50, drop: float = 0.03, first_seed: int 
         if any(-c.delta > c.allowed for c in comparison.changes):
             outcome.over_allowance_b += 1
         if outcome.detectable_b is None:
-            outcome.detectable_b = _change(comparison, GATED).detectable
+            compared = replace(bench.evaluate(noisy_run), comparison=comparison)
+            outcome.detectable_b = power_table(compared, entry_b, {}, ALPHA)[GATED][0]
         if comparison.regressed:
             outcome.alarms_b.append(seed)
 
@@ -305,7 +307,8 @@ def simulate(bench: Bench, seeds: int = 50, drop: float = 0.03, first_seed: int 
         outcome.drops_c.append(-change.delta)
         outcome.p_c.append(change.p_adjusted if change.p_adjusted is not None else float("nan"))
         if outcome.detectable_c is None:
-            outcome.detectable_c = change.detectable
+            compared = replace(result, comparison=comparison)
+            outcome.detectable_c = power_table(compared, baseline, {}, ALPHA)[GATED][0]
         for regressed in comparison.regressed:
             outcome.regressed_c[regressed.metric] = outcome.regressed_c.get(regressed.metric, 0) + 1
         if any(c.metric == GATED for c in comparison.regressed):
@@ -342,10 +345,10 @@ def report(outcome: Outcome, bench: Bench, setup_s: float, total_s: float) -> st
         f"{min(outcome.drops_c):.4f}..{max(outcome.drops_c):.4f}; Holm p of {GATED} "
         f"max {np.nanmax(outcome.p_c):.2g}; regressed per metric: "
         + ", ".join(f"{m} {c}" for m, c in sorted(outcome.regressed_c.items())),
-        f"detectable {GATED} drop (80% power, MetricChange.detectable): "
+        f"detectable {GATED} drop (80% power, compare.power_table): "
         f"{outcome.detectable_b:.4f} in B seed 0, {outcome.detectable_c:.4f} in C seed 0; "
         f"{outcome.detectable_single:.4f} estimated from the baseline run alone "
-        "(compare.detectable_drops)",
+        "(compare.power_table without a baseline)",
     ]
     compares = bench.compare_seconds
     lines += [

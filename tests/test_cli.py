@@ -13,10 +13,12 @@ from helpers import GOLDEN
 from test_bad_input import MALFORMED_GOLDEN
 
 from pytest_retrieval import evaluate, load_golden
-from pytest_retrieval.baseline import git_info, now, update
+from pytest_retrieval._io import git_info, now
+from pytest_retrieval.baseline import update
 from pytest_retrieval.cli import main, near_duplicates
 from pytest_retrieval.compare import entry_from_result
 from pytest_retrieval.report import json_report, write_json
+from pytest_retrieval.verdicts import session_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TART = "how do i bake a cherry tart with fresh"
@@ -141,7 +143,7 @@ def _report(tmp_path: Path, name: str, degrade: bool) -> Path:
     }
     result = evaluate(search, golden, retriever_id="bm25")
     path = tmp_path / f"{name}.json"
-    write_json(path, json_report([result]))
+    write_json(path, json_report([result], session_verdict([result], ())))
     return path
 
 
@@ -152,12 +154,12 @@ def test_diff_reports_a_regression_from_two_reports(
     same = _report(tmp_path, "same", degrade=False)
     worse = _report(tmp_path, "worse", degrade=True)
     status, out, _ = run(capsys, "diff", str(main_run), str(same))
-    assert status == 0 and "0 of 1 evaluations regressed" in out
+    assert status == 0 and "0 of 1 evaluations failed" in out
     status, out, _ = run(capsys, "diff", str(main_run), str(worse), "--max-drop", "ndcg@10=2%")
     assert status == 1
     assert "REGRESSION: mrr@10 dropped" in out
-    assert "queries that got worse on" in out
-    assert "1 of 1 evaluations regressed" in out
+    assert "queries got worse on" in out
+    assert "1 of 1 evaluations failed" in out
 
 
 def test_diff_bad_reports_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

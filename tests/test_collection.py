@@ -70,8 +70,15 @@ def test_golden_file_outside_the_rootdir(pytester: pytest.Pytester) -> None:
     (project / "pytest.ini").write_text("[pytest]\n")
     outside = _golden(pytester.path / "shared" / "golden.json")
     pytester.chdir()
-    result = pytester.runpytest("--rootdir", str(project), "-c", str(project / "pytest.ini"),
-                                str(project), "--retrieval-golden", str(outside))
+    result = pytester.runpytest(
+        "--rootdir",
+        str(project),
+        "-c",
+        str(project / "pytest.ini"),
+        str(project),
+        "--retrieval-golden",
+        str(outside),
+    )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*verdict: PASSED*"])
 
@@ -182,8 +189,10 @@ def test_deselecting_one_evaluation_of_a_set_is_a_partial_run(pytester: pytest.P
     result = _baseline_run(pytester, "-k", "keyword")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
-        ["*baseline NOT updated for tests/retrieval/golden.json: this run is partial (1 of 2 "
-         "evaluations*were deselected or did not run*"]
+        [
+            "*baseline NOT updated for tests/retrieval/golden.json: this run is partial (1 of 2 "
+            "evaluations*were deselected or did not run*"
+        ]
     )
     assert not (pytester.path / "tests" / "retrieval" / "golden.json.baseline.json").exists()
 
@@ -233,7 +242,7 @@ def test_it(retrieval_eval, retriever):
         ("thresholds=['recall@3']", "*thresholds must be a dict, e.g. thresholds=*"),
         ("max_drop='2%'", "*max_drop must be a dict*"),
         ("max_drop={'recall@3': 'abc'}", "*max drop*recall@3*"),
-        ("metrics='recall@3'", "*metrics must be a list of names*"),
+        ("metrics='recall@3'", "*metrics must be a list of metric names*"),
         ("thresholds={'recall@3[nope]': 0.5}", "*no query of golden.json has the tag 'nope'*"),
     ],
 )
@@ -268,8 +277,12 @@ def test_threshold_on_an_unknown_tag_is_a_usage_error(
         pytester.makeini("[pytest]\nretrieval_thresholds = recall@3[nope]=0.5\n")
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*threshold recall@3[[]nope[]]*no query of golden.json has the "
-                                 "tag 'nope' (its tags: drink, fruit)*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*threshold recall@3[[]nope[]]*no query of golden.json has the "
+            "tag 'nope' (its tags: drink, fruit)*"
+        ]
+    )
 
 
 def test_a_beir_folder_and_its_qrels_file_are_one_golden_set(pytester: pytest.Pytester) -> None:
@@ -299,7 +312,7 @@ def test_isatty_shim_reads_the_attribute_and_the_method(isatty: bool) -> None:
     """pytest < 9 has ``TerminalReporter.isatty`` as a bool, pytest 9 as a method."""
     from types import SimpleNamespace
 
-    from pytest_retrieval.plugin import _isatty
+    from pytest_retrieval.runtest import isatty as read_isatty
 
-    assert _isatty(SimpleNamespace(isatty=isatty)) is isatty
-    assert _isatty(SimpleNamespace(isatty=lambda: isatty)) is isatty
+    assert read_isatty(SimpleNamespace(isatty=isatty)) is isatty
+    assert read_isatty(SimpleNamespace(isatty=lambda: isatty)) is isatty

@@ -69,8 +69,16 @@ def test_rerunfailures_counts_one_evaluation_the_last_attempt(pytester: pytest.P
     pytester.makeconftest(FLAKY)
     write_golden(pytester, dict(GOLDEN, thresholds={"recall@3": 0.9}))
     result = pytester.runpytest(
-        "--retrieval-golden", "golden.json", "--reruns", "2", "-p", "no:randomly",
-        "--retrieval-report", "report.json", "--junitxml", "junit.xml",
+        "--retrieval-golden",
+        "golden.json",
+        "--reruns",
+        "2",
+        "-p",
+        "no:randomly",
+        "--retrieval-report",
+        "report.json",
+        "--junitxml",
+        "junit.xml",
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*1 passed, 1 rerun*"])
@@ -78,9 +86,7 @@ def test_rerunfailures_counts_one_evaluation_the_last_attempt(pytester: pytest.P
     evaluations = _report(pytester)["evaluations"]
     assert len(evaluations) == 1
     assert evaluations[0]["metrics"]["recall@3"] == 1.0  # the last attempt's numbers
-    properties = [
-        p.get("name") for p in ET.parse(pytester.path / "junit.xml").iter("property")
-    ]
+    properties = [p.get("name") for p in ET.parse(pytester.path / "junit.xml").iter("property")]
     assert properties.count("retrieval.recall@3") == 1
 
 
@@ -109,8 +115,11 @@ def test_pytest_randomly_does_not_change_the_numbers(pytester: pytest.Pytester) 
     runs = []
     for seed in ("1", "2"):
         result = pytester.runpytest(
-            "--retrieval-golden", "golden.json", f"--randomly-seed={seed}",
-            "--retrieval-report", f"report-{seed}.json",
+            "--retrieval-golden",
+            "golden.json",
+            f"--randomly-seed={seed}",
+            "--retrieval-report",
+            f"report-{seed}.json",
         )
         result.assert_outcomes(passed=2)
         evaluation = _report(pytester, f"report-{seed}.json")["evaluations"][0]
@@ -120,8 +129,10 @@ def test_pytest_randomly_does_not_change_the_numbers(pytester: pytest.Pytester) 
 
 def test_pytest_cov(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(KEYWORD_RETRIEVER)
-    pytester.makepyfile(mylib="def f():\n    return 1\n", test_unit="import mylib\n\n"
-                        "def test_unit():\n    assert mylib.f() == 1\n")
+    pytester.makepyfile(
+        mylib="def f():\n    return 1\n",
+        test_unit="import mylib\n\ndef test_unit():\n    assert mylib.f() == 1\n",
+    )
     write_golden(pytester)
     result = pytester.runpytest_subprocess(
         "--retrieval-golden", "golden.json", "--cov", "mylib", "--cov-report", "term"

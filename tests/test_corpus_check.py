@@ -25,8 +25,10 @@ def test_missing_ids_are_a_warning(with_corpus: pytest.Pytester) -> None:
     result = with_corpus.runpytest("--retrieval-golden", "golden.json")
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(
-        ["*golden set *golden.json: 1 of 6 relevant doc ids are not in the corpus *corpus.jsonl "
-         "(5 documents): 'd6'*"]
+        [
+            "*golden set *golden.json: 1 of 6 relevant doc ids are not in the corpus *corpus.jsonl "
+            "(5 documents): 'd6'*"
+        ]
     )
 
 
@@ -39,14 +41,17 @@ def test_missing_ids_are_a_usage_error_when_strict(
     with_corpus.makeini("[pytest]\n" + ini)
     result = with_corpus.runpytest("--retrieval-golden", "golden.json", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*1 of 6 relevant doc ids are not in the corpus*'d6'*",
-                                 "*fix: add those documents to the corpus*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*1 of 6 relevant doc ids are not in the corpus*'d6'*",
+            "*fix: add those documents to the corpus*",
+        ]
+    )
 
 
 def test_retrieval_corpus_fixture_is_checked(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
-        KEYWORD_RETRIEVER
-        + f"\n\n@pytest.fixture(scope='session')\ndef retrieval_corpus():\n"
+        KEYWORD_RETRIEVER + f"\n\n@pytest.fixture(scope='session')\ndef retrieval_corpus():\n"
         f"    return {SHORT_CORPUS!r}\n"
     )
     write_golden(pytester)

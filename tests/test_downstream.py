@@ -111,7 +111,7 @@ def test_a_failing_label_fails_the_evaluation_and_says_why(
 
     result = evaluate(search, golden, downstream=DownstreamRunner(broken))
     assert not result.passed
-    assert result.judge_problem is not None and message in result.judge_problem
+    assert any(message in r.message for r in result.verdict.of_kind("downstream labels"))
     with pytest.raises(AssertionError, match="downstream labels failed"):
         result.assert_thresholds()
 

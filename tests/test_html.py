@@ -9,13 +9,13 @@ import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
 
 from pytest_retrieval import evaluate, load_golden
 from pytest_retrieval.compare import ab_groups, compare_to_baseline, entry_from_result
-from pytest_retrieval.evaluation import EvaluationResult
 from pytest_retrieval.html_report import (
     BOTTOM,
     HEIGHT,
@@ -27,6 +27,8 @@ from pytest_retrieval.html_report import (
     line_chart,
     render_html,
 )
+from pytest_retrieval.results import EvaluationResult
+from pytest_retrieval.verdicts import session_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -39,6 +41,11 @@ BROWSER_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+def html(results: list[EvaluationResult], groups: Any = (), baselines: Any = None) -> str:
+    """The page as the plugin renders it, headed by the session's verdict."""
+    return render_html(results, groups, baselines, verdict=session_verdict(results, ()))
 
 
 def search(query: str, k: int) -> list[str]:
@@ -78,7 +85,7 @@ def test_curve_at_k_is_the_metric(cranfield_ab: list[EvaluationResult]) -> None:
         [q.returned for q in result.queries], [q.relevant for q in result.queries], "ndcg", 10
     )
     assert ndcg[9] == pytest.approx(result.metrics["ndcg@10"], abs=1e-12)
-    page = render_html([result])
+    page = html([result])
     assert f"current: recall@10 = {result.metrics['recall@10']:.4f}" in page  # hover value
 
 
@@ -92,11 +99,8 @@ def test_baseline_curve_scores_stored_rankings_with_todays_judgments(
     )
     reversed_then = baseline_curve(worse, entry, "ndcg")
     assert reversed_then[9] == pytest.approx(bm25.metrics["ndcg@10"])
-    worse.comparison = compare_to_baseline(worse, entry, {}, alpha=0.05)
-    try:
-        page = render_html([worse], baselines={0: entry})
-    finally:
-        worse.comparison = None
+    compared = replace(worse, comparison=compare_to_baseline(worse, entry, {}, alpha=0.05))
+    page = html([compared], baselines={0: entry})
     assert "baseline (2025-01-01)" in page and page.count("<polyline") == 4
     assert 'stroke-dasharray="6 4"' in page  # the baseline is drawn dashed
 
@@ -137,7 +141,7 @@ def test_user_text_is_escaped(tmp_path: Path) -> None:
     path = tmp_path / "golden.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     result = evaluate(lambda query, k: ["d1", "<d4>"][:k], path, retriever_id="r<u>")
-    result.queries[0].judgments = {
+    judged = {
         "d1": {
             "on_topic": False,
             "score": 0.1,
@@ -146,7 +150,8 @@ def test_user_text_is_escaped(tmp_path: Path) -> None:
             "error": None,
         }
     }
-    page = render_html([result])
+    first = replace(result.queries[0], judgments=judged)
+    page = html([replace(result, queries=[first, *result.queries[1:]])])
     assert page.count("<script>") == 1  # only our own
     assert "&lt;/script&gt;&lt;script&gt;alert(1)" in page
     assert "&lt;i&gt;fruit&lt;/i&gt; [r&lt;u&gt;]" in page and "&lt;d4&gt;" in page
@@ -174,7 +179,7 @@ def test_big_sets_list_only_the_worst_queries(
 ) -> None:
     monkeypatch.setattr("pytest_retrieval.html_report.MAX_QUERY_ROWS", 20)
     result = cranfield_ab[0]
-    page = render_html([result])
+    page = html([result])
     assert page.count('class="q"') == 20
     assert "The 20 worst of 225 queries by recall@10 (all of them are in the JSON report)" in page
     listed = re.findall(r'<tr class="q"[^>]*><td>([^<]+)</td>', page)
@@ -183,7 +188,7 @@ def test_big_sets_list_only_the_worst_queries(
 
 
 def test_cranfield_page_stays_small(cranfield_ab: list[EvaluationResult]) -> None:
-    page = render_html(cranfield_ab, ab_groups(cranfield_ab, None, 0.05))
+    page = html(cranfield_ab, ab_groups(cranfield_ab, None, 0.05))
     size = len(page.encode("utf-8"))
     print(f"Cranfield, 2 retrievers x 225 queries x 100 hits: {size / 1024:.0f} KiB")
     assert size < 1_000_000
@@ -209,7 +214,7 @@ def test_report_in_a_real_browser(cranfield_ab: list[EvaluationResult], tmp_path
     )
     results = [replace(bm25, queries=[judged, *bm25.queries[1:]]), worse]
     page_file = tmp_path / "report.html"
-    page_file.write_text(render_html(results, ab_groups(results, None, 0.05)), encoding="utf-8")
+    page_file.write_text(html(results, ab_groups(results, None, 0.05)), encoding="utf-8")
     problems: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)

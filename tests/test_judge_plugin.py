@@ -243,7 +243,7 @@ def test_baseline_records_the_judge_and_a_changed_judge_is_not_compared(
     judge = ["--retrieval-golden", "golden.json", "--retrieval-judge"]
     pytester.runpytest(*judge, "--retrieval-update-baseline").assert_outcomes(passed=1)
     stored = json.loads((pytester.path / "golden.json.baseline.json").read_text("utf-8"))
-    entry = stored["entries"]["fruit::retriever"]
+    entry = stored["entries"]["golden.json::retriever"]
     assert entry["judge"]["model"] == "gpt-4.1-mini" and entry["judge"]["min_score"] == 0.5
     assert "otr@3" in entry["metrics"]
     same = pytester.runpytest(*judge)

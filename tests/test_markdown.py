@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -12,9 +13,12 @@ import pytest
 from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
 from markdown_it import MarkdownIt
 
-from pytest_retrieval import evaluate
-from pytest_retrieval.compare import Comparison, ab_groups, compare_to_baseline, entry_from_result
+from pytest_retrieval import EvaluationResult, evaluate
+from pytest_retrieval.compare import ab_groups, compare_to_baseline, entry_from_result
+from pytest_retrieval.gate import decide
 from pytest_retrieval.markdown import render_markdown
+from pytest_retrieval.results import Comparison
+from pytest_retrieval.verdicts import session_verdict
 
 #: GitHub's dialect as far as markdown-it goes: tables, strikethrough, raw HTML allowed
 GFM = MarkdownIt("gfm-like", {"html": True, "linkify": False})
@@ -84,6 +88,24 @@ def check_gfm(markdown: str) -> tuple[list[list[list[str]]], Rendered]:
     return parsed, rendered
 
 
+JUDGE = {
+    "model": "m",
+    "prompt_version": "v1",
+    "calls": 7,
+    "cache_hits": 5,
+    "prompt_tokens": 100,
+    "completion_tokens": 20,
+    "estimated_cost_usd": 0.0042,
+    "graded": 12,
+    "pairs": 12,
+    "coverage": 1.0,
+}
+
+
+def md(results: list[EvaluationResult]) -> str:
+    return render_markdown(results, (), session_verdict(results, ()))
+
+
 def search(query: str, k: int) -> list[str]:
     """The helpers' keyword retriever, in process."""
     words = set(query.split())
@@ -105,8 +127,8 @@ def test_hostile_text_stays_text(tmp_path: Path) -> None:
     path = tmp_path / "golden.json"
     path.write_text(json.dumps(golden), encoding="utf-8")
     result = evaluate(search, path, thresholds={"recall@3": 1.0, "precision@3[t|<x>]": 0.9})
-    result.retriever_id = "ret | <u>x</u>"
-    markdown = render_markdown([result])
+    result = replace(result, retriever_id="ret | <u>x</u>")
+    markdown = md([result])
     parsed, rendered = check_gfm(markdown)
     text = "".join(rendered.text)
     flat = HOSTILE.replace("\n", " ")
@@ -121,7 +143,7 @@ def test_hostile_text_stays_text(tmp_path: Path) -> None:
 
 def test_tables_thresholds_tags_and_worst_queries(tmp_path: Path) -> None:
     result = evaluate(search, fruit(tmp_path), thresholds={"precision@3": 0.7})
-    markdown = render_markdown([result])
+    markdown = md([result])
     parsed, _ = check_gfm(markdown)
     assert markdown.startswith("## Retrieval evaluation: ❌ 1 of 1 failed")
     precision = next(row for row in parsed[0] if row[0] == "`precision@3`")
@@ -141,22 +163,15 @@ def test_baseline_drift_judge_and_power_notes(tmp_path: Path) -> None:
     entry = entry_from_result(before, {"commit": "0123456789abcdef"}, "2025-01-02T03:04:05+00:00")
     del entry.queries["juice"]  # the golden set gained a query since
     worse = evaluate(lambda q, k: search(q, 6)[::-1][:k], fruit(tmp_path))
-    worse.comparison = compare_to_baseline(worse, entry, {}, alpha=1.0)
-    worse.baseline_path = str(tmp_path / "golden.json.baseline.json")
-    worse.power = {"recall@3": (0.3, 0.01)}
-    worse.judge = {
-        "model": "m",
-        "prompt_version": "v1",
-        "calls": 7,
-        "cache_hits": 5,
-        "prompt_tokens": 100,
-        "completion_tokens": 20,
-        "estimated_cost_usd": 0.0042,
-        "graded": 12,
-        "pairs": 12,
-        "coverage": 1.0,
-    }
-    markdown = render_markdown([worse])
+    worse = replace(
+        worse,
+        comparison=compare_to_baseline(worse, entry, {}, alpha=1.0),
+        baseline_path=str(tmp_path / "golden.json.baseline.json"),
+        power={"recall@3": (0.3, 0.01)},
+        judge=JUDGE,
+    )
+    worse = decide(worse)
+    markdown = md([worse])
     parsed, rendered = check_gfm(markdown)
     text = "".join(rendered.text)
     assert (
@@ -166,21 +181,26 @@ def test_baseline_drift_judge_and_power_notes(tmp_path: Path) -> None:
     assert "compared on the 3 unchanged queries" in text
     assert "judge m (prompt v1): 7 calls, 5 cache hits, 120 tokens, ~$0.0042" in text
     assert "coverage 100.0%" in text
-    assert "low power (observed): 4 queries detect a 0.300 drop in recall@3" in text
+    assert "power: 3 queries detect a 0.300 drop in recall@3" in text
     regressed = [row for row in parsed[0][1:] if "❌ regressed" in row[7]]
     assert regressed and all(row[4] and row[5].startswith("-") for row in regressed)
-    assert "<details><summary>Queries that got worse on" in markdown
+    assert "queries got worse on recall@3 (the largest drops)</summary>" in markdown
 
 
 def test_stale_and_missing_baselines_say_what_to_do(tmp_path: Path) -> None:
     result = evaluate(search, fruit(tmp_path))
-    result.comparison = Comparison("baseline", 0, rejudged=["apple"], stale="no query unchanged")
-    stale = render_markdown([result])
+    stale_comparison = Comparison("baseline", 0, rejudged=["apple"], stale="no query unchanged")
+    result = decide(replace(result, comparison=stale_comparison))
+    stale = md([result])
     check_gfm(stale)
     assert "⚠️ stale baseline: no query unchanged; not compared. Refresh it with: `pytest " in stale
-    result.comparison, result.baseline_note = None, "missing"
-    result.baseline_path = str(tmp_path / "golden.json.baseline.json")
-    missing = render_markdown([result])
+    result = replace(
+        result,
+        comparison=None,
+        baseline_note="missing",
+        baseline_path=str(tmp_path / "golden.json.baseline.json"),
+    )
+    missing = md([result])
     check_gfm(missing)
     assert "record one on main with: `pytest --retrieval-golden" in missing
     assert "--retrieval-update-baseline`" in missing
@@ -193,7 +213,9 @@ def test_ab_table_has_a_column_group_per_retriever(tmp_path: Path) -> None:
         evaluate(lambda q, k: search(q, 6)[::-1][:k], path, retriever_id="reversed"),
         evaluate(lambda q, k: search(q, k)[:1], path, retriever_id="top_1"),
     ]
-    markdown = render_markdown(results, ab_groups(results, None, 0.05))
+    markdown = render_markdown(
+        results, ab_groups(results, None, 0.05), session_verdict(results, ())
+    )
     parsed, _ = check_gfm(markdown)
     assert "### fruit: 3 retrievers side by side" in markdown
     ab = parsed[-1]
@@ -264,7 +286,7 @@ def test_regression_with_hostile_text_through_the_plugin(pytester: pytest.Pytest
     parsed, _ = check_gfm(markdown)
     assert "compared with baseline golden.json.baseline.json (recorded" in markdown
     assert any("❌ regressed" in row[7] for row in parsed[0][1:])
-    assert "<details><summary>Queries that got worse on" in markdown
+    assert "queries got worse on recall@3 (the largest drops)</summary>" in markdown
     assert "&lt;script&gt;" in markdown and "a\\|b" in markdown
 
 

@@ -441,14 +441,14 @@ def test_errors_are_grouped_with_the_first_traceback_of_each(tmp_path: Path) -> 
     assert 'raise ConnectionError("refused")' in groups[0].traceback
     assert groups[1].traceback is None  # a contract message, not an exception
 
-    text = failure_text(result, result.gate())
+    text = failure_text(result)
     assert (
         "    14 queries: the retriever raised ConnectionError: refused (first: q0, q3, q6, ...)"
     ) in text.splitlines()
     assert "    q4: hit at rank 1 has no usable id (got int 1)" in text
     assert "raise ConnectionError" not in text
     assert "(-v shows the first traceback of each; --retrieval-report keeps them)" in text
-    verbose = failure_text(result, result.gate(), verbose=True)
+    verbose = failure_text(result, verbose=True)
     assert "      Traceback (most recent call last):" in verbose.splitlines()
     assert 'raise ConnectionError("refused")' in verbose
     assert "  15 of 40 retriever calls failed (scored 0):" in summary_lines(result)
@@ -476,8 +476,8 @@ def test_errors_differing_only_in_numbers_are_one_group(tmp_path: Path) -> None:
     result = evaluate(search, _golden(tmp_path, 12))
     (group,) = result.error_groups
     assert len(group.queries) == 12 and not group.uniform
-    assert failure_text(result, result.gate()).count("has no usable id") == 1
-    assert "; the messages differ only in numbers)" in failure_text(result, result.gate())
+    assert failure_text(result).count("has no usable id") == 1
+    assert "; the messages differ only in numbers)" in failure_text(result)
 
 
 def test_most_queries_short_of_k_get_a_note(tmp_path: Path) -> None:

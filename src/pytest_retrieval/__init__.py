@@ -23,21 +23,27 @@ _EXPORTS = {
     "GoldenQuery": "golden",
     "GoldenError": "golden",
     "evaluate": "evaluation",
-    "EvaluationResult": "evaluation",
-    "QueryResult": "evaluation",
-    "Threshold": "gate",
+    "EvaluationResult": "results",
+    "QueryResult": "results",
+    "Comparison": "results",
+    "Threshold": "results",
     "ThresholdError": "gate",
+    "Verdict": "verdicts",
+    "Reason": "verdicts",
     "compute": "metrics",
 }
 
 __all__ = [
+    "Comparison",
     "EvaluationResult",
     "GoldenError",
     "GoldenQuery",
     "GoldenSet",
     "QueryResult",
+    "Reason",
     "Threshold",
     "ThresholdError",
+    "Verdict",
     "__version__",
     "compute",
     "evaluate",
@@ -45,10 +51,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .evaluation import EvaluationResult, QueryResult, evaluate
-    from .gate import Threshold, ThresholdError
+    from .evaluation import evaluate
+    from .gate import ThresholdError
     from .golden import GoldenError, GoldenQuery, GoldenSet, load_golden
     from .metrics import compute
+    from .results import Comparison, EvaluationResult, QueryResult, Threshold
+    from .verdicts import Reason, Verdict
 
 
 def __getattr__(name: str) -> Any:

@@ -25,10 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import __version__
-from ._io import atomic_write as atomic_write
-from ._io import git_info as git_info  # re-exported: cli and session import it from here
-from ._io import lock_path
-from ._io import now as now  # re-exported: cli and session import it from here
+from ._io import atomic_write, lock_path
 from .errors import BaselineError as BaselineError
 from .formats import default_qrels
 from .metrics import DEFINITIONS_VERSION

@@ -321,7 +321,7 @@ def _convert(args: argparse.Namespace) -> int:
     output = Path(args.output)
     if output.exists() and not args.force:
         raise CliError(f"{output} exists; pass --force to overwrite it")
-    from .baseline import atomic_write
+    from ._io import atomic_write
 
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(output, text)
@@ -408,10 +408,17 @@ def _add_diff(commands: Any) -> None:
         help="allowed drop, absolute (0.01) or relative (2%%); repeatable; default 0.01",
     )
     sub.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+    sub.add_argument(
+        "--gate",
+        action="append",
+        default=None,
+        metavar="METRIC",
+        help="a gated metric (repeatable); default: the gated set REPORT_B was run with",
+    )
 
 
 def _read_report(path: Path) -> list[Any]:
-    from .evaluation import EvaluationResult
+    from .results import EvaluationResult
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -428,41 +435,53 @@ def _read_report(path: Path) -> list[Any]:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    """REPORT_B gated as if REPORT_A were its baseline: the same comparison and the same
+    verdict (:func:`~pytest_retrieval.gate.decide`) as the plugin, rendered the same way."""
+    from dataclasses import replace
+
     from .baseline import entry_key
-    from .compare import AllowanceError, compare_to_baseline, entry_from_result, merge
-    from .compare import parse_assignment as parse_drop
+    from .compare import compare_to_baseline, entry_from_result
+    from .gate import AllowanceError, decide, merge_allowances, parse_allowance_assignment
+    from .metrics import MetricNameError, parse_metric
     from .report import regression_lines
 
     if not 0 < args.alpha <= 1:
         raise CliError(f"--alpha {args.alpha:g} is not in (0, 1]")
     try:
-        allowances = merge([parse_drop(text, "--max-drop") for text in args.max_drop])
-    except AllowanceError as exc:
+        allowances = merge_allowances(
+            [parse_allowance_assignment(text, "--max-drop") for text in args.max_drop]
+        )
+        gate = None if args.gate is None else tuple(parse_metric(m).name for m in args.gate)
+    except (AllowanceError, MetricNameError) as exc:
         raise CliError(str(exc)) from None
     before = {entry_key(r.golden_name, r.retriever_id): r for r in _read_report(args.report_a)}
     after = _read_report(args.report_b)
-    regressed = compared = 0
+    failed = compared = 0
     for result in after:
         key = entry_key(result.golden_name, result.retriever_id)
         reference = before.get(key)
         if reference is None:
             print(f"{key}: not in {args.report_a}; skipped")
             continue
+        if gate is not None:
+            result = replace(result, gated=tuple(m for m in result.metrics if m in gate))
         entry = entry_from_result(reference, {}, "")
         comparison = compare_to_baseline(
             result, entry, allowances, alpha=args.alpha, reference=f"report {args.report_a}"
         )
-        result.comparison = comparison
+        result = decide(replace(result, comparison=comparison, baseline_note=""))
         compared += 1
         print(f"{key}: {len(result.queries)} queries")
         for line in regression_lines(result, comparison):
             print(line)
-        if comparison.regressed:
-            regressed += 1
+        print(f"  verdict: {result.verdict.word}")
+        for reason in result.verdict.reasons:
+            print(f"    {reason.kind}: {reason.message}")
+        failed += not result.verdict.passed
     if compared == 0:
         raise CliError(f"no evaluation of {args.report_b} is in {args.report_a}")
-    print(f"{regressed} of {compared} evaluations regressed")
-    return 1 if regressed else 0
+    print(f"{failed} of {compared} evaluations failed")
+    return 1 if failed else 0
 
 
 # ---------------------------------------------------------------------------- show

@@ -1,165 +1,47 @@
-"""Regression checks against a stored baseline, and A/B comparisons. Pure: no I/O.
+"""Paired comparisons: a run against its stored baseline, one retriever against another (A/B),
+and the power of the gate. Pure: no I/O.
 
-A metric has regressed only when BOTH hold: its drop exceeds the allowance
-(``--retrieval-max-drop``), and a paired sign-flip test over the per-query values of the
-queries both runs share gives p < alpha after Holm-Bonferroni across the gated metrics.
-The first condition ignores drops too small to matter; the second ignores drops that a
-different sample of queries would not reproduce.
+A gated metric has regressed only when BOTH hold: its drop exceeds the allowance
+(``--retrieval-max-drop``), and a one-sided paired sign-flip test over the per-query values of
+the queries both runs share gives p < alpha after Holm-Bonferroni across the GATED metrics
+(:func:`pytest_retrieval.gate.gated_metrics`). The first condition ignores drops too small to
+matter; the second ignores drops that another sample of queries would not reproduce. An
+improvement needs the same (the other one-sided test, its own Holm family). Metrics that are
+not gated are reported with their unadjusted p and never fail a run.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
 from . import stats
-from .baseline import BaselineEntry
-from .evaluation import EvaluationResult
-from .metrics import MetricNameError, parse_metric
+from .baseline import BaselineEntry, BaselineQuery
+from .gate import Allowance, default_allowance
+from .metrics import DEFINITIONS_VERSION, parse_metric
+from .results import (
+    LATENCY,
+    Comparison,
+    EvaluationResult,
+    MetricChange,
+    QueryChange,
+    finite_or_none,
+)
 
-DEFAULT_MAX_DROP = 0.01
 DEFAULT_ALPHA = 0.05
-LATENCY = "latency_p95"
-WORST = 5
+POWER = 0.8
 TOLERANCE = 1e-9  # a drop of exactly the allowance is allowed, whatever the float rounding
-
-_DROP = re.compile(r"^\s*(?P<amount>[0-9]*\.?[0-9]+)\s*(?P<percent>%?)\s*$")
-
-
-class AllowanceError(ValueError):
-    """A max-drop setting that cannot be used; the message says what to write."""
-
-
-@dataclass(frozen=True)
-class Allowance:
-    """How far ``metric`` may drop: an absolute amount, or a fraction of the baseline."""
-
-    metric: str
-    amount: float
-    relative: bool = False
-    source: str = "default"
-
-    def allowed(self, baseline_value: float) -> float:
-        return self.amount * abs(baseline_value) if self.relative else self.amount
-
-    def __str__(self) -> str:
-        return f"{self.amount * 100:g}%" if self.relative else f"{self.amount:g}"
-
-
-def parse_allowance(metric: str, value: object, source: str) -> Allowance:
-    """``0.01`` (absolute) or ``"2%"`` (relative to the baseline value)."""
-    if metric != LATENCY:
-        try:
-            parse_metric(metric)
-        except MetricNameError as exc:
-            raise AllowanceError(f"max drop for {metric!r}: {exc}") from None
-    text = str(value) if not isinstance(value, bool) else "x"
-    match = _DROP.match(text)
-    if match is None:
-        raise AllowanceError(
-            f"max drop {metric}={value!r}: write an absolute amount like 0.01 or a percentage "
-            "like 2%"
-        )
-    amount = float(match["amount"])
-    relative = bool(match["percent"])
-    if relative:
-        amount /= 100.0
-    elif metric != LATENCY and amount > 1:
-        raise AllowanceError(
-            f"max drop {metric}={value}: metrics are fractions in [0, 1]; write 0.02 or 2%"
-        )
-    if metric == LATENCY and not relative:
-        source += " (milliseconds)"
-    return Allowance(metric, amount, relative, source)
-
-
-def parse_assignment(text: str, source: str) -> Allowance:
-    metric, sep, value = text.partition("=")
-    if not sep:
-        raise AllowanceError(f"{text!r} is not METRIC=DROP (e.g. recall@10=0.01 or ndcg@10=2%)")
-    return parse_allowance(metric.strip(), value.strip(), source)
-
-
-def merge(*layers: Iterable[Allowance]) -> dict[str, Allowance]:
-    merged: dict[str, Allowance] = {}
-    for layer in layers:
-        for allowance in layer:
-            merged[allowance.metric] = allowance
-    return merged
-
-
-@dataclass
-class MetricChange:
-    metric: str
-    baseline: float
-    current: float
-    allowed: float
-    p_value: float | None = None  # raw one-sided p (None: not tested)
-    p_adjusted: float | None = None  # after Holm-Bonferroni
-    verdict: str = "ok"  # ok | regressed | within noise | improved | not in baseline
-    detectable: float | None = None  # drop found with 80% power at this n and alpha
-
-    @property
-    def delta(self) -> float:
-        return self.current - self.baseline
-
-
-@dataclass
-class QueryChange:
-    """One query that got worse: before -> after, and where its relevant docs went."""
-
-    id: str
-    query: str
-    metric: str
-    before: float
-    after: float
-    lost: dict[str, int | None]  # relevant id in baseline top k -> new rank (None: gone)
-
-
-@dataclass
-class Comparison:
-    """A run against its baseline (or one retriever against another in an A/B run)."""
-
-    reference: str  # "baseline <path>" or "retriever <id>"
-    n_common: int
-    added: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    rejudged: list[str] = field(default_factory=list)
-    changes: list[MetricChange] = field(default_factory=list)
-    worst: list[QueryChange] = field(default_factory=list)
-    stale: str | None = None
-    alpha: float = DEFAULT_ALPHA
-    baseline_created: str = ""
-    baseline_commit: str = ""
-    #: judge setting -> [baseline's, this run's], when LLM-judged values are not comparable
-    judge_changed: dict[str, list[Any]] = field(default_factory=dict)
-
-    @property
-    def regressed(self) -> list[MetricChange]:
-        return [c for c in self.changes if c.verdict == "regressed"]
-
-    @property
-    def improved(self) -> list[MetricChange]:
-        return [c for c in self.changes if c.verdict == "improved"]
-
-    @property
-    def drifted(self) -> bool:
-        return bool(self.added or self.removed or self.rejudged)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
-        values = dict(data)
-        values["changes"] = [MetricChange(**c) for c in data.get("changes", [])]
-        values["worst"] = [QueryChange(**w) for w in data.get("worst", [])]
-        return cls(**values)
+#: a refresh keeps the recorded latencies while the median moved less than this fraction or
+#: this many ms (or not significantly): per-query timings jitter from run to run
+KEPT_LATENCY_SHIFT = 0.5
+KEPT_LATENCY_MS = 1.0
+#: what must match for LLM-judged values to be comparable across runs
+JUDGE_DEFINITION = ("model", "prompt_version", "scale", "min_score")
 
 
 def compare_to_baseline(
@@ -170,7 +52,8 @@ def compare_to_baseline(
     alpha: float = DEFAULT_ALPHA,
     reference: str = "baseline",
 ) -> Comparison:
-    """Compare ``result`` with a recorded baseline on the queries both share unchanged."""
+    """Compare ``result`` with a recorded baseline on the queries both share unchanged; the
+    gated metrics are ``result.gated``."""
     current = {q.id: q for q in result.queries}
     added = sorted(set(current) - set(entry.queries))
     removed = sorted(set(entry.queries) - set(current))
@@ -191,15 +74,17 @@ def compare_to_baseline(
         baseline_created=entry.created,
         baseline_commit=str(entry.git.get("commit", ""))[:12],
     )
-    if not common:
-        comparison.stale = "no query of the golden set is unchanged since the baseline was recorded"
-        return comparison
+    stale = _stale_reason(entry, common)
+    if stale is not None:
+        return replace(comparison, stale=stale)
     missing = [m for m in result.metrics if not all(m in entry.queries[q].metrics for q in common)]
+    judge_changed: dict[str, list[Any]] = {}
     judge_now = judge_definition(result)
     if judge_now is not None and entry.judge is not None and judge_now != entry.judge:
-        changed_judge = [m for m in result.metrics if parse_metric(m).labels != "golden"]
-        missing += [m for m in changed_judge if m not in missing]
-        comparison.judge_changed = {
+        missing += [
+            m for m in result.metrics if parse_metric(m).labels != "golden" and m not in missing
+        ]
+        judge_changed = {
             key: [entry.judge.get(key), judge_now[key]]
             for key in JUDGE_DEFINITION
             if entry.judge.get(key) != judge_now[key]
@@ -210,104 +95,202 @@ def compare_to_baseline(
         if m not in missing
     }
     after = {m: np.array([current[q].metrics[m] for q in common]) for m in before}
-    comparison.changes = _judge(before, after, allowances, alpha)
-    comparison.changes += [
+    changes = judge_changes(before, after, allowances, alpha, result.gated)
+    changes += [
         MetricChange(
             m,
             math.nan,
             result.metrics[m],
             math.nan,
             verdict="judge changed"
-            if comparison.judge_changed and parse_metric(m).labels != "golden"
+            if judge_changed and parse_metric(m).labels != "golden"
             else "not in baseline",
+            gated=m in result.gated,
         )
         for m in missing
     ]
-    if missing and len(missing) == len(result.metrics):
-        comparison.stale = "the baseline has none of the metrics this run computes"
     latency = allowances.get(LATENCY)
     if latency is not None and entry.latency_p95_ms is not None:
-        comparison.changes.append(_latency_change(result, entry, latency))
-    if comparison.regressed:
-        first = (
-            next(c for c in comparison.regressed if c.metric != LATENCY)
-            if any(c.metric != LATENCY for c in comparison.regressed)
-            else None
+        changes.append(latency_change(result, entry, common, latency, alpha))
+    worse = {
+        c.metric: worse_queries(result, entry, common, c.metric)
+        for c in changes
+        if c.verdict == "regressed" and c.metric != LATENCY
+    }
+    return replace(
+        comparison,
+        changes=changes,
+        worse=worse,
+        judge_changed=judge_changed,
+        stale="the baseline has none of the metrics this run computes"
+        if missing and len(missing) == len(result.metrics)
+        else None,
+    )
+
+
+def _stale_reason(entry: BaselineEntry, common: Sequence[str]) -> str | None:
+    version = entry.metrics_version
+    if version != DEFINITIONS_VERSION:
+        return (
+            f"it was recorded with metric definitions v{version}, this plugin computes "
+            f"v{DEFINITIONS_VERSION} (plugin {entry.plugin_version}); values are not comparable"
         )
-        if first is not None:
-            comparison.worst = _worst(result, entry, common, first.metric)
-    return comparison
+    if not common:
+        return "no query of the golden set is unchanged since the baseline was recorded"
+    return None
 
 
-def _judge(
+def judge_changes(
     before: Mapping[str, np.ndarray],
     after: Mapping[str, np.ndarray],
     allowances: Mapping[str, Allowance],
     alpha: float,
-    alternative: str = "less",
+    gated: Sequence[str],
+    *,
+    two_sided: bool = False,
 ) -> list[MetricChange]:
-    changes = []
-    raw: dict[str, float] = {}
+    """Per metric: the paired test and its verdict. Gated metrics are Holm-adjusted as one
+    family per direction (drops; rises); the others keep their raw p and are only reported.
+    ``two_sided`` (A/B): "worse"/"better" instead of "regressed"/"improved"."""
+    drops: dict[str, float] = {}
+    rises: dict[str, float] = {}
+    rows: dict[str, tuple[float, float, float]] = {}
+    m = max(1, sum(1 for metric in before if metric in gated))
+    resolution = alpha / m / 10
     for metric, old in before.items():
         new = after[metric]
         paired = np.isfinite(old) & np.isfinite(new)  # open queries have no golden metrics
         if not paired.all():
             old, new = old[paired], new[paired]
-        allowance = allowances.get(metric) or Allowance(metric, DEFAULT_MAX_DROP)
-        change = MetricChange(
-            metric, float(old.mean()), float(new.mean()), allowance.allowed(float(old.mean()))
+        base, now = (float(old.mean()), float(new.mean())) if old.size else (math.nan, math.nan)
+        allowance = allowances.get(metric) or default_allowance(metric)
+        rows[metric] = (base, now, allowance.allowed(base))
+        if alpha < 1 and old.size:
+            drops[metric] = stats.paired_pvalue(old, new, resolution=resolution)
+            rises[metric] = stats.paired_pvalue(new, old, resolution=resolution)
+    adjusted_drops = stats.holm({k: v for k, v in drops.items() if k in gated})
+    adjusted_rises = stats.holm({k: v for k, v in rises.items() if k in gated})
+    changes = []
+    for metric, (base, now, allowed) in rows.items():
+        delta = now - base
+        falling = delta < 0
+        raw = (drops if falling else rises).get(metric)
+        if two_sided and raw is not None:
+            raw = min(1.0, 2 * raw)
+        is_gated = metric in gated
+        adjusted = (adjusted_drops if falling else adjusted_rises).get(metric)
+        if two_sided and adjusted is not None:
+            adjusted = min(1.0, 2 * adjusted)
+        p = adjusted if is_gated else raw
+        significant = alpha >= 1 or (p is not None and p < alpha)
+        beyond = abs(delta) > allowed + TOLERANCE
+        verdict = "ok"
+        if beyond and falling:
+            if not is_gated:
+                verdict = "dropped" if significant else "within noise"
+            elif two_sided:
+                verdict = "worse" if significant else "within noise"
+            else:
+                verdict = "regressed" if significant else "within noise"
+        elif beyond and delta > 0:
+            if not is_gated:
+                verdict = "rose" if significant else "within noise"
+            else:
+                verdict = ("better" if two_sided else "improved") if significant else "ok"
+        changes.append(
+            MetricChange(
+                metric,
+                base,
+                now,
+                allowed,
+                p_value=raw,
+                p_adjusted=adjusted if is_gated else None,
+                verdict=verdict,
+                gated=is_gated,
+            )
         )
-        if alpha < 1:
-            raw[metric] = stats.paired_pvalue(old, new, alternative=alternative)
-            change.p_value = raw[metric]
-            sd = float(np.std(new - old, ddof=1)) if len(old) > 1 else 0.0
-            change.detectable = stats.detectable_drop(sd, len(old), alpha / max(1, len(before)))
-        changes.append(change)
-    adjusted = stats.holm(raw) if raw else {}
-    for change in changes:
-        change.p_adjusted = adjusted.get(change.metric)
-        significant = change.p_adjusted is None or change.p_adjusted < alpha
-        if -change.delta > change.allowed + TOLERANCE:
-            change.verdict = "regressed" if significant else "within noise"
-        elif change.delta > change.allowed + TOLERANCE:
-            change.verdict = "improved"
     return changes
 
 
-def _latency_change(
-    result: EvaluationResult, entry: BaselineEntry, allowance: Allowance
+def latency_change(
+    result: EvaluationResult,
+    entry: BaselineEntry,
+    common: Sequence[str],
+    allowance: Allowance,
+    alpha: float,
 ) -> MetricChange:
-    old = float(entry.latency_p95_ms or 0.0)
-    allowed = allowance.allowed(old)
-    change = MetricChange(LATENCY, old, result.latency_p95_ms, allowed)
-    if result.latency_p95_ms - old > allowed + TOLERANCE:  # higher latency is worse
-        change.verdict = "regressed"
-    return change
+    """Latency regressed when p95 rose beyond the allowance AND the per-query slowdown is
+    significant: a one-sided paired sign-flip test on log(now / before) of every query both
+    runs answered. A few slow calls in the tail (a shared CI machine) move p95 but not the
+    paired test; a slower retriever moves both."""
+    old_p95 = float(entry.latency_p95_ms or 0.0)
+    allowed = allowance.allowed(old_p95)
+    current = {q.id: q for q in result.queries}
+    pairs = [
+        (before, current[q].latency_ms)
+        for q in common
+        if (before := entry.queries[q].latency_ms)
+        and current[q].error is None
+        and current[q].latency_ms > 0
+    ]
+    change = MetricChange(LATENCY, old_p95, result.latency_p95_ms, allowed, gated=True)
+    if not pairs:
+        return replace(change, verdict="not tested")
+    ratios = np.log(np.array([now / before for before, now in pairs]))
+    p = stats.paired_pvalue(np.zeros_like(ratios), ratios, alternative="less")
+    p_slower = stats.paired_pvalue(ratios, np.zeros_like(ratios), alternative="less")
+    beyond = result.latency_p95_ms - old_p95 > allowed + TOLERANCE  # higher is worse
+    verdict = "ok"
+    if beyond:
+        verdict = "regressed" if p_slower < alpha else "within noise"
+    return replace(change, p_value=min(p, p_slower), p_adjusted=p_slower, verdict=verdict)
 
 
-def _worst(
+def latency_unchanged(
+    result: EvaluationResult, entry: BaselineEntry, alpha: float = DEFAULT_ALPHA
+) -> bool:
+    """No significant per-query latency change either way: a refreshed baseline keeps the
+    recorded latencies, so a refresh of an unchanged retriever does not rewrite them."""
+    current = {q.id: q for q in result.queries}
+    pairs = [
+        (before, current[q].latency_ms)
+        for q, stored in entry.queries.items()
+        if q in current
+        and (before := stored.latency_ms)
+        and current[q].error is None
+        and current[q].latency_ms > 0
+    ]
+    if not pairs:
+        return False
+    before, now = np.array(pairs).T
+    shift = abs(float(np.median(now)) - float(np.median(before)))
+    if shift <= max(KEPT_LATENCY_SHIFT * float(np.median(before)), KEPT_LATENCY_MS):
+        return True  # timer and machine noise: not worth a diff
+    ratios = np.log(now / before)
+    return stats.paired_pvalue(np.zeros_like(ratios), ratios, alternative="two-sided") >= alpha
+
+
+def worse_queries(
     result: EvaluationResult, entry: BaselineEntry, common: Sequence[str], metric: str
 ) -> list[QueryChange]:
+    """Every query that got worse on ``metric``, the largest drop first, with the relevant
+    ids that left the top k (and their rank now)."""
     current = {q.id: q for q in result.queries}
-    drops = sorted(
-        common,
-        key=lambda q: (current[q].metrics[metric] - entry.queries[q].metrics[metric], q),
-    )
-    worst = []
     k = parse_metric(metric).k
-    for qid in drops[:WORST]:
+    changes = []
+    for qid in common:
         query = current[qid]
         before, after = entry.queries[qid].metrics[metric], query.metrics[metric]
-        if after >= before:
-            break
+        if not after < before:  # NaN (open queries) never counts
+            continue
         ranks = {doc: rank for rank, doc in enumerate(query.returned, 1)}
         lost = {
             doc: ranks.get(doc)
             for doc in entry.queries[qid].ranked[:k]
             if query.relevant.get(doc, 0) > 0 and ranks.get(doc, k + 1) > k
         }
-        worst.append(QueryChange(qid, query.query, metric, before, after, lost))
-    return worst
+        changes.append(QueryChange(qid, query.query, metric, before, after, lost))
+    return sorted(changes, key=lambda c: (c.after - c.before, c.id))
 
 
 def compare_runs(
@@ -316,49 +299,115 @@ def compare_runs(
     allowances: Mapping[str, Allowance],
     alpha: float = DEFAULT_ALPHA,
 ) -> Comparison:
-    """A/B: ``other`` against ``reference`` on the same golden set, two-sided p-values."""
+    """A/B: ``other`` against ``reference`` on the same golden set, two-sided paired tests;
+    "better"/"worse" need what a regression needs (Holm over the gated metrics, allowance)."""
     theirs = {q.id: q for q in other.queries}
     common = [q.id for q in reference.queries if q.id in theirs]
     ours = {q.id: q for q in reference.queries}
     metrics = [m for m in reference.metrics if m in other.metrics]
     before = {m: np.array([ours[q].metrics[m] for q in common]) for m in metrics}
     after = {m: np.array([theirs[q].metrics[m] for q in common]) for m in metrics}
-    changes = _judge(before, after, allowances, alpha, alternative="two-sided")
-    for change in changes:  # in an A/B table "regressed" reads as "worse"
-        change.verdict = {"regressed": "worse", "improved": "better"}.get(
-            change.verdict, change.verdict
-        )
+    gated = [m for m in reference.gated if m in other.gated] or list(reference.gated)
+    changes = judge_changes(before, after, allowances, alpha, gated, two_sided=True)
     return Comparison(
         f"retriever {reference.retriever_id}", len(common), changes=changes, alpha=alpha
     )
 
 
+def detectable_drop(
+    values: np.ndarray, n: int, alpha: float, tests: int, *, hits: np.ndarray | None = None
+) -> float:
+    """The drop in a metric's mean that the gate finds with 80% power, from quantities that do
+    not depend on the change under test: the reference's per-query values and ``n`` compared
+    queries, at ``alpha`` Bonferroni-split over ``tests`` gated metrics (Holm is at least as
+    powerful, so this errs on the safe side).
+
+    Model (checked by ``benchmarks/bench_gate.py``): a drop is made by relevant documents
+    leaving the top k one at a time, each taking an equal share of its query's value: a query
+    worth v with h relevant documents in its top k (``hits``; None: h = 1) loses v / h per
+    document. Then the per-query differences d have sum(d^2) = n (delta c - delta^2) with
+    c = sum(v^2 / h) / sum(v), and the normal approximation of the one-sided paired test
+    gives delta = Z^2 c / (n + Z^2), Z = z(alpha / tests) + z(power).
+    """
+    keep = np.isfinite(values)
+    finite = values[keep]
+    total = float(finite.sum())
+    if n <= 0 or total <= 0:
+        return math.inf if n <= 0 else math.nan
+    share = finite if hits is None else finite / np.maximum(hits[keep], 1)
+    c = float((finite * share).sum()) / total
+    normal = NormalDist()
+    z = normal.inv_cdf(1 - alpha / max(1, tests)) + normal.inv_cdf(POWER)
+    return z * z * c / (n + z * z)
+
+
 def power_table(
-    result: EvaluationResult, allowances: Mapping[str, Allowance], alpha: float
+    result: EvaluationResult,
+    entry: BaselineEntry | None,
+    allowances: Mapping[str, Allowance],
+    alpha: float,
 ) -> dict[str, tuple[float, float]]:
-    """metric -> (drop detectable with 80% power, allowed drop): from the observed paired
-    differences when compared with a baseline, else estimated from this run alone."""
-    if alpha >= 1:
+    """Gated metric -> (drop detectable with 80% power, allowed drop). From the baseline's
+    per-query values and the number of compared queries when there is a baseline, else from
+    this run's values: never from this run's differences, so an unchanged PR still sees it."""
+    if alpha >= 1 or not result.gated:
         return {}
-    observed = (
-        {}
-        if result.comparison is None
-        else {c.metric: c.detectable for c in result.comparison.changes if c.detectable is not None}
-    )
-    estimated = detectable_drops(result, alpha)
+    n = len(result.queries) if result.comparison is None else result.comparison.n_common
+    relevant = {q.id: q.relevant for q in result.queries}
     table = {}
-    for metric, value in result.metrics.items():
-        allowance = allowances.get(metric) or Allowance(metric, DEFAULT_MAX_DROP)
-        table[metric] = (observed.get(metric, estimated[metric]), allowance.allowed(value))
+    for metric in result.gated:
+        k = parse_metric(metric).k
+        if entry is not None and all(metric in q.metrics for q in entry.queries.values()):
+            ids = list(entry.queries)
+            values = np.array([entry.queries[q].metrics[metric] for q in ids])
+            ranked = [entry.queries[q].ranked for q in ids]
+            reference = entry.metrics.get(metric, result.metrics[metric])
+        else:
+            ids = [q.id for q in result.queries]
+            values = np.array([q.metrics[metric] for q in result.queries])
+            ranked = [q.returned for q in result.queries]
+            reference = result.metrics[metric]
+        hits = None
+        if parse_metric(metric).labels == "golden":  # relevant docs in each top k
+            hits = np.array(
+                [
+                    sum(1 for d in docs[:k] if relevant.get(q, {}).get(d, 0) > 0)
+                    for q, docs in zip(ids, ranked, strict=True)
+                ]
+            )
+        allowance = allowances.get(metric) or default_allowance(metric)
+        drop = detectable_drop(values, n, alpha, len(result.gated), hits=hits)
+        if math.isfinite(drop):
+            table[metric] = (drop, allowance.allowed(reference))
     return table
 
 
 def entry_from_result(
-    result: EvaluationResult, git: Mapping[str, Any], created: str
+    result: EvaluationResult,
+    git: Mapping[str, Any],
+    created: str,
+    *,
+    golden_key: str = "",
+    previous: BaselineEntry | None = None,
 ) -> BaselineEntry:
-    """What a baseline records of a run: aggregates, and per query its values and top k."""
-    from .baseline import BaselineQuery
-
+    """What a baseline records of a run: aggregates, and per query its values, top k and
+    latency. When ``previous`` (the entry this one replaces) has latencies that this run does
+    not significantly differ from, they are kept: a refresh of an unchanged retriever then
+    rewrites nothing but ``created`` and the git info."""
+    keep = previous is not None and latency_unchanged(result, previous)
+    old = previous.queries if previous is not None and keep else {}
+    queries = {
+        q.id: BaselineQuery(
+            q.fingerprint,
+            dict(q.metrics),
+            q.returned[: result.k],
+            old[q.id].latency_ms if q.id in old else (None if q.error else q.latency_ms),
+        )
+        for q in result.queries
+    }
+    p50, p95 = finite_or_none(result.latency_p50_ms), finite_or_none(result.latency_p95_ms)
+    if keep and previous is not None:
+        p50, p95 = previous.latency_p50_ms, previous.latency_p95_ms
     return BaselineEntry(
         golden_name=result.golden_name,
         golden_fingerprint=result.fingerprint,
@@ -366,20 +415,14 @@ def entry_from_result(
         k=result.k,
         metrics=dict(result.metrics),
         ci=dict(result.ci),
-        latency_p50_ms=_finite_or_none(result.latency_p50_ms),
-        latency_p95_ms=_finite_or_none(result.latency_p95_ms),
-        queries={
-            q.id: BaselineQuery(q.fingerprint, dict(q.metrics), q.returned[: result.k])
-            for q in result.queries
-        },
+        latency_p50_ms=p50,
+        latency_p95_ms=p95,
+        queries=queries,
         created=created,
         git=dict(git),
         judge=judge_definition(result),
+        golden_key=golden_key,
     )
-
-
-#: what must match for LLM-judged values to be comparable across runs
-JUDGE_DEFINITION = ("model", "prompt_version", "scale", "min_score")
 
 
 def judge_definition(result: EvaluationResult) -> dict[str, Any] | None:
@@ -388,25 +431,7 @@ def judge_definition(result: EvaluationResult) -> dict[str, Any] | None:
     return {key: result.judge.get(key) for key in JUDGE_DEFINITION}
 
 
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def detectable_drops(result: EvaluationResult, alpha: float) -> dict[str, float]:
-    """Per metric, the drop a paired test finds with 80% power at this size and alpha
-    (Bonferroni over the metrics, so conservative). Assumes two runs' per-query differences
-    spread about as much as the per-query values themselves."""
-    drops = {}
-    for metric in result.metrics:
-        values = np.array([q.metrics[metric] for q in result.queries])
-        values = values[np.isfinite(values)]  # open queries have no golden metrics
-        n = values.size
-        sd = float(values.std(ddof=1)) if n > 1 else 0.0
-        drops[metric] = stats.detectable_drop(sd, n, alpha / max(1, len(result.metrics)))
-    return drops
-
-
-@dataclass
+@dataclass(frozen=True)
 class ABGroup:
     """Several retrievers on one golden set, each compared with the reference."""
 
@@ -414,18 +439,31 @@ class ABGroup:
     others: list[tuple[EvaluationResult, Comparison]]
 
 
+class UnknownReference(ValueError):
+    """``--retrieval-compare-to`` names a retriever that did not run."""
+
+
 def ab_groups(
     results: Sequence[EvaluationResult], compare_to: str | None, alpha: float
 ) -> list[ABGroup]:
-    """Group results by golden set; where several retrievers ran, compare each with the one
-    named ``compare_to`` (default: the first), paired per query, two-sided."""
+    """Group results (in declaration order) by golden set; where several retrievers ran,
+    compare each with the one named ``compare_to`` (default: the first declared), paired per
+    query, two-sided. An unknown ``compare_to`` raises, listing the ids that ran."""
     by_golden: dict[tuple[str, str], list[EvaluationResult]] = {}
     for result in results:
         by_golden.setdefault((result.golden_source, result.fingerprint), []).append(result)
     groups = []
-    for members in by_golden.values():
-        if len({r.retriever_id for r in members}) < 2:
-            continue
+    several = [
+        members for members in by_golden.values() if len({r.retriever_id for r in members}) > 1
+    ]
+    if compare_to is not None and several:
+        known = sorted({r.retriever_id for members in several for r in members})
+        if compare_to not in known:
+            raise UnknownReference(
+                f"--retrieval-compare-to {compare_to!r}: no retriever of that id ran; the ids "
+                f"are {', '.join(known)}"
+            )
+    for members in several:
         reference = next((r for r in members if r.retriever_id == compare_to), members[0])
         others = [
             (other, compare_runs(reference, other, {}, alpha))

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -13,9 +13,9 @@ from . import gate, stats
 from . import metrics as kernels
 from ._gc import frozen_heap, paused_gc
 from .adapters import adapt
-from .gate import GateOutcome, Threshold
 from .golden import GoldenQuery, GoldenSet, load_golden
 from .metrics import FloatArray
+from .results import EvaluationResult, QueryResult, Threshold
 from .retrieval import (
     DEFAULT_CONCURRENCY,
     ProgressCallback,
@@ -24,401 +24,62 @@ from .retrieval import (
     error_key,
     run_retriever,
 )
-
-if TYPE_CHECKING:
-    from .compare import Comparison
+from .verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, RETRIEVER_ERRORS, THRESHOLD
 
 DEFAULT_FAMILIES = ("recall", "precision", "hit_rate", "mrr", "ndcg", "map")
 
 
-@dataclass
-class QueryResult:
-    """One golden query: what came back, how it scored, how long it took."""
+def assert_thresholds(
+    result: EvaluationResult, thresholds: Mapping[str, float] | None = None
+) -> None:
+    """:meth:`EvaluationResult.assert_thresholds`: with other ``thresholds``, the verdict is
+    decided anew for them (computing metrics they name that the evaluation lacks)."""
+    from .report import failure_text
 
-    id: str
-    query: str
-    tags: tuple[str, ...]
-    relevant: dict[str, int]
-    returned: list[str]
-    metrics: dict[str, float]
-    latency_ms: float
-    error: str | None = None
-    duplicates: int = 0
-    fingerprint: str = ""
-    #: doc id -> the LLM judge's verdict on it (``{"on_topic", "score", "grade", "reason",
-    #: "error"}``), for the top-k hits it was asked about; empty without a judge
-    judgments: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: doc id -> downstream (eRAG) label in [0, 1], for the top-k hits; empty without one
-    downstream: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def missed(self) -> list[str]:
-        """Relevant ids (grade >= 1) not in what came back, best grade first."""
-        got = set(self.returned)
-        ranked = sorted(self.relevant.items(), key=lambda kv: (-kv[1], kv[0]))
-        return [doc for doc, grade in ranked if grade > 0 and doc not in got]
-
-    @property
-    def found_ranks(self) -> dict[str, int]:
-        """Relevant id -> 1-based rank, for the relevant ids that came back."""
-        return {d: r for r, d in enumerate(self.returned, 1) if self.relevant.get(d, 0) > 0}
-
-    @property
-    def error_key(self) -> str:
-        """Its error's kind (:func:`~pytest_retrieval.retrieval.error_key`); "" without one."""
-        return "" if self.error is None else error_key(self.error)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "query": self.query,
-            "tags": list(self.tags),
-            "returned": self.returned,
-            "relevant": self.relevant,
-            "metrics": self.metrics,
-            "latency_ms": round(self.latency_ms, 3),
-            "error": self.error,
-            "duplicates": self.duplicates,
-            "fingerprint": self.fingerprint,
-            "judgments": self.judgments,
-            "downstream": self.downstream,
-        }
+    if thresholds is not None:
+        chosen = gate.from_mapping(thresholds, "assert_thresholds()")
+        needed = {t.metric.name for t in chosen} - set(result.metrics)
+        rescored = with_metrics(result, sorted(needed)) if needed else result
+        result = gate.decide(replace(rescored, thresholds=chosen, comparison=None))
+    if result.verdict.of_kind(THRESHOLD) or any(
+        r.kind in {RETRIEVER_ERRORS, JUDGE_COVERAGE, DOWNSTREAM_LABELS}
+        for r in result.verdict.reasons
+    ):
+        raise AssertionError(failure_text(result))
 
 
-@dataclass
-class ErrorGroup:
-    """Failed queries whose errors differ at most in numbers: one bug, reported once."""
-
-    error: str  # the first query's message
-    queries: list[str]  # their ids, in golden order
-    traceback: str | None  # the first traceback the run kept of this kind of error
-    uniform: bool  # every message is the same (not only up to numbers)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "error": self.error,
-            "count": len(self.queries),
-            "queries": self.queries,
-            "traceback": self.traceback,
-        }
-
-
-@dataclass
-class ShortResults:
-    """Most queries got fewer hits than the deepest metric's k (a retriever ignoring k?)."""
-
-    metric: str  # the deepest metric (recall's when several share that k)
-    k: int
-    short: int  # answered queries with fewer than k hits
-    answered: int  # queries whose call did not fail
-    median: float  # hits per answered query
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "k": self.k,
-            "queries": self.short,
-            "of": self.answered,
-            "median_hits": self.median,
-        }
-
-
-@dataclass
-class EvaluationResult:
-    """Aggregate and per-query metrics of one retriever on one golden set."""
-
-    golden_name: str
-    golden_source: str
-    fingerprint: str
-    retriever_id: str
-    k: int
-    metrics: dict[str, float]
-    ci: dict[str, tuple[float, float]]
-    ci_method: str
-    per_tag: dict[str, dict[str, float]]
-    tag_counts: dict[str, int]
-    queries: list[QueryResult]
-    latency_p50_ms: float
-    latency_p95_ms: float
-    thresholds: list[Threshold] = field(default_factory=list)
-    #: set by the pytest plugin: the stored baseline this run was compared with, if any
-    baseline_path: str | None = None
-    baseline_note: str = ""
-    comparison: Comparison | None = None
-    #: metric -> (drop detectable with 80% power, allowed drop), when the plugin gates it
-    power: dict[str, tuple[float, float]] = field(default_factory=dict)
-    #: the LLM judge's run summary (model, prompt version, calls, cache hits, tokens, cost,
-    #: coverage, ungraded causes); None when no judge ran
-    judge: dict[str, Any] | None = None
-    #: the full golden set's size when only a ``--retrieval-sample`` of it ran
-    sampled_from: int | None = None
-    #: the downstream (eRAG) labeller's run summary (calls, cache hits, failures); None
-    #: without one
-    erag: dict[str, Any] | None = None
-    #: error kind (``QueryResult.error_key``) -> the first traceback the run kept of it
-    tracebacks: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def regressed(self) -> bool:
-        return self.comparison is not None and bool(self.comparison.regressed)
-
-    def assert_no_regression(self) -> None:
-        """Raise AssertionError with the regression table when a gated metric regressed."""
-        if self.regressed:
-            from .report import failure_text
-
-            raise AssertionError(failure_text(self, self.gate()))
-
-    @property
-    def errors(self) -> list[QueryResult]:
-        """Queries whose retriever call failed (they scored 0)."""
-        return [q for q in self.queries if q.error is not None]
-
-    @property
-    def error_groups(self) -> list[ErrorGroup]:
-        """The failed queries grouped by kind of error, the most frequent first."""
-        groups: dict[str, list[QueryResult]] = {}
-        for query in self.errors:
-            groups.setdefault(query.error_key, []).append(query)
-        return [
-            ErrorGroup(
-                error=members[0].error or "",
-                queries=[q.id for q in members],
-                traceback=self.tracebacks.get(key),
-                uniform=all(q.error == members[0].error for q in members),
-            )
-            for key, members in sorted(groups.items(), key=lambda kv: -len(kv[1]))
-        ]
-
-    @property
-    def short_results(self) -> ShortResults | None:
-        """Set when more than half of the answered queries got fewer hits than the deepest
-        metric's k, and some of those missed a relevant document: the missing ranks count as
-        misses, often because the retriever ignores k (or slices to a fixed number)."""
-        depths = {name: kernels.parse_metric(name).k for name in self.metrics}
-        if not depths:
-            return None
-        k = max(depths.values())
-        deepest = [name for name, depth in depths.items() if depth == k]
-        metric = next((name for name in deepest if name.startswith("recall@")), deepest[0])
-        answered = [q for q in self.queries if q.error is None]
-        short = [q for q in answered if len(q.returned) < k]
-        if len(short) * 2 <= len(answered) or not any(q.missed for q in short):
-            return None
-        median = float(np.median([len(q.returned) for q in answered]))
-        return ShortResults(metric, k, len(short), len(answered), median)
-
-    @property
-    def duplicates(self) -> int:
-        return sum(q.duplicates for q in self.queries)
-
-    def gate(self, thresholds: Iterable[Threshold] | None = None) -> list[GateOutcome]:
-        """Check ``thresholds`` (default: the ones this evaluation was run with)."""
-        chosen = list(self.thresholds if thresholds is None else thresholds)
-        missing = [t.metric.name for t in chosen if t.metric.name not in self.metrics]
-        if missing:
-            raise gate.ThresholdError(f"metrics not computed in this evaluation: {missing}")
-        return gate.check(chosen, self.metrics, self.per_tag, self.ci)
-
-    @property
-    def passed(self) -> bool:
-        return (
-            not self.errors
-            and self.judge_problem is None
-            and all(outcome.passed for outcome in self.gate())
-        )
-
-    @property
-    def judge_problem(self) -> str | None:
-        """Why the LLM or downstream labels cannot be trusted, or None."""
-        if self.erag and self.erag.get("failed"):
-            first, why = next(iter(self.erag["failures"].items()))
-            return (
-                f"{self.erag['failed']} downstream labels failed (they count as 0); "
-                f"first: {first}: {why}"
-            )
-        if not self.judge:
-            return None
-        coverage, needed = self.judge.get("coverage", 1.0), self.judge.get("min_coverage", 0.0)
-        if coverage >= needed:
-            return None
-        causes = sorted((self.judge.get("causes") or {}).items(), key=lambda kv: -kv[1])
-        why = f"; most often: {causes[0][0]} ({causes[0][1]}x)" if causes else ""
-        return (
-            f"the LLM judge graded {coverage:.1%} of the hits, below the required {needed:.0%} "
-            f"(--retrieval-judge-min-coverage){why}"
-        )
-
-    @property
-    def open_queries(self) -> int:
-        """Queries without golden judgments (scored by the judge or downstream labels only)."""
-        return sum(1 for q in self.queries if not q.relevant)
-
-    def assert_thresholds(self, thresholds: Mapping[str, float] | None = None) -> None:
-        """Raise AssertionError with the gate table when a threshold fails or a call failed.
-
-        ``thresholds`` (``{"recall@10": 0.8, "mrr@5[faq]": 0.5}``) replaces the evaluation's
-        own thresholds; metrics it names that were not computed are computed here.
-        """
+def assert_no_regression(result: EvaluationResult) -> None:
+    """:meth:`EvaluationResult.assert_no_regression`."""
+    if result.regressed:
         from .report import failure_text
 
-        result = self
-        chosen = self.thresholds
-        if thresholds is not None:
-            chosen = gate.from_mapping(thresholds, "assert_thresholds()")
-            needed = {t.metric.name for t in chosen} - set(self.metrics)
-            if needed:
-                result = self.with_metrics(sorted(needed))
-        outcomes = result.gate(chosen)
-        if result.errors or result.judge_problem or not all(o.passed for o in outcomes):
-            raise AssertionError(failure_text(result, outcomes))
+        raise AssertionError(failure_text(result))
 
-    def with_metrics(self, names: Sequence[str]) -> EvaluationResult:
-        """A copy with more metrics, from the stored rankings (no retriever calls)."""
-        result = self._rescored(names)
-        result.sampled_from, result.judge, result.erag = self.sampled_from, self.judge, self.erag
-        result.tracebacks = dict(self.tracebacks)
-        return result
 
-    def _rescored(self, names: Sequence[str]) -> EvaluationResult:
-        runs = [q.returned for q in self.queries]
-        qrels = [q.relevant for q in self.queries]
-        wanted = sorted(
-            {*self.metrics, *names}, key=lambda name: kernels.parse_metric(name).sort_key
+def with_metrics(result: EvaluationResult, names: Sequence[str]) -> EvaluationResult:
+    """:meth:`EvaluationResult.with_metrics`: more metrics from the stored rankings."""
+    wanted = sorted({*result.metrics, *names}, key=lambda name: kernels.parse_metric(name).sort_key)
+    rescored = _aggregate(
+        name=result.golden_name,
+        source=result.golden_source,
+        fingerprint=result.fingerprint,
+        retriever_id=result.retriever_id,
+        k=result.k,
+        base=result.queries,
+        runs=[q.returned for q in result.queries],
+        qrels=[q.relevant for q in result.queries],
+        wanted=wanted,
+        thresholds=result.thresholds,
+    )
+    return gate.decide(
+        replace(
+            result,
+            metrics=rescored.metrics,
+            ci=rescored.ci,
+            ci_method=rescored.ci_method,
+            per_tag=rescored.per_tag,
+            queries=rescored.queries,
         )
-        return _aggregate(
-            name=self.golden_name,
-            source=self.golden_source,
-            fingerprint=self.fingerprint,
-            retriever_id=self.retriever_id,
-            k=self.k,
-            base=[replace(q, metrics={}) for q in self.queries],
-            runs=runs,
-            qrels=qrels,
-            wanted=wanted,
-            thresholds=self.thresholds,
-        )
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EvaluationResult:
-        return result_from_dict(data)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON report entry (schema: ``schema/report.schema.json``)."""
-        with paused_gc():
-            return self._to_dict()
-
-    def _to_dict(self) -> dict[str, Any]:
-        short = self.short_results
-        return {
-            "golden": {
-                "name": self.golden_name,
-                "source": self.golden_source,
-                "fingerprint": self.fingerprint,
-            },
-            "retriever": self.retriever_id,
-            "k": self.k,
-            "n_queries": len(self.queries),
-            "metrics": self.metrics,
-            "ci": {name: list(bounds) for name, bounds in self.ci.items()},
-            "ci_method": self.ci_method,
-            "per_tag": {
-                tag: {"n_queries": self.tag_counts[tag], "metrics": values}
-                for tag, values in self.per_tag.items()
-            },
-            "latency_ms": {"p50": self.latency_p50_ms, "p95": self.latency_p95_ms},
-            "thresholds": [
-                {
-                    "metric": o.threshold.key,
-                    "minimum": o.threshold.minimum,
-                    "value": o.value,
-                    "passed": o.passed,
-                    "source": o.threshold.source,
-                }
-                for o in self.gate()
-            ],
-            "errors": len(self.errors),
-            "error_groups": [group.to_dict() for group in self.error_groups],
-            "short_results": None if short is None else short.to_dict(),
-            "duplicates_dropped": self.duplicates,
-            "passed": self.passed,
-            "baseline": {
-                "path": self.baseline_path,
-                "note": self.baseline_note,
-                "comparison": None if self.comparison is None else self.comparison.to_dict(),
-                "power": {name: list(pair) for name, pair in self.power.items()},
-            },
-            "judge": self.judge,
-            "sampled_from": self.sampled_from,
-            "erag": self.erag,
-            "queries": [q.to_dict() for q in self.queries],
-        }
-
-
-def _threshold_from_dict(entry: Mapping[str, Any]) -> Threshold:
-    metric, tag = gate.parse_key(entry["metric"])
-    return Threshold(metric, float(entry["minimum"]), tag, entry.get("source", ""))
-
-
-def _nan(value: float | None) -> float:
-    return float("nan") if value is None else float(value)
-
-
-def result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
-    """Rebuild an :class:`EvaluationResult` from its report entry (``to_dict``)."""
-    with paused_gc():
-        return _result_from_dict(data)
-
-
-def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
-    from .compare import Comparison
-
-    baseline = data.get("baseline") or {}
-    stored = baseline.get("comparison")
-    queries = [
-        QueryResult(
-            id=q["id"],
-            query=q["query"],
-            tags=tuple(q["tags"]),
-            relevant=dict(q["relevant"]),
-            returned=list(q["returned"]),
-            metrics={name: _nan(v) for name, v in q["metrics"].items()},
-            latency_ms=_nan(q["latency_ms"]),
-            error=q["error"],
-            duplicates=q["duplicates"],
-            fingerprint=q.get("fingerprint", ""),
-            judgments=dict(q.get("judgments") or {}),
-            downstream=dict(q.get("downstream") or {}),
-        )
-        for q in data["queries"]
-    ]
-    return EvaluationResult(
-        golden_name=data["golden"]["name"],
-        golden_source=data["golden"]["source"],
-        fingerprint=data["golden"]["fingerprint"],
-        retriever_id=data["retriever"],
-        k=data["k"],
-        metrics={name: _nan(v) for name, v in data["metrics"].items()},
-        ci={name: (_nan(lo), _nan(hi)) for name, (lo, hi) in data["ci"].items()},
-        ci_method=data["ci_method"],
-        per_tag={tag: dict(entry["metrics"]) for tag, entry in data["per_tag"].items()},
-        tag_counts={tag: entry["n_queries"] for tag, entry in data["per_tag"].items()},
-        queries=queries,
-        latency_p50_ms=_nan(data["latency_ms"]["p50"]),
-        latency_p95_ms=_nan(data["latency_ms"]["p95"]),
-        thresholds=[_threshold_from_dict(t) for t in data["thresholds"]],
-        baseline_path=baseline.get("path"),
-        baseline_note=baseline.get("note", ""),
-        comparison=None if stored is None else Comparison.from_dict(stored),
-        power={name: (_nan(d), _nan(a)) for name, (d, a) in baseline.get("power", {}).items()},
-        judge=data.get("judge"),
-        sampled_from=data.get("sampled_from"),
-        erag=data.get("erag"),
-        tracebacks={
-            error_key(group["error"]): group["traceback"]
-            for group in data.get("error_groups") or []
-            if group.get("traceback")
-        },
     )
 
 
@@ -448,6 +109,7 @@ def evaluate(
     judge_progress: ProgressCallback | None = None,
     downstream: DownstreamLabeller | None = None,
     doc_id_key: str | None = None,
+    gated: Iterable[str] | None = None,
 ) -> EvaluationResult:
     """Run ``retriever(query, k, **params)`` over the golden set and score it.
 
@@ -459,6 +121,8 @@ def evaluate(
     ``erag_*@k`` are added. Open queries (no ``relevant``) need one of the two.
     ``retriever`` may also be a LangChain, LlamaIndex or Haystack retriever object (see
     :mod:`pytest_retrieval.adapters`); ``doc_id_key`` names the metadata key of its doc ids.
+    ``gated`` names the metrics a baseline comparison may fail on (default: recall, mrr and
+    ndcg at k, plus every metric with a threshold). The result carries its verdict.
     """
     golden_set = (
         golden
@@ -515,10 +179,13 @@ def evaluate(
         result = _score(
             golden_set, runs, retriever_id, cutoff, wanted, chosen, judgments, downstream_labels
         )
-    result.judge = summary
-    if downstream is not None:
-        result.erag = downstream.summary()
-    return result
+    result = replace(
+        result,
+        judge=summary,
+        erag=None if downstream is None else downstream.summary(),
+        gated=gate.gated_metrics(result.metrics, cutoff, chosen, {}, gated),
+    )
+    return gate.decide(result)
 
 
 DOWNSTREAM = {"downstream", "downstream_gain"}
@@ -688,11 +355,11 @@ def _score(
         wanted=wanted,
         thresholds=chosen,
     )
-    result.sampled_from = golden_set.sampled_from
+    tracebacks: dict[str, str] = {}
     for run in runs:
         if run.error is not None and run.traceback is not None:
-            result.tracebacks.setdefault(error_key(run.error), run.traceback)
-    return result
+            tracebacks.setdefault(error_key(run.error), run.traceback)
+    return replace(result, sampled_from=golden_set.sampled_from, tracebacks=tracebacks)
 
 
 def _check_name(name: str) -> kernels.Metric:
@@ -739,9 +406,10 @@ def _aggregate(
             on_topic = float(per_query[rate.name].sum()) * rate.k
             intervals[rate.name] = stats.wilson_interval(on_topic, rate.k * len(base))
     columns = [(metric, values.tolist()) for metric, values in per_query.items()]
-    for i, q in enumerate(base):  # base is ours to fill: fresh from evaluate or copied
-        q.metrics = {metric: column[i] for metric, column in columns}
-    queries = list(base)
+    queries = [
+        replace(q, metrics={metric: column[i] for metric, column in columns})
+        for i, q in enumerate(base)
+    ]
     by_tag: dict[str, list[int]] = {}
     for i, q in enumerate(base):
         for tag in q.tags:
@@ -769,7 +437,7 @@ def _aggregate(
     )
 
 
-__all__ = ["ErrorGroup", "EvaluationResult", "QueryResult", "QueryRun", "ShortResults", "evaluate"]
+__all__ = ["EvaluationResult", "QueryResult", "QueryRun", "evaluate"]
 
 
 def _mean(values: FloatArray) -> float:

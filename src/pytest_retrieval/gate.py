@@ -1,8 +1,11 @@
-"""Thresholds: parse them, merge their sources, and decide pass/fail. Pure: no I/O.
+"""The gate: thresholds and allowed drops (parse, layer), which metrics are gated, and the
+one function that decides an evaluation's verdict. Pure: no I/O.
 
 A threshold names a metric and optionally a tag: ``recall@10=0.8`` or
-``recall@10[errors]=0.7`` (only the queries tagged ``errors``). Sources are layered; a later
-layer replaces an earlier one key by key: golden file < ini < marker < command line.
+``recall@10[errors]=0.7`` (only the queries tagged ``errors``). An allowance says how far a
+metric may drop against the baseline: ``0.01`` absolute or ``2%`` of the baseline value.
+Sources are layered; a later layer replaces an earlier one key by key: golden file < ini <
+marker < command line.
 """
 
 from __future__ import annotations
@@ -10,39 +13,27 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .metrics import Metric, MetricNameError, parse_metric
+from .results import LATENCY, EvaluationResult, GateOutcome, Threshold
+from .verdicts import (
+    DOWNSTREAM_LABELS,
+    JUDGE_COVERAGE,
+    MISSING_BASELINE,
+    REGRESSION,
+    RETRIEVER_ERRORS,
+    STALE_BASELINE,
+    THRESHOLD,
+    Reason,
+    Verdict,
+)
 
 _KEY = re.compile(r"^\s*(?P<metric>[^\[\]=\s]+)\s*(?:\[(?P<tag>[^\]]+)\])?\s*$")
 
 
 class ThresholdError(ValueError):
     """A threshold that cannot be used; the message says what to write instead."""
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """``metric`` (over the queries with ``tag``, or all) must be at least ``minimum``."""
-
-    metric: Metric
-    minimum: float
-    tag: str | None = None
-    source: str = ""
-
-    @property
-    def key(self) -> str:
-        return f"{self.metric.name}[{self.tag}]" if self.tag else self.metric.name
-
-
-@dataclass(frozen=True)
-class GateOutcome:
-    """One threshold checked against one evaluation."""
-
-    threshold: Threshold
-    value: float
-    ci: tuple[float, float] | None
-    passed: bool
 
 
 def parse_key(key: str) -> tuple[Metric, str | None]:
@@ -124,3 +115,202 @@ def check(
         passed = not math.isnan(value) and value >= threshold.minimum
         outcomes.append(GateOutcome(threshold, value, ci, passed))
     return outcomes
+
+
+# ---------------------------------------------------------------------------- allowances
+
+DEFAULT_MAX_DROP = 0.01
+_DROP = re.compile(r"^\s*(?P<amount>[0-9]*\.?[0-9]+)\s*(?P<percent>%?)\s*$")
+
+
+class AllowanceError(ValueError):
+    """A max-drop setting that cannot be used; the message says what to write."""
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """How far ``metric`` may drop: an absolute amount, or a fraction of the baseline."""
+
+    metric: str
+    amount: float
+    relative: bool = False
+    source: str = "default"
+
+    def allowed(self, baseline_value: float) -> float:
+        return self.amount * abs(baseline_value) if self.relative else self.amount
+
+    def __str__(self) -> str:
+        return f"{self.amount * 100:g}%" if self.relative else f"{self.amount:g}"
+
+
+def default_allowance(metric: str) -> Allowance:
+    return Allowance(metric, DEFAULT_MAX_DROP)
+
+
+def parse_allowance(metric: str, value: object, source: str) -> Allowance:
+    """``0.01`` (absolute) or ``"2%"`` (relative to the baseline value, at most 100%)."""
+    if metric != LATENCY:
+        try:
+            parse_metric(metric)
+        except MetricNameError as exc:
+            raise AllowanceError(f"max drop for {metric!r}: {exc}") from None
+    text = str(value) if not isinstance(value, bool) else "x"
+    match = _DROP.match(text)
+    if match is None:
+        raise AllowanceError(
+            f"max drop {metric}={value!r}: write an absolute amount like 0.01 or a percentage "
+            "like 2%"
+        )
+    amount = float(match["amount"])
+    relative = bool(match["percent"])
+    if relative:
+        amount /= 100.0
+        if amount > 1 and metric != LATENCY:
+            raise AllowanceError(
+                f"max drop {metric}={value}: a metric cannot drop more than 100% of its value; "
+                "write e.g. 5%"
+            )
+    elif metric != LATENCY and amount > 1:
+        raise AllowanceError(
+            f"max drop {metric}={value}: metrics are fractions in [0, 1]; write 0.02 or 2%"
+        )
+    if metric == LATENCY and not relative:
+        source += " (milliseconds)"
+    return Allowance(metric, amount, relative, source)
+
+
+def parse_allowance_assignment(text: str, source: str) -> Allowance:
+    metric, sep, value = text.partition("=")
+    if not sep:
+        raise AllowanceError(f"{text!r} is not METRIC=DROP (e.g. recall@10=0.01 or ndcg@10=2%)")
+    return parse_allowance(metric.strip(), value.strip(), source)
+
+
+def merge_allowances(*layers: Iterable[Allowance]) -> dict[str, Allowance]:
+    merged: dict[str, Allowance] = {}
+    for layer in layers:
+        for allowance in layer:
+            merged[allowance.metric] = allowance
+    return merged
+
+
+# ---------------------------------------------------------------------------- gated set
+
+#: metric families gated by default, at the golden set's k
+DEFAULT_GATED = ("recall", "mrr", "ndcg")
+
+
+def gated_metrics(
+    computed: Iterable[str],
+    k: int,
+    thresholds: Iterable[Threshold],
+    allowances: Mapping[str, Allowance],
+    chosen: Iterable[str] | None = None,
+) -> tuple[str, ...]:
+    """The metrics whose drop against a baseline can fail the run: ``chosen`` (from
+    --retrieval-gate, ini, golden file or marker; default recall@k, mrr@k and ndcg@k), plus
+    every metric with a threshold or an explicit allowance; only those computed. Holm's
+    correction runs over this set, so a smaller, declared set keeps the gate sensitive."""
+    names = list(computed)
+    wanted = set(chosen) if chosen is not None else {f"{f}@{k}" for f in DEFAULT_GATED}
+    wanted |= {t.metric.name for t in thresholds}
+    wanted |= {m for m, a in allowances.items() if a.source != "default" and m != LATENCY}
+    return tuple(name for name in names if name in wanted)
+
+
+# ---------------------------------------------------------------------------- the verdict
+
+
+def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> EvaluationResult:
+    """The evaluation with its verdict: the only place pass/fail is decided.
+
+    Fails on: a threshold not met, failed retriever calls, judge coverage (or downstream
+    labels) below what was required, a gated metric that regressed against the baseline,
+    and, with ``strict_baseline``, a stale or missing baseline (otherwise a warning).
+    """
+    outcomes = tuple(check(result.thresholds, result.metrics, result.per_tag, result.ci))
+    reasons: list[Reason] = []
+    warnings: list[Reason] = []
+    for outcome in outcomes:
+        if not outcome.passed:
+            t = outcome.threshold
+            scope = f" on tag {t.tag!r}" if t.tag else ""
+            value = "n/a" if math.isnan(outcome.value) else f"{outcome.value:.4f}"
+            reasons.append(
+                Reason(
+                    THRESHOLD,
+                    f"{t.metric.name}{scope} = {value} is below {t.minimum:g} "
+                    f"(threshold from {t.source})",
+                    t.key,
+                )
+            )
+    if result.errors:
+        reasons.append(
+            Reason(
+                RETRIEVER_ERRORS,
+                f"{len(result.errors)} of {len(result.queries)} retriever calls failed "
+                "(they score 0)",
+            )
+        )
+    reasons += _label_problems(result)
+    comparison = result.comparison
+    if comparison is not None and not comparison.stale:
+        for change in comparison.changes:
+            if change.verdict != "regressed":
+                continue
+            if change.metric == LATENCY:
+                why = f"latency p95 rose {change.delta:.1f} ms (allowed {change.allowed:.1f} ms"
+            else:
+                why = f"{change.metric} dropped {-change.delta:.4f} (allowed {change.allowed:.4f}"
+            if change.p_adjusted is not None:
+                why += f", p={change.p_adjusted:.4g} < {comparison.alpha:g}"
+            reasons.append(Reason(REGRESSION, why + ")", change.metric))
+    stale = _stale(result)
+    if stale is not None:
+        (reasons if strict_baseline else warnings).append(stale)
+    return replace(result, verdict=Verdict(tuple(reasons), tuple(warnings), outcomes))
+
+
+def _stale(result: EvaluationResult) -> Reason | None:
+    """A baseline that cannot gate this run: missing, or stale (nothing comparable)."""
+    path = result.baseline_path or "the baseline file"
+    if result.baseline_note == "missing":
+        return Reason(
+            MISSING_BASELINE,
+            f"no baseline for {result.golden_name}::{result.retriever_id} in {path}: "
+            "nothing gates a regression",
+        )
+    if result.comparison is not None and result.comparison.stale:
+        return Reason(
+            STALE_BASELINE,
+            f"stale baseline {path}: {result.comparison.stale}; nothing gates a regression",
+        )
+    return None
+
+
+def _label_problems(result: EvaluationResult) -> list[Reason]:
+    """Judge or downstream labels that cannot be trusted."""
+    problems = []
+    if result.erag and result.erag.get("failed"):
+        first, why = next(iter(result.erag["failures"].items()))
+        problems.append(
+            Reason(
+                DOWNSTREAM_LABELS,
+                f"{result.erag['failed']} downstream labels failed (they count as 0); "
+                f"first: {first}: {why}",
+            )
+        )
+    judge = result.judge
+    if judge:
+        coverage, needed = judge.get("coverage", 1.0), judge.get("min_coverage", 0.0)
+        if coverage < needed:
+            causes = sorted((judge.get("causes") or {}).items(), key=lambda kv: -kv[1])
+            why = f"; most often: {causes[0][0]} ({causes[0][1]}x)" if causes else ""
+            problems.append(
+                Reason(
+                    JUDGE_COVERAGE,
+                    f"the LLM judge graded {coverage:.1%} of the hits, below the required "
+                    f"{needed:.0%} (--retrieval-judge-min-coverage){why}",
+                )
+            )
+    return problems

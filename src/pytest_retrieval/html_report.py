@@ -21,9 +21,10 @@ from . import __version__
 from . import metrics as kernels
 from .baseline import BaselineEntry
 from .compare import ABGroup
-from .evaluation import EvaluationResult, QueryResult
 from .markdown import Cell, Note, ab_rows, metric_rows, notes, overall, tag_rows
 from .report import _num, title
+from .results import EvaluationResult, QueryResult
+from .verdicts import REGRESSION, Verdict
 
 MAX_CURVE_K = 100
 MAX_QUERY_ROWS = 2000  # beyond this the page lists the worst queries only
@@ -147,12 +148,14 @@ def render_html(
     results: Sequence[EvaluationResult],
     groups: Sequence[ABGroup] = (),
     baselines: Mapping[int, BaselineEntry] | None = None,
+    *,
+    verdict: Verdict,
 ) -> str:
-    """The whole page; ``baselines`` maps an index in ``results`` to the stored baseline it
-    was compared with (for the current-vs-baseline curves)."""
-    status, verdict = overall(results)
+    """The whole page, headed by the session's ``verdict``; ``baselines`` maps an index in
+    ``results`` to the stored baseline it was compared with (current-vs-baseline curves)."""
+    status, word = overall(results, verdict)
     body = [
-        f"<h1>Retrieval evaluation {_badge(status, verdict)}</h1>",
+        f"<h1>Retrieval evaluation {_badge(status, word)}</h1>",
         f'<p class="muted">pytest-retrieval {_e(__version__)} · {len(results)} evaluations</p>',
     ]
     if len(results) > 1:
@@ -218,23 +221,19 @@ def _notes(found: Sequence[Note]) -> str:
 
 
 def _verdict(result: EvaluationResult) -> str:
-    return (
-        _badge("pass", "passed")
-        if result.passed and not result.regressed
-        else _badge("fail", "failed")
-    )
+    return _badge("pass", "passed") if result.verdict.passed else _badge("fail", "failed")
 
 
 def _overview(results: Sequence[EvaluationResult]) -> str:
     """One line per evaluation, linking to its section: what failed, at a glance."""
     rows = []
     for index, result in enumerate(results):
-        outcomes = result.gate()
+        outcomes = result.verdict.outcomes
         passed = sum(o.passed for o in outcomes)
         comparison = result.comparison
         against = "no baseline"
         if comparison is not None:
-            regressed = ", ".join(c.metric for c in comparison.regressed)
+            regressed = ", ".join(r.metric or "" for r in result.verdict.of_kind(REGRESSION))
             against = (
                 "stale"
                 if comparison.stale

@@ -17,10 +17,21 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .compare import ABGroup, Comparison, MetricChange
-from .evaluation import EvaluationResult, QueryResult
-from .gate import GateOutcome
-from .report import _ci, _command, _delta, _num, _p, judge_lines, title, worst_queries
+from .compare import ABGroup
+from .report import (
+    _ci,
+    _command,
+    _delta,
+    _num,
+    _p,
+    judge_lines,
+    label_problems,
+    power_lines,
+    title,
+    worst_queries,
+)
+from .results import Comparison, EvaluationResult, GateOutcome, MetricChange, QueryResult
+from .verdicts import Verdict
 
 #: a status tag for a cell part or a note: "" plain, "code", "pass", "fail", "warn"
 Status = str
@@ -31,6 +42,7 @@ Cell = list[Mark]
 
 EMOJI = {"pass": "✅", "fail": "❌", "warn": "⚠️"}
 IDS_SHOWN = 8  # drifted query ids listed per kind before "+N more"
+WORST_SHOWN = 10  # queries that got worse, listed (the JSON report has all)
 
 #: Markdown punctuation that could start emphasis, code, links, images, math or a cell
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]~!#|$])")
@@ -55,7 +67,7 @@ class Note:
 def metric_rows(result: EvaluationResult) -> list[list[Cell]]:
     """The evaluation's table: every metric, then each tag threshold, then latency against
     the baseline; first row is the header. The last cell is the verdict."""
-    gates = {o.threshold.key: o for o in result.gate()}
+    gates = {o.threshold.key: o for o in result.verdict.outcomes}
     changes: dict[str, MetricChange] = {}
     if result.comparison is not None and not result.comparison.stale:
         changes = {c.metric: c for c in result.comparison.changes}
@@ -98,7 +110,8 @@ def _metric_row(
     change = changes.get(name)
     baseline = delta = p = ""
     if change is not None and not math.isnan(change.baseline):
-        baseline, delta, p = _num(change.baseline), _delta(change.delta, 4), _p(change.p_adjusted)
+        baseline, delta = _num(change.baseline), _delta(change.delta, 4)
+        p = _p(change.p_adjusted if change.gated else change.p_value)
     if change is not None:
         marks += _change_marks(change)
     return [
@@ -122,7 +135,9 @@ def _change_marks(change: MetricChange) -> Cell:
         "improved": "pass",
         "better": "pass",
     }.get(change.verdict, "")
-    return [] if change.verdict == "ok" else [(status, change.verdict)]
+    if change.verdict == "ok":
+        return []
+    return [(status, change.verdict + ("" if change.gated else " (not gated)"))]
 
 
 def tag_rows(result: EvaluationResult, limit: int | None = None) -> list[list[Cell]]:
@@ -162,18 +177,22 @@ def ab_rows(group: ABGroup) -> list[list[Cell]]:
             row += [
                 plain(_num(theirs)),
                 [(status, delta)] if delta else [],
-                plain(_p(change.p_adjusted if change else None)),
+                plain(_p(None if change is None else change.p_adjusted or change.p_value)),
             ]
         rows.append(row)
     return rows
 
 
-def overall(results: Sequence[EvaluationResult]) -> Mark:
-    """The run's verdict: how many evaluations failed a gate or regressed."""
-    failed = sum(1 for r in results if not r.passed or r.regressed)
+def overall(results: Sequence[EvaluationResult], verdict: Verdict) -> Mark:
+    """The session's verdict, as rendered: how many evaluations failed, and why else."""
     if not results:
         return "warn", "no evaluations ran"
-    return ("fail", f"{failed} of {len(results)} failed") if failed else ("pass", "all passed")
+    failed = sum(1 for r in results if not r.verdict.passed)
+    if verdict.passed:
+        return "pass", "all passed"
+    if failed:
+        return "fail", f"{failed} of {len(results)} failed"
+    return "fail", f"failed: {verdict.reasons[0].message}"
 
 
 def notes(result: EvaluationResult) -> list[Note]:
@@ -222,8 +241,7 @@ def notes(result: EvaluationResult) -> list[Note]:
                 f"{result.erag.get('calls', 0)} calls, {result.erag.get('cache_hits', 0)} cached",
             )
         )
-    if result.judge_problem:
-        found.append(Note("fail", result.judge_problem))
+    found += [Note("fail", reason.message) for reason in label_problems(result.verdict)]
     if result.sampled_from is not None:
         found.append(
             Note(
@@ -252,18 +270,8 @@ def _baseline_notes(result: EvaluationResult) -> list[Note]:
         found.append(Note("", f"recording the baseline in {path}"))
     if result.comparison is not None:
         found += _comparison_notes(result, result.comparison)
-    weak = {m: pair for m, pair in result.power.items() if pair[0] > pair[1]}
-    if weak:
-        metric, (detectable, allowed) = next(iter(weak.items()))
-        basis = "observed" if result.comparison is not None else "estimated"
-        more = f" (and {len(weak) - 1} more metrics)" if len(weak) > 1 else ""
-        found.append(
-            Note(
-                "warn",
-                f"low power ({basis}): {len(result.queries)} queries detect a {detectable:.3f} "
-                f"drop in {metric} with 80% power, not the allowed {allowed:.3f}{more}",
-            )
-        )
+    found += [Note("warn", line) for line in power_lines(result)]
+    found += [Note("fail", f"{r.kind}: {r.message}") for r in result.verdict.reasons]
     return found
 
 
@@ -315,7 +323,8 @@ def _comparison_notes(result: EvaluationResult, comparison: Comparison) -> list[
         found.append(
             Note(
                 "pass",
-                f"improved beyond the allowance ({names}): ratchet the baseline up with",
+                f"improved significantly beyond the allowance ({names}): ratchet the baseline "
+                "up with",
                 refresh,
             )
         )
@@ -366,10 +375,13 @@ def details(summary: str, body: Sequence[str]) -> list[str]:
     return [f"<details><summary>{escape(summary)}</summary>", "", *body, "", "</details>", ""]
 
 
-def render_markdown(results: Sequence[EvaluationResult], groups: Sequence[ABGroup] = ()) -> str:
-    """The whole summary: a heading, one section per evaluation, then the A/B tables."""
-    status, verdict = overall(results)
-    lines = [f"## Retrieval evaluation: {EMOJI[status]} {verdict}", ""]
+def render_markdown(
+    results: Sequence[EvaluationResult], groups: Sequence[ABGroup], verdict: Verdict
+) -> str:
+    """The whole summary: a heading with the session's verdict, one section per evaluation,
+    then the A/B tables."""
+    status, word = overall(results, verdict)
+    lines = [f"## Retrieval evaluation: {EMOJI[status]} {escape(word)}", ""]
     for result in results:
         lines += _evaluation(result)
     for group in groups:
@@ -378,8 +390,7 @@ def render_markdown(results: Sequence[EvaluationResult], groups: Sequence[ABGrou
 
 
 def _evaluation(result: EvaluationResult) -> list[str]:
-    ok = result.passed and not result.regressed
-    lines = [f"### {'✅' if ok else '❌'} {escape(title(result))}", ""]
+    lines = [f"### {'✅' if result.verdict.passed else '❌'} {escape(title(result))}", ""]
     lines += table(metric_rows(result))
     lines.append("")
     for note in notes(result):
@@ -396,10 +407,10 @@ def _worst(result: EvaluationResult) -> list[str]:
     """The regression's worst queries, else the worst queries of the first failing gate
     (or of the first metric), folded away."""
     comparison = result.comparison
-    if comparison is not None and comparison.worst:
-        metric = comparison.worst[0].metric
+    if comparison is not None and comparison.worse:
+        metric, worse = next(iter(comparison.worse.items()))
         rows = [[plain(h) for h in ("query", "text", metric, "relevant lost → new rank")]]
-        for change in comparison.worst:
+        for change in worse[:WORST_SHOWN]:
             lost = ", ".join(
                 f"{doc} → {'#' + str(rank) if rank else 'gone'}"
                 for doc, rank in change.lost.items()
@@ -412,8 +423,10 @@ def _worst(result: EvaluationResult) -> list[str]:
                     plain(lost),
                 ]
             )
-        return details(f"Queries that got worse on {metric}", table(rows))
-    failing = [o for o in result.gate() if not o.passed]
+        return details(
+            f"{len(worse)} queries got worse on {metric} (the largest drops)", table(rows)
+        )
+    failing = [o for o in result.verdict.outcomes if not o.passed]
     metric = failing[0].threshold.metric.name if failing else next(iter(result.metrics), "")
     if not metric:
         return []
@@ -448,8 +461,8 @@ def _ab(group: ABGroup) -> list[str]:
         f"### {escape(reference.golden_name)}: {len(group.others) + 1} retrievers side by side",
         "",
         "Δ and paired two-sided p-values (Holm-adjusted) against "
-        f"{escape(reference.retriever_id)}; ✅/❌: significantly better/worse beyond the allowed "
-        "change.",
+        f"{escape(reference.retriever_id)}; ✅/❌: better/worse beyond the allowed change with "
+        "Holm-adjusted p < alpha over the gated metrics (the others show raw p).",
         "",
         *table(ab_rows(group)),
         "",

@@ -11,9 +11,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from .gate import Allowance
+    from .results import Threshold
 
 DEFAULT_FIXTURE = "retriever"
 DEFAULT_CONCURRENCY = 8
@@ -43,10 +47,10 @@ def _metric_arg(text: str) -> str:
 
 
 def _max_drop_arg(text: str) -> str:
-    from .compare import AllowanceError, parse_assignment
+    from .gate import AllowanceError, parse_allowance_assignment
 
     try:
-        parse_assignment(text, "--retrieval-max-drop")
+        parse_allowance_assignment(text, "--retrieval-max-drop")
     except AllowanceError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
@@ -199,6 +203,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "1 turns it off). ini: retrieval_alpha",
     )
     group.addoption(
+        "--retrieval-gate",
+        action="append",
+        metavar="METRIC",
+        type=_metric_arg,
+        default=None,
+        help="a metric whose drop against the baseline fails the run; repeatable; replaces "
+        "the default set (recall, mrr and ndcg at k). Metrics with a threshold or a max drop "
+        "are always gated. ini: retrieval_gate",
+    )
+    group.addoption(
+        "--retrieval-strict-baseline",
+        action="store_true",
+        default=None,
+        help="a missing or stale baseline fails the run (default: a warning); for CI. "
+        "ini: retrieval_strict_baseline",
+    )
+    group.addoption(
         "--retrieval-compare-to",
         metavar="RETRIEVER_ID",
         default=None,
@@ -268,6 +289,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "golden-set warnings (ids missing from the corpus) are errors",
         type="bool",
         default=False,
+    )
+    parser.addini(
+        "retrieval_strict_baseline",
+        "a missing or stale baseline fails the run",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "retrieval_gate", "metrics gated against the baseline", type="linelist", default=[]
     )
     parser.addini("retrieval_doc_id_key", "metadata key holding a hit's doc id", default="")
     parser.addini(
@@ -449,13 +479,14 @@ class Settings:
     timeout: float | None
     k: int | None
     metrics: list[str]
-    ini_thresholds: list[str]
-    cli_thresholds: list[str]
+    #: threshold and allowance layers, parsed (a bad ini line is a usage error at start-up)
+    ini_thresholds: tuple[Threshold, ...]
+    cli_thresholds: tuple[Threshold, ...]
     report: Path | None
     baseline: Path | None
     update: str | None  # None, "safe" or "force"
-    ini_max_drops: list[str]
-    cli_max_drops: list[str]
+    ini_max_drops: tuple[Allowance, ...]
+    cli_max_drops: tuple[Allowance, ...]
     alpha: float
     compare_to: str | None
     markdown: Path | None = None
@@ -467,6 +498,9 @@ class Settings:
     only: bool = False  # --retrieval-only: golden evaluations and nothing else
     strict: bool = False  # golden-set warnings are errors
     doc_id_key: str | None = None  # metadata key of framework hits' doc ids
+    #: metrics gated against the baseline (None: the default set); from CLI or ini
+    gate: tuple[str, ...] | None = None
+    strict_baseline: bool = False  # a missing or stale baseline fails the run
 
 
 @dataclass
@@ -538,13 +572,19 @@ def settings_from_config(config: pytest.Config) -> Settings:
         timeout=timeout,
         k=config.getoption("retrieval_k"),
         metrics=config.getoption("retrieval_metric") or [],
-        ini_thresholds=list(config.getini("retrieval_thresholds")),
-        cli_thresholds=config.getoption("retrieval_threshold") or [],
+        ini_thresholds=_ini_layer(config, "retrieval_thresholds", _threshold),
+        cli_thresholds=tuple(
+            _threshold(text, "--retrieval-threshold")
+            for text in config.getoption("retrieval_threshold") or []
+        ),
         report=Path(report) if report else None,
         baseline=_resolve(config, baseline, bool(config.getoption("retrieval_baseline"))),
         update=config.getoption("retrieval_update_baseline"),
-        ini_max_drops=list(config.getini("retrieval_max_drop")),
-        cli_max_drops=config.getoption("retrieval_max_drop") or [],
+        ini_max_drops=_ini_layer(config, "retrieval_max_drop", _allowance),
+        cli_max_drops=tuple(
+            _allowance(text, "--retrieval-max-drop")
+            for text in config.getoption("retrieval_max_drop") or []
+        ),
         alpha=alpha or 0.05,
         compare_to=config.getoption("retrieval_compare_to"),
         markdown=_output(config, "retrieval_markdown"),
@@ -558,7 +598,50 @@ def settings_from_config(config: pytest.Config) -> Settings:
         doc_id_key=config.getoption("retrieval_doc_id_key")
         or str(config.getini("retrieval_doc_id_key")).strip()
         or None,
+        gate=_gate(config),
+        strict_baseline=_flag(config, "retrieval_strict_baseline"),
     )
+
+
+def _threshold(text: str, source: str) -> Threshold:
+    from .gate import parse_assignment
+
+    return parse_assignment(text, source)
+
+
+def _allowance(text: str, source: str) -> Allowance:
+    from .gate import parse_allowance_assignment
+
+    return parse_allowance_assignment(text, source)
+
+
+def _ini_layer(
+    config: pytest.Config, name: str, parse: Callable[[str, str], Any]
+) -> tuple[Any, ...]:
+    """An ini list of METRIC=VALUE lines, parsed; a bad line is a usage error naming it."""
+    lines = list(config.getini(name))
+    if not lines:  # the common case: no import of the gate (and numpy) at start-up
+        return ()
+    from .gate import AllowanceError, ThresholdError
+
+    try:
+        return tuple(parse(line, f"ini {name}") for line in lines)
+    except (ThresholdError, AllowanceError) as exc:
+        raise pytest.UsageError(f"ini option {name}: {exc}") from None
+
+
+def _gate(config: pytest.Config) -> tuple[str, ...] | None:
+    """--retrieval-gate (repeatable) or the ini list; None: the default gated set."""
+    from .metrics import MetricNameError, parse_metric
+
+    given = config.getoption("retrieval_gate")
+    if given:
+        return tuple(given)
+    lines = list(config.getini("retrieval_gate"))
+    try:
+        return tuple(parse_metric(line).name for line in lines) or None
+    except MetricNameError as exc:
+        raise pytest.UsageError(f"ini option retrieval_gate: {exc}") from None
 
 
 def _flag(config: pytest.Config, name: str) -> bool:
@@ -613,9 +696,10 @@ def _judge_settings(config: pytest.Config) -> JudgeSettings:
 
 
 def _fallback(config: pytest.Config) -> str:
-    chosen = config.getoption("retrieval_judge_fallback") or str(
-        config.getini("retrieval_judge_fallback")
-    ).strip()
+    chosen = (
+        config.getoption("retrieval_judge_fallback")
+        or str(config.getini("retrieval_judge_fallback")).strip()
+    )
     if chosen not in ("", "error", "cache-only"):
         raise pytest.UsageError(
             f"ini option retrieval_judge_fallback = {chosen!r}: use error or cache-only"

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .compare import ABGroup, Comparison
-from .evaluation import ErrorGroup, EvaluationResult, QueryResult
-from .gate import GateOutcome
+from .compare import ABGroup
 from .metrics import parse_metric
+from .results import Comparison, ErrorGroup, EvaluationResult, GateOutcome, QueryResult
+from .verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, REGRESSION, Reason, Verdict
 
 REPORT_VERSION = 1
 WORST_QUERIES = 5
@@ -52,9 +52,9 @@ def title(result: EvaluationResult) -> str:
     return f"{result.golden_name} [{result.retriever_id}] · {size}"
 
 
-def metric_table(result: EvaluationResult, outcomes: Sequence[GateOutcome]) -> list[str]:
+def metric_table(result: EvaluationResult) -> list[str]:
     """metric | value | 95% CI | threshold | status, every metric then each tag threshold."""
-    gates = {o.threshold.key: o for o in outcomes}
+    gates = {o.threshold.key: o for o in result.verdict.outcomes}
     rows = [["metric", "value", "95% CI", "threshold", "status"]]
     for name, value in result.metrics.items():
         outcome = gates.pop(name, None)
@@ -75,7 +75,7 @@ def _row(
 
 def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[str]:
     """The terminal summary section of one evaluation (``verbose``: with tracebacks)."""
-    lines = [title(result), *metric_table(result, result.gate())]
+    lines = [title(result), *metric_table(result)]
     latency = (
         "latency n/a (no call answered)"  # the percentiles of no latencies are NaN
         if math.isnan(result.latency_p50_ms)
@@ -114,17 +114,21 @@ def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[st
             f"  downstream labels (retrieval_downstream {result.erag.get('version', '')}): "
             f"{result.erag.get('calls', 0)} calls, {result.erag.get('cache_hits', 0)} cached"
         )
-    if result.judge_problem:
-        lines.append(f"  {result.judge_problem}")
+    lines.extend(f"  {r.message}" for r in label_problems(result.verdict))
     if result.sampled_from is not None:
         lines.append(
             "  a sample (--retrieval-sample): a quick check, not the full gate; "
             "baselines are never updated from it"
         )
     lines.extend(baseline_lines(result))
-    verdict = "PASSED" if result.passed and not result.regressed else "FAILED"
-    lines.append(f"  verdict: {verdict}")
+    lines.append(f"  verdict: {result.verdict.word}")
+    lines.extend(f"    {reason.kind}: {reason.message}" for reason in result.verdict.reasons)
     return lines
+
+
+def label_problems(verdict: Verdict) -> list[Reason]:
+    """The verdict's reasons about judge or downstream labels."""
+    return [r for r in verdict.reasons if r.kind in (JUDGE_COVERAGE, DOWNSTREAM_LABELS)]
 
 
 def _command(result: EvaluationResult, extra: str) -> str:
@@ -145,16 +149,24 @@ def baseline_lines(result: EvaluationResult) -> list[str]:
     comparison = result.comparison
     if comparison is not None:
         lines.extend(regression_lines(result, comparison))
-    weak = {m: pair for m, pair in result.power.items() if pair[0] > pair[1]}
-    if weak:
-        metric, (detectable, allowed) = next(iter(weak.items()))
-        basis = "observed" if comparison is not None else "estimated"
-        more = f" (and {len(weak) - 1} more metrics)" if len(weak) > 1 else ""
-        lines.append(
-            f"  power ({basis}): {len(result.queries)} queries detect a {detectable:.3f} drop "
-            f"in {metric} with 80% power, not the allowed {allowed:.3f}{more}"
-        )
+    lines.extend(f"  {line}" for line in power_lines(result))
     return lines
+
+
+def power_lines(result: EvaluationResult) -> list[str]:
+    """The gate's blind spot: gated metrics whose allowed drop is smaller than the drop the
+    compared queries can detect with 80% power (shown for an unchanged PR too)."""
+    weak = {m: pair for m, pair in result.power.items() if pair[0] > pair[1]}
+    if not weak:
+        return []
+    metric, (detectable, allowed) = next(iter(weak.items()))
+    n = result.comparison.n_common if result.comparison is not None else len(result.queries)
+    more = f" (and {len(weak) - 1} more gated metrics)" if len(weak) > 1 else ""
+    return [
+        f"power: {n} queries detect a {detectable:.3f} drop in {metric} with 80% power, "
+        f"not the allowed {allowed:.3f}{more}; smaller drops pass unnoticed (more queries, "
+        "or a larger max drop, close the gap)"
+    ]
 
 
 def regression_lines(result: EvaluationResult, comparison: Comparison) -> list[str]:
@@ -192,41 +204,37 @@ def regression_lines(result: EvaluationResult, comparison: Comparison) -> list[s
     if comparison.improved:
         names = ", ".join(f"{c.metric} {c.delta:+.4f}" for c in comparison.improved)
         lines.append(
-            f"    improved beyond the allowance ({names}): ratchet the baseline up with "
-            f"{_command(result, '--retrieval-update-baseline')}"
+            f"    improved significantly beyond the allowance ({names}): ratchet the baseline "
+            f"up with {_command(result, '--retrieval-update-baseline')}"
         )
-    for change in comparison.regressed:
-        lines.append(
-            f"    REGRESSION: {change.metric} dropped {-change.delta:.4f} "
-            f"(allowed {change.allowed:.4f}"
-            + (
-                f", p={change.p_adjusted:.4f} < {comparison.alpha:g}"
-                if change.p_adjusted is not None
-                else ""
+    lines.extend(f"    REGRESSION: {r.message}" for r in result.verdict.of_kind(REGRESSION))
+    for metric, worse in comparison.worse.items():
+        lines.append(f"    {len(worse)} queries got worse on {metric}; the largest drops:")
+        for change in worse[:WORST_QUERIES]:
+            text = change.query if len(change.query) <= 60 else change.query[:57] + "..."
+            lines.append(
+                f"      {change.id}: {text!r} {_num(change.before)} -> {_num(change.after)}"
             )
-            + ")"
-        )
-    if comparison.worst:
-        lines.append(f"    queries that got worse on {comparison.worst[0].metric}:")
-        for worst in comparison.worst:
-            text = worst.query if len(worst.query) <= 60 else worst.query[:57] + "..."
-            lines.append(f"      {worst.id}: {text!r} {_num(worst.before)} -> {_num(worst.after)}")
-            if worst.lost:
+            if change.lost:
                 moved = ", ".join(
                     f"{doc} -> {'#' + str(rank) if rank else 'not retrieved'}"
-                    for doc, rank in worst.lost.items()
+                    for doc, rank in change.lost.items()
                 )
                 lines.append(f"        lost from the top: {moved}")
     return lines
 
 
 def _p(value: float | None) -> str:
-    return "" if value is None else f"{value:.4f}"
+    """A p-value: four places, and small ones in scientific notation (never "0.0000")."""
+    if value is None:
+        return ""
+    return f"{value:.4f}" if value >= 0.001 else f"{value:.1e}"
 
 
 def change_rows(comparison: Comparison) -> list[list[str]]:
     rows = [["metric", "baseline", "current", "Δ", "allowed", "p", "verdict"]]
     for c in comparison.changes:
+        gated = "" if c.gated else " (not gated)"
         latency = c.metric == "latency_p95"
         fmt = (lambda v: f"{v:.1f} ms") if latency else _num
         rows.append(
@@ -236,8 +244,8 @@ def change_rows(comparison: Comparison) -> list[list[str]]:
                 fmt(c.current),
                 _delta(c.delta, 1 if latency else 4),
                 fmt(c.allowed) if not math.isnan(c.allowed) else "",
-                _p(c.p_adjusted),
-                c.verdict,
+                _p(c.p_adjusted if c.gated else c.p_value),
+                c.verdict + gated,
             ]
         )
     return rows
@@ -260,7 +268,8 @@ def ab_lines(groups: Sequence[ABGroup]) -> list[str]:
                 row += [
                     _num(theirs),
                     _delta(theirs - value, 4),
-                    _p(change.p_adjusted if change else None),
+                    _p(None if change is None else change.p_adjusted or change.p_value)
+                    + ("" if change is None else _mark(change.verdict)),
                 ]
             rows.append(row)
         count = len(group.others) + 1
@@ -271,6 +280,11 @@ def ab_lines(groups: Sequence[ABGroup]) -> list[str]:
         lines.extend(_table(rows))
         lines.append("")
     return lines
+
+
+def _mark(verdict: str) -> str:
+    """A/B: "better"/"worse" only when significant after Holm (see compare.judge_changes)."""
+    return {"better": " better", "worse": " worse"}.get(verdict, "")
 
 
 def worst_queries(
@@ -383,33 +397,27 @@ def short_results_lines(result: EvaluationResult) -> list[str]:
     ]
 
 
-def failure_text(
-    result: EvaluationResult, outcomes: Sequence[GateOutcome], *, verbose: bool = False
-) -> str:
-    """Why an evaluation failed: the gate table, failed calls (``verbose``: with their
-    tracebacks), and the worst queries."""
-    failed = [o for o in outcomes if not o.passed]
-    lines = [f"retrieval gate failed: {title(result)}", *metric_table(result, outcomes)]
-    if result.regressed and not failed and not result.errors:
-        lines[0] = f"retrieval regression: {title(result)}"
-    for outcome in failed:
-        t = outcome.threshold
-        scope = f" on tag {t.tag!r}" if t.tag else ""
-        lines.append(
-            f"  {t.metric.name}{scope} = {_num(outcome.value)} is below {t.minimum:g} "
-            f"(threshold from {t.source})"
-        )
+def failure_text(result: EvaluationResult, *, verbose: bool = False) -> str:
+    """Why an evaluation failed: its verdict's reasons first (what CI systems show of a long
+    message), then the gate table, failed calls (``verbose``: with their tracebacks), the
+    regression and the worst queries."""
+    verdict = result.verdict
+    only_regressed = all(reason.kind == REGRESSION for reason in verdict.reasons)
+    what = "retrieval regression" if only_regressed else "retrieval gate failed"
+    lines = [f"{what}: {title(result)}"]
+    lines += [f"  {reason.kind}: {reason.message}" for reason in verdict.reasons]
+    lines += metric_table(result)
     if result.errors:
         lines.append(
             f"  {len(result.errors)} of {len(result.queries)} retriever calls failed; they score 0:"
         )
         lines.extend(error_lines(result, verbose, limit=10))
     lines.extend(short_results_lines(result))
-    if result.judge_problem:
-        lines.append(f"  {result.judge_problem}")
+    if label_problems(verdict):
         lines.extend(judge_lines(result))
     if result.comparison is not None and result.regressed:
         lines.extend(regression_lines(result, result.comparison))
+    failed = [o for o in verdict.outcomes if not o.passed]
     if failed:
         worst = failed[0].threshold
         lines.append(f"  worst queries by {worst.key}:")
@@ -418,11 +426,14 @@ def failure_text(
     return "\n".join(lines)
 
 
-def json_report(results: Sequence[EvaluationResult]) -> dict[str, Any]:
+def json_report(results: Sequence[EvaluationResult], verdict: Verdict) -> dict[str, Any]:
+    """The JSON report: the session's verdict, then every evaluation (with its own)."""
     return {
         "version": REPORT_VERSION,
         "plugin_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "passed": verdict.passed,
+        "verdict": verdict.to_dict(),
         "evaluations": [result.to_dict() for result in results],
     }
 
@@ -439,7 +450,7 @@ def dumps(document: Any) -> str:
 
 def write_json(path: Path, document: dict[str, Any]) -> None:
     """Write atomically (temp file + rename): a reader never sees half a report."""
-    from .baseline import atomic_write
+    from ._io import atomic_write
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, dumps(document) + "\n")

@@ -19,16 +19,25 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .options import JudgeSettings, Settings
+from .verdicts import (
+    CALIBRATION,
+    OUTPUT,
+    PARTIAL_RUN,
+    USAGE,
+    Reason,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     from .baseline import BaselineEntry
-    from .compare import Allowance
-    from .evaluation import EvaluationResult
-    from .gate import Threshold
+    from .gate import Allowance
     from .golden import GoldenSet
+    from .results import EvaluationResult, Threshold
 
 #: where a worker leaves the golden items it collected, for the controller (xdist)
 EXPECTED_KEY = "retrieval_expected"
+MARKER = "retrieval"
+MARKER_KEYS = {"golden", "thresholds", "metrics", "k", "max_drop", "gate"}
 
 
 @dataclass
@@ -43,6 +52,8 @@ class SessionState:
     expected: dict[Path, set[str]] = field(default_factory=dict)
     baselines: dict[Path, dict[str, BaselineEntry]] = field(default_factory=dict)
     corpora: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: node id -> its index among the collected items (declaration order)
+    order: dict[str, int] = field(default_factory=dict)
     _judge: Any = None
 
     def golden(self, path: Path) -> GoldenSet:
@@ -83,6 +94,10 @@ class SessionState:
             except BaselineError as exc:
                 raise pytest.UsageError(str(exc)) from None
         return self.baselines[path]
+
+
+#: this process's session state, in ``config.stash``
+STATE = pytest.StashKey[SessionState]()
 
 
 def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> Any:
@@ -157,52 +172,37 @@ def load(path: Path, require_relevant: bool = True) -> GoldenSet:
         raise pytest.UsageError(str(exc)) from None
 
 
-def ini_thresholds(settings: Settings) -> list[Threshold]:
-    from .gate import ThresholdError, parse_assignment
-
-    try:
-        return [
-            parse_assignment(line, "ini retrieval_thresholds") for line in settings.ini_thresholds
-        ]
-    except ThresholdError as exc:
-        raise pytest.UsageError(f"ini option retrieval_thresholds: {exc}") from None
-
-
 def layered_allowances(
     settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
 ) -> dict[str, Allowance]:
     """Allowed drops: golden file < ini < marker < command line, metric by metric."""
-    from .compare import AllowanceError, merge, parse_allowance, parse_assignment
+    from .gate import AllowanceError, merge_allowances, parse_allowance
 
     def layer(pairs: Iterable[tuple[str, object]], source: str) -> list[Allowance]:
         return [parse_allowance(metric, value, source) for metric, value in pairs]
 
     file_layer = layer(golden.max_drop.items(), f"{golden.source} max_drop")  # checked on load
     try:
-        ini_layer = [parse_assignment(t, "ini retrieval_max_drop") for t in settings.ini_max_drops]
-    except AllowanceError as exc:
-        raise pytest.UsageError(f"ini option retrieval_max_drop: {exc}") from None
-    try:
         marker_layer = layer((marker or {}).items(), "the retrieval marker")
     except AllowanceError as exc:
         raise pytest.UsageError(f"@pytest.mark.retrieval(max_drop=...): {exc}") from None
-    cli_layer = [parse_assignment(t, "--retrieval-max-drop") for t in settings.cli_max_drops]
-    return merge(file_layer, ini_layer, marker_layer, cli_layer)
+    return merge_allowances(
+        file_layer, settings.ini_max_drops, marker_layer, settings.cli_max_drops
+    )
 
 
 def layered_thresholds(
     settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
 ) -> list[Threshold]:
     """golden file (checked when it was loaded) < ini < marker < command line, key by key."""
-    from .gate import ThresholdError, from_mapping, merge, parse_assignment
+    from .gate import ThresholdError, from_mapping, merge
 
     file_layer = from_mapping(golden.thresholds, f"{golden.source} thresholds")
     try:
         marker_layer = from_mapping(marker or {}, "the retrieval marker")
     except ThresholdError as exc:
         raise pytest.UsageError(f"@pytest.mark.retrieval(thresholds=...): {exc}") from None
-    cli_layer = [parse_assignment(t, "--retrieval-threshold") for t in settings.cli_thresholds]
-    return merge(file_layer, ini_thresholds(settings), marker_layer, cli_layer)
+    return merge(file_layer, settings.ini_thresholds, marker_layer, settings.cli_thresholds)
 
 
 def check_tags(chosen: Iterable[Threshold], golden: GoldenSet, where: str) -> None:
@@ -224,19 +224,19 @@ def check_tags(chosen: Iterable[Threshold], golden: GoldenSet, where: str) -> No
 def check_marker(options: Mapping[str, Any], where: str, golden: GoldenSet | None) -> None:
     """The settings of one ``@pytest.mark.retrieval(...)``: types, names, values and, when its
     golden set is known, the tags its thresholds name. Any mistake is a usage error."""
-    from .compare import AllowanceError, parse_allowance
-    from .gate import ThresholdError, from_mapping
+    from .gate import AllowanceError, ThresholdError, from_mapping, parse_allowance
     from .metrics import MAX_K, MetricNameError, parse_metric
 
     k = options.get("k")
     if k is not None and (type(k) is not int or not 1 <= k <= MAX_K):
         raise pytest.UsageError(f"{where}(k={k!r}): k must be a whole number from 1 to {MAX_K}")
-    metrics = options.get("metrics", ())
-    if isinstance(metrics, str) or not isinstance(metrics, list | tuple):
-        raise pytest.UsageError(
-            f"{where}(metrics={metrics!r}): metrics must be a list of names, e.g. "
-            "metrics=['recall@10', 'mrr@5']"
-        )
+    for key in ("metrics", "gate"):
+        names = options.get(key, ())
+        if isinstance(names, str) or not isinstance(names, list | tuple):
+            raise pytest.UsageError(
+                f"{where}({key}={names!r}): {key} must be a list of metric names, e.g. "
+                f"{key}=['recall@10', 'mrr@5']"
+            )
     examples = {"thresholds": "{'recall@10': 0.8}", "max_drop": "{'ndcg@10': '2%'}"}
     for key, example in examples.items():
         if not isinstance(options.get(key, {}), Mapping):
@@ -244,7 +244,7 @@ def check_marker(options: Mapping[str, Any], where: str, golden: GoldenSet | Non
                 f"{where}({key}={options[key]!r}): {key} must be a dict, e.g. {key}={example}"
             )
     try:
-        for name in metrics:
+        for name in [*options.get("metrics", ()), *options.get("gate", ())]:
             parse_metric(str(name))
         chosen = from_mapping(options.get("thresholds", {}), "the retrieval marker")
         for metric, value in options.get("max_drop", {}).items():
@@ -253,6 +253,33 @@ def check_marker(options: Mapping[str, Any], where: str, golden: GoldenSet | Non
         raise pytest.UsageError(f"{where}: {exc}") from None
     if golden is not None:
         check_tags(chosen, golden, where)
+
+
+def check_item_marker(item: pytest.Item, state: SessionState) -> None:
+    """``@pytest.mark.retrieval(...)`` settings of a test, checked before anything runs."""
+    marker = item.get_closest_marker(MARKER)
+    if marker is None:
+        return
+    where = f"{item.nodeid}: @pytest.mark.{MARKER}"
+    if marker.args:
+        raise pytest.UsageError(
+            f"{where} takes keyword arguments only ({', '.join(sorted(MARKER_KEYS))})"
+        )
+    unknown = sorted(set(marker.kwargs) - MARKER_KEYS)
+    if unknown:
+        raise pytest.UsageError(
+            f"{where}: unknown argument {', '.join(unknown)}; use {', '.join(sorted(MARKER_KEYS))}"
+        )
+    named = marker.kwargs.get("golden")
+    golden = None
+    if isinstance(named, str | Path):
+        path = Path(named) if Path(named).is_absolute() else item.path.parent / named
+        if path not in state.goldens:  # loaded once, as the retrieval_golden fixture does
+            state.goldens[path] = load(path)
+        golden = state.goldens[path]
+    elif len(state.goldens) == 1:
+        golden = next(iter(state.goldens.values()))
+    check_marker(marker.kwargs, where, golden)
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -266,8 +293,11 @@ class Reporter:
     def __init__(self, config: pytest.Config, state: SessionState) -> None:
         self.config = config
         self.state = state
-        #: node id -> that item's evaluations, from its latest attempt (reruns replace)
-        self.received: dict[str, list[EvaluationResult | dict[str, Any]]] = {}
+        #: node id -> (declaration order, that item's evaluations from its latest attempt;
+        #: reruns replace)
+        self.received: dict[str, tuple[int, list[EvaluationResult | dict[str, Any]]]] = {}
+        #: why the session fails beyond its evaluations (baseline not written, outputs...)
+        self.reasons: list[Reason] = []
         #: node ids of golden evaluations whose test body ran (passed or failed)
         self.ran: set[str] = set()
         self.notes: list[str] = []  # printed at the end of the summary section
@@ -286,7 +316,10 @@ class Reporter:
             *(getattr(report, "retrieval_results", None) or []),
         ]
         if payloads:
-            self.received[report.nodeid] = payloads
+            order = getattr(report, "retrieval_order", None)
+            if order is None:
+                order = self.state.order.get(report.nodeid, len(self.state.order))
+            self.received[report.nodeid] = (order, payloads)
             self._results = None
         elif report.nodeid in self.received:  # a rerun that evaluated nothing
             del self.received[report.nodeid]
@@ -313,16 +346,23 @@ class Reporter:
             self.state.expected.setdefault(Path(path), set()).update(ids)
 
     def results(self) -> list[EvaluationResult]:
-        """Every evaluation of the session, in node id order (stable under xdist)."""
-        from .evaluation import EvaluationResult
+        """Every evaluation of the session, in declaration order (the same under xdist)."""
+        from .results import EvaluationResult
 
         if self._results is None:
+            ordered = sorted(self.received.items(), key=lambda kv: (kv[1][0], kv[0]))
             self._results = [
                 r if isinstance(r, EvaluationResult) else EvaluationResult.from_dict(r)
-                for nodeid in sorted(self.received)
-                for r in self.received[nodeid]
+                for _, (_, payloads) in ordered
+                for r in payloads
             ]
         return self._results
+
+    def verdict(self) -> Verdict:
+        """The session's verdict: every evaluation's reasons, and the session's own."""
+        from .verdicts import session_verdict
+
+        return session_verdict(self.results(), self.reasons)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.received and not self.notes:
@@ -340,22 +380,42 @@ class Reporter:
             terminalreporter.write_line(line)
         for note in self.notes:
             terminalreporter.write_line(note)
+        verdict = self.verdict()
+        terminalreporter.write_line(
+            f"retrieval verdict: {verdict.word}"
+            + (
+                f" ({_count(len(verdict.reasons), 'reason')}, listed above)"
+                if verdict.reasons
+                else ""
+            )
+        )
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.config.option.collectonly or not self.received:
             return
         settings = self.state.settings
+        if settings.judge is not None and settings.judge.validate is not None:
+            self._calibrate(session, settings.judge.validate)
+        self._groups(self.results(), session)  # an unknown --retrieval-compare-to: a reason
         if settings.update is not None:
             self._update_baselines(session)
         self._write_outputs(session)
-        if settings.judge is not None and settings.judge.validate is not None:
-            self._calibrate(session, settings.judge.validate)
+        if not self.verdict().passed:
+            self._fail(session)
 
-    def _fail(self, session: pytest.Session) -> None:
-        """Escalate the exit status only from OK (never hide an interrupt or usage error)."""
+    def _fail(
+        self, session: pytest.Session, reason: Reason | None = None, usage: bool = False
+    ) -> None:
+        """Record why, and escalate the exit status only from OK (never hide an interrupt or
+        a usage error)."""
+        if reason is not None:
+            self.reasons.append(reason)
+            self.notes.append(reason.message)
         if session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            session.exitstatus = (
+                pytest.ExitCode.USAGE_ERROR if usage else pytest.ExitCode.TESTS_FAILED
+            )
 
     def _calibrate(self, session: pytest.Session, labels: Path) -> None:
         """``--retrieval-judge-validate``: the judge against human labels, in the summary."""
@@ -364,8 +424,7 @@ class Reporter:
         try:
             calibration = calibrate(self.state.judge(), labels)
         except LabelsError as exc:
-            self.notes.append(f"judge calibration NOT run: {exc}")
-            self._fail(session)
+            self._fail(session, Reason(CALIBRATION, f"judge calibration NOT run: {exc}"))
             return
         self.notes.append(calibration.line(os.path.relpath(labels)))
 
@@ -373,20 +432,22 @@ class Reporter:
         """JSON, Markdown (and the GitHub step summary) and HTML, each only when asked for."""
         settings = self.state.settings
         results = self.results()
+        verdict = self.verdict()
         renderers: list[tuple[Path, Callable[[], str]]] = []
         if settings.report is not None:
             from .report import dumps, json_report
 
-            renderers.append((settings.report, lambda: dumps(json_report(results)) + "\n"))
+            document = json_report(results, verdict)
+            renderers.append((settings.report, lambda: dumps(document) + "\n"))
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if settings.markdown is not None or step_summary:
             from .markdown import render_markdown
 
-            markdown = render_markdown(results, self._groups(results))
+            markdown = render_markdown(results, self._groups(results), verdict)
             if settings.markdown is not None:
                 renderers.append((settings.markdown, lambda: markdown))
         if settings.html is not None:
-            renderers.append((settings.html, lambda: self._html(results)))
+            renderers.append((settings.html, lambda: self._html(results, verdict)))
         for path, render in renderers:
             target = path if path.is_absolute() else self.config.invocation_params.dir / path
             self._write(session, target, render)
@@ -398,7 +459,7 @@ class Reporter:
                 self._output_failed(session, Path(step_summary), exc)
 
     def _write(self, session: pytest.Session, path: Path, render: Callable[[], str]) -> None:
-        from .baseline import atomic_write
+        from ._io import atomic_write
 
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -407,30 +468,42 @@ class Reporter:
             self._output_failed(session, path, exc)
 
     def _output_failed(self, session: pytest.Session, path: Path, exc: OSError) -> None:
-        self.notes.append(
+        message = (
             f"could not write {path}: {exc.strerror or exc}; check the folder exists and is "
             "writable"
         )
-        self._fail(session)
+        self._fail(session, Reason(OUTPUT, message))
 
-    def _groups(self, results: list[EvaluationResult]) -> list[Any]:
-        from .compare import ab_groups
+    def _groups(
+        self, results: list[EvaluationResult], session: pytest.Session | None = None
+    ) -> list[Any]:
+        """The A/B groups; an unknown --retrieval-compare-to is a usage error of the session
+        (reported once, at session finish) and no group is compared."""
+        from .compare import UnknownReference, ab_groups
 
-        return ab_groups(results, self.state.settings.compare_to, self.state.settings.alpha)
+        settings = self.state.settings
+        try:
+            return ab_groups(results, settings.compare_to, settings.alpha)
+        except UnknownReference as exc:
+            if session is not None:
+                self._fail(session, Reason(USAGE, str(exc)), usage=True)
+            return []
 
-    def _html(self, results: list[EvaluationResult]) -> str:
-        from .baseline import entry_key
+    def _html(self, results: list[EvaluationResult], verdict: Verdict) -> str:
+        from .baseline import find, golden_key
         from .html_report import render_html
 
         baselines = {}
         for index, result in enumerate(results):
             if result.baseline_path is None or self.state.settings.update is not None:
                 continue
-            entries = self.state.baseline_entries(Path(result.baseline_path))
-            entry = entries.get(entry_key(result.golden_name, result.retriever_id))
+            path = Path(result.baseline_path)
+            entries = self.state.baseline_entries(path)
+            key = golden_key(result.golden_source, path)
+            entry = find(entries, key, result.golden_name, result.retriever_id)
             if entry is not None:
                 baselines[index] = entry
-        return render_html(results, self._groups(results), baselines)
+        return render_html(results, self._groups(results), baselines, verdict=verdict)
 
     def partial(self) -> dict[str, list[str]]:
         """Golden set source -> why this run cannot stand for the whole set (absent when it
@@ -457,13 +530,14 @@ class Reporter:
         return reasons
 
     def _update_baselines(self, session: pytest.Session) -> None:
-        from .baseline import BaselineError, git_info, now, update
+        from ._io import git_info, now
+        from .baseline import BaselineError, find, golden_key, read, update
         from .compare import entry_from_result
 
         partial = {} if self.state.settings.update == "force" else self.partial()
         refused = sorted({reason for reasons in partial.values() for reason in reasons})
         if refused:
-            self.notes.append(
+            message = (
                 "baseline NOT updated for "
                 + ", ".join(sorted(os.path.relpath(s) for s in partial))
                 + ": this run is partial ("
@@ -471,19 +545,30 @@ class Reporter:
                 + "). Run the whole golden set, or force it with "
                 "--retrieval-update-baseline=force"
             )
-            self._fail(session)
+            self._fail(session, Reason(PARTIAL_RUN, message))
         git = git_info(self.config.rootpath)
         created = now()
         by_path: dict[Path, list[Any]] = {}
         for result in self.results():
             if result.baseline_path is not None and result.golden_source not in partial:
-                entry = entry_from_result(result, git, created)
-                by_path.setdefault(Path(result.baseline_path), []).append(entry)
+                path = Path(result.baseline_path)
+                key = golden_key(result.golden_source, path)
+                try:
+                    old = read(path)
+                except BaselineError:  # a corrupt file is replaced below; nothing to keep
+                    old = {}
+                previous = find(old, key, result.golden_name, result.retriever_id)
+                entry = entry_from_result(result, git, created, golden_key=key, previous=previous)
+                by_path.setdefault(path, []).append(entry)
         for path, entries in by_path.items():
             try:
                 update(path, entries, replace_corrupt=True)
             except (BaselineError, OSError) as exc:
-                self.notes.append(f"baseline NOT updated: {exc}")
+                self._fail(session, Reason(OUTPUT, f"baseline NOT updated: {exc}"))
                 continue
             keys = ", ".join(e.key for e in entries)
             self.notes.append(f"baseline written: {os.path.relpath(path)} ({keys})")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

@@ -1,0 +1,498 @@
+"""What an evaluation found, as immutable values, and the one verdict every output renders.
+
+A leaf of the package: these types are built by :mod:`.evaluation` (scores),
+:mod:`.compare` (against a baseline or another retriever) and :mod:`.gate` (the verdict), and
+read by every renderer. Nothing here decides anything; derived copies are made with
+``dataclasses.replace``. ``to_dict`` / ``result_from_dict`` are the JSON report's round trip.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._gc import paused_gc
+from .metrics import Metric, parse_metric
+from .retrieval import error_key
+from .verdicts import REGRESSION, UNDECIDED, Reason, Verdict
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+LATENCY = "latency_p95"
+
+
+# ---------------------------------------------------------------------------- per query
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """One golden query: what came back, how it scored, how long it took."""
+
+    id: str
+    query: str
+    tags: tuple[str, ...]
+    relevant: dict[str, int]
+    returned: list[str]
+    metrics: dict[str, float]
+    latency_ms: float
+    error: str | None = None
+    duplicates: int = 0
+    fingerprint: str = ""
+    #: doc id -> the LLM judge's verdict on it (``{"on_topic", "score", "grade", "reason",
+    #: "error"}``), for the top-k hits it was asked about; empty without a judge
+    judgments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: doc id -> downstream (eRAG) label in [0, 1], for the top-k hits; empty without one
+    downstream: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def missed(self) -> list[str]:
+        """Relevant ids (grade >= 1) not in what came back, best grade first."""
+        got = set(self.returned)
+        ranked = sorted(self.relevant.items(), key=lambda kv: (-kv[1], kv[0]))
+        return [doc for doc, grade in ranked if grade > 0 and doc not in got]
+
+    @property
+    def found_ranks(self) -> dict[str, int]:
+        """Relevant id -> 1-based rank, for the relevant ids that came back."""
+        return {d: r for r, d in enumerate(self.returned, 1) if self.relevant.get(d, 0) > 0}
+
+    @property
+    def error_key(self) -> str:
+        """Its error's kind (:func:`~pytest_retrieval.retrieval.error_key`); "" without one."""
+        return "" if self.error is None else error_key(self.error)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "query": self.query,
+            "tags": list(self.tags),
+            "returned": self.returned,
+            "relevant": self.relevant,
+            "metrics": self.metrics,
+            "latency_ms": round(self.latency_ms, 3),
+            "error": self.error,
+            "duplicates": self.duplicates,
+            "fingerprint": self.fingerprint,
+            "judgments": self.judgments,
+            "downstream": self.downstream,
+        }
+
+
+@dataclass(frozen=True)
+class ErrorGroup:
+    """Failed queries whose errors differ at most in numbers: one bug, reported once."""
+
+    error: str  # the first query's message
+    queries: list[str]  # their ids, in golden order
+    traceback: str | None  # the first traceback the run kept of this kind of error
+    uniform: bool  # every message is the same (not only up to numbers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "error": self.error,
+            "count": len(self.queries),
+            "queries": self.queries,
+            "traceback": self.traceback,
+        }
+
+
+@dataclass(frozen=True)
+class ShortResults:
+    """Most queries got fewer hits than the deepest metric's k (a retriever ignoring k?)."""
+
+    metric: str  # the deepest metric (recall's when several share that k)
+    k: int
+    short: int  # answered queries with fewer than k hits
+    answered: int  # queries whose call did not fail
+    median: float  # hits per answered query
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "k": self.k,
+            "queries": self.short,
+            "of": self.answered,
+            "median_hits": self.median,
+        }
+
+
+# ---------------------------------------------------------------------------- thresholds
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """``metric`` (over the queries with ``tag``, or all) must be at least ``minimum``."""
+
+    metric: Metric
+    minimum: float
+    tag: str | None = None
+    source: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.metric.name}[{self.tag}]" if self.tag else self.metric.name
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """One threshold checked against one evaluation."""
+
+    threshold: Threshold
+    value: float
+    ci: tuple[float, float] | None
+    passed: bool
+
+
+# ---------------------------------------------------------------------------- comparisons
+
+
+@dataclass(frozen=True)
+class MetricChange:
+    """One metric against the reference: values, the paired test, and what it means.
+
+    ``verdict``: "regressed" (gated: dropped beyond the allowance, significantly), "within
+    noise" (dropped beyond the allowance, not significantly), "improved" (gated: rose beyond
+    the allowance, significantly), "dropped" / "rose" (not gated: beyond the allowance with
+    unadjusted p < alpha; never fails), "ok", "not in baseline", "judge changed", "not
+    tested"; in an A/B table "worse" / "better" replace "regressed" / "improved".
+    """
+
+    metric: str
+    baseline: float
+    current: float
+    allowed: float
+    p_value: float | None = None  # raw one-sided p in the direction of the change
+    p_adjusted: float | None = None  # Holm-Bonferroni over the gated metrics (gated only)
+    verdict: str = "ok"
+    gated: bool = False
+
+    @property
+    def delta(self) -> float:
+        return self.current - self.baseline
+
+
+@dataclass(frozen=True)
+class QueryChange:
+    """One query that changed on ``metric``: before -> after, and where its relevant docs
+    went (ranks are 1-based; None: not retrieved)."""
+
+    id: str
+    query: str
+    metric: str
+    before: float
+    after: float
+    lost: dict[str, int | None]  # relevant id in the reference's top k -> its rank now
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run against its baseline (or one retriever against another in an A/B run)."""
+
+    reference: str  # "baseline <path>" or "retriever <id>"
+    n_common: int
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    rejudged: list[str] = field(default_factory=list)
+    changes: list[MetricChange] = field(default_factory=list)
+    #: regressed metric -> every query that got worse on it, the largest drop first
+    worse: dict[str, list[QueryChange]] = field(default_factory=dict)
+    stale: str | None = None
+    alpha: float = 0.05
+    baseline_created: str = ""
+    baseline_commit: str = ""
+    #: judge setting -> [baseline's, this run's], when LLM-judged values are not comparable
+    judge_changed: dict[str, list[Any]] = field(default_factory=dict)
+
+    @property
+    def regressed(self) -> list[MetricChange]:
+        return [c for c in self.changes if c.verdict in ("regressed", "worse")]
+
+    @property
+    def improved(self) -> list[MetricChange]:
+        return [c for c in self.changes if c.verdict in ("improved", "better")]
+
+    @property
+    def drifted(self) -> bool:
+        return bool(self.added or self.removed or self.rejudged)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        values = dict(data)
+        values["changes"] = [MetricChange(**c) for c in data.get("changes", [])]
+        values["worse"] = {
+            metric: [QueryChange(**q) for q in queries]
+            for metric, queries in (data.get("worse") or {}).items()
+        }
+        return cls(**values)
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """Aggregate and per-query metrics of one retriever on one golden set, and its verdict."""
+
+    golden_name: str
+    golden_source: str
+    fingerprint: str
+    retriever_id: str
+    k: int
+    metrics: dict[str, float]
+    ci: dict[str, tuple[float, float]]
+    ci_method: str
+    per_tag: dict[str, dict[str, float]]
+    tag_counts: dict[str, int]
+    queries: list[QueryResult]
+    latency_p50_ms: float
+    latency_p95_ms: float
+    thresholds: list[Threshold] = field(default_factory=list)
+    #: metrics whose drop against a baseline can fail the run (the rest are reported only)
+    gated: tuple[str, ...] = ()
+    #: the stored baseline this run was compared with (set by the plugin)
+    baseline_path: str | None = None
+    baseline_note: str = ""  # "", "missing", "recording"
+    comparison: Comparison | None = None
+    #: metric -> (drop detectable with 80% power, allowed drop), for the gated metrics
+    power: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: the LLM judge's run summary (model, prompt version, calls, cache hits, tokens, cost,
+    #: coverage, ungraded causes); None when no judge ran
+    judge: dict[str, Any] | None = None
+    #: the full golden set's size when only a ``--retrieval-sample`` of it ran
+    sampled_from: int | None = None
+    #: the downstream (eRAG) labeller's run summary; None without one
+    erag: dict[str, Any] | None = None
+    #: error kind (``QueryResult.error_key``) -> the first traceback the run kept of it
+    tracebacks: dict[str, str] = field(default_factory=dict)
+    verdict: Verdict = UNDECIDED
+
+    @property
+    def passed(self) -> bool:
+        """The verdict's answer (thresholds, regressions, failed calls, judge coverage...)."""
+        return self.verdict.passed
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.verdict.of_kind(REGRESSION))
+
+    @property
+    def errors(self) -> list[QueryResult]:
+        """Queries whose retriever call failed (they scored 0)."""
+        return [q for q in self.queries if q.error is not None]
+
+    @property
+    def error_groups(self) -> list[ErrorGroup]:
+        """The failed queries grouped by kind of error, the most frequent first."""
+        groups: dict[str, list[QueryResult]] = {}
+        for query in self.errors:
+            groups.setdefault(query.error_key, []).append(query)
+        return [
+            ErrorGroup(
+                error=members[0].error or "",
+                queries=[q.id for q in members],
+                traceback=self.tracebacks.get(key),
+                uniform=all(q.error == members[0].error for q in members),
+            )
+            for key, members in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+        ]
+
+    @property
+    def short_results(self) -> ShortResults | None:
+        """Set when more than half of the answered queries got fewer hits than the deepest
+        metric's k, and some of those missed a relevant document: the missing ranks count as
+        misses, often because the retriever ignores k (or slices to a fixed number)."""
+        depths = {name: parse_metric(name).k for name in self.metrics}
+        if not depths:
+            return None
+        k = max(depths.values())
+        deepest = [name for name, depth in depths.items() if depth == k]
+        metric = next((name for name in deepest if name.startswith("recall@")), deepest[0])
+        answered = [q for q in self.queries if q.error is None]
+        short = [q for q in answered if len(q.returned) < k]
+        if len(short) * 2 <= len(answered) or not any(q.missed for q in short):
+            return None
+        median = float(np.median([len(q.returned) for q in answered]))
+        return ShortResults(metric, k, len(short), len(answered), median)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(q.duplicates for q in self.queries)
+
+    @property
+    def open_queries(self) -> int:
+        """Queries without golden judgments (scored by the judge or downstream labels only)."""
+        return sum(1 for q in self.queries if not q.relevant)
+
+    def assert_thresholds(self, thresholds: Mapping[str, float] | None = None) -> None:
+        """Raise AssertionError with the gate table when the verdict failed on a threshold,
+        failed calls or judge coverage. ``thresholds`` (``{"recall@10": 0.8}``) replaces the
+        evaluation's own; metrics it names that were not computed are computed here."""
+        from .evaluation import assert_thresholds
+
+        assert_thresholds(self, thresholds)
+
+    def assert_no_regression(self) -> None:
+        """Raise AssertionError with the regression table when a gated metric regressed."""
+        from .evaluation import assert_no_regression
+
+        assert_no_regression(self)
+
+    def with_metrics(self, names: Sequence[str]) -> EvaluationResult:
+        """A copy with more metrics, from the stored rankings (no retriever calls)."""
+        from .evaluation import with_metrics
+
+        return with_metrics(self, names)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EvaluationResult:
+        return result_from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report entry (schema: ``schema/report.schema.json``)."""
+        with paused_gc():
+            return self._to_dict()
+
+    def _to_dict(self) -> dict[str, Any]:
+        short = self.short_results
+        return {
+            "golden": {
+                "name": self.golden_name,
+                "source": self.golden_source,
+                "fingerprint": self.fingerprint,
+            },
+            "retriever": self.retriever_id,
+            "k": self.k,
+            "n_queries": len(self.queries),
+            "metrics": self.metrics,
+            "ci": {name: list(bounds) for name, bounds in self.ci.items()},
+            "ci_method": self.ci_method,
+            "per_tag": {
+                tag: {"n_queries": self.tag_counts[tag], "metrics": values}
+                for tag, values in self.per_tag.items()
+            },
+            "latency_ms": {"p50": self.latency_p50_ms, "p95": self.latency_p95_ms},
+            "thresholds": [
+                {
+                    "metric": o.threshold.key,
+                    "minimum": o.threshold.minimum,
+                    "value": o.value,
+                    "passed": o.passed,
+                    "source": o.threshold.source,
+                }
+                for o in self.verdict.outcomes
+            ],
+            "gated": list(self.gated),
+            "errors": len(self.errors),
+            "error_groups": [group.to_dict() for group in self.error_groups],
+            "short_results": None if short is None else short.to_dict(),
+            "duplicates_dropped": self.duplicates,
+            "passed": self.verdict.passed,
+            "verdict": self.verdict.to_dict(),
+            "baseline": {
+                "path": self.baseline_path,
+                "note": self.baseline_note,
+                "comparison": None if self.comparison is None else self.comparison.to_dict(),
+                "power": {name: list(pair) for name, pair in self.power.items()},
+            },
+            "judge": self.judge,
+            "sampled_from": self.sampled_from,
+            "erag": self.erag,
+            "queries": [q.to_dict() for q in self.queries],
+        }
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _threshold(entry: Mapping[str, Any]) -> Threshold:
+    key = str(entry["metric"])
+    name, _, tag = key.partition("[")
+    return Threshold(parse_metric(name), float(entry["minimum"]), tag[:-1] or None, entry["source"])
+
+
+def _reasons(entries: Iterable[Mapping[str, Any]]) -> tuple[Reason, ...]:
+    return tuple(Reason(e["kind"], e["message"], e.get("metric")) for e in entries)
+
+
+def verdict_from_dict(data: Mapping[str, Any]) -> Verdict:
+    """The verdict as a report stored it (the thresholds' outcomes are in the entry)."""
+    stored = data.get("verdict")
+    if not isinstance(stored, Mapping):  # a report older than the verdict: fail safe
+        return UNDECIDED
+    outcomes = tuple(
+        GateOutcome(_threshold(t), _nan(t["value"]), None, bool(t["passed"]))
+        for t in data.get("thresholds", [])
+    )
+    return Verdict(_reasons(stored["reasons"]), _reasons(stored.get("warnings", [])), outcomes)
+
+
+def result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
+    """Rebuild an :class:`EvaluationResult` from its report entry (``to_dict``)."""
+    with paused_gc():
+        return _result_from_dict(data)
+
+
+def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
+    baseline = data.get("baseline") or {}
+    stored = baseline.get("comparison")
+    queries = [
+        QueryResult(
+            id=q["id"],
+            query=q["query"],
+            tags=tuple(q["tags"]),
+            relevant=dict(q["relevant"]),
+            returned=list(q["returned"]),
+            metrics={name: _nan(v) for name, v in q["metrics"].items()},
+            latency_ms=_nan(q["latency_ms"]),
+            error=q["error"],
+            duplicates=q["duplicates"],
+            fingerprint=q.get("fingerprint", ""),
+            judgments=dict(q.get("judgments") or {}),
+            downstream=dict(q.get("downstream") or {}),
+        )
+        for q in data["queries"]
+    ]
+    verdict = verdict_from_dict(data)
+    return EvaluationResult(
+        golden_name=data["golden"]["name"],
+        golden_source=data["golden"]["source"],
+        fingerprint=data["golden"]["fingerprint"],
+        retriever_id=data["retriever"],
+        k=data["k"],
+        metrics={name: _nan(v) for name, v in data["metrics"].items()},
+        ci={name: (_nan(lo), _nan(hi)) for name, (lo, hi) in data["ci"].items()},
+        ci_method=data["ci_method"],
+        per_tag={tag: dict(entry["metrics"]) for tag, entry in data["per_tag"].items()},
+        tag_counts={tag: entry["n_queries"] for tag, entry in data["per_tag"].items()},
+        queries=queries,
+        latency_p50_ms=_nan(data["latency_ms"]["p50"]),
+        latency_p95_ms=_nan(data["latency_ms"]["p95"]),
+        thresholds=[o.threshold for o in verdict.outcomes],
+        gated=tuple(data.get("gated", ())),
+        baseline_path=baseline.get("path"),
+        baseline_note=baseline.get("note", ""),
+        comparison=None if stored is None else Comparison.from_dict(stored),
+        power={name: (_nan(d), _nan(a)) for name, (d, a) in baseline.get("power", {}).items()},
+        judge=data.get("judge"),
+        sampled_from=data.get("sampled_from"),
+        erag=data.get("erag"),
+        tracebacks={
+            error_key(group["error"]): group["traceback"]
+            for group in data.get("error_groups") or []
+            if group.get("traceback")
+        },
+        verdict=verdict,
+    )
+
+
+def finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None

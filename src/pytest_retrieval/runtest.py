@@ -1,0 +1,287 @@
+"""One evaluation inside a pytest test: the retriever's doc texts and labels, progress on the
+terminal, the baseline comparison and verdict, and JUnit properties.
+
+Called from the golden-set test body and the ``retrieval_eval`` fixture (:mod:`.plugin`);
+the decisions it hands on are made by pure modules (:mod:`.evaluation`, :mod:`.compare`,
+:mod:`.gate`).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .session import STATE, SessionState, is_worker, layered_allowances
+
+if TYPE_CHECKING:
+    from .golden import GoldenSet
+    from .results import EvaluationResult, Threshold
+
+#: an item's evaluations, for its test report (the controller collects them from there)
+RESULTS = pytest.StashKey[list["EvaluationResult"]]()
+
+
+def _retriever_id(request: pytest.FixtureRequest, default: str) -> str:
+    callspec = getattr(request.node, "callspec", None)
+    return str(callspec.id) if callspec is not None and callspec.id else default
+
+
+def run_evaluation(
+    request: pytest.FixtureRequest,
+    retriever: Any,
+    golden: GoldenSet,
+    chosen_thresholds: list[Threshold],
+    state: SessionState,
+    *,
+    metrics: Iterable[str] = (),
+    k: int | None = None,
+    retriever_id: str | None = None,
+    marker: Mapping[str, Any] | None = None,
+) -> EvaluationResult:
+    from .evaluation import evaluate
+    from .gate import ThresholdError
+
+    settings = state.settings
+    chosen_id = retriever_id or _retriever_id(request, settings.fixture)
+    printer = progress_printer(request.config, f"{golden.name} [{chosen_id}]")
+    judge = state.judge()
+    downstream = _downstream(request, state)
+    corpus = _corpus(request, golden, state, texts_needed=bool(judge or downstream))
+    problem: str | None = None
+    try:
+        result = evaluate(
+            retriever,
+            golden,
+            metrics=[*settings.metrics, *metrics],
+            thresholds=chosen_thresholds,
+            k=k or settings.k,
+            concurrency=settings.concurrency,
+            timeout=settings.timeout,
+            retriever_id=chosen_id,
+            progress=None if printer is None else printer.queries,
+            judge=judge,
+            corpus=corpus,
+            judge_progress=None if printer is None or judge is None else printer.judge_of(judge),
+            downstream=downstream,
+            doc_id_key=settings.doc_id_key,
+        )
+    except (TypeError, ThresholdError) as exc:
+        problem = f"{golden.source}: {exc}"
+    if problem is not None:  # outside the except block: no "During handling of..." chain
+        pytest.fail(problem, pytrace=False)
+    result = attach_baseline(result, golden, state, marker or {})
+    results = request.node.stash.setdefault(RESULTS, [])
+    results.append(result)
+    record_properties(request.node, result, len(results))
+    return result
+
+
+def _downstream(request: pytest.FixtureRequest, state: SessionState) -> Any:
+    """The user's ``retrieval_downstream`` fixture wrapped for concurrency and caching."""
+    try:
+        fn = request.getfixturevalue("retrieval_downstream")
+    except pytest.FixtureLookupError:
+        return None
+    from .downstream import DownstreamRunner
+
+    try:
+        return DownstreamRunner(
+            fn, concurrency=state.settings.concurrency, cache_dir=state.label_cache(request.config)
+        )
+    except TypeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def _corpus(
+    request: pytest.FixtureRequest, golden: GoldenSet, state: SessionState, texts_needed: bool
+) -> Mapping[str, str] | None:
+    """Doc texts: a ``retrieval_corpus`` fixture (checked against the golden set whenever it
+    exists), else, when the judge or eRAG needs texts, the golden set's own corpus (its
+    ``"corpus"`` path, or ``corpus.jsonl`` in a BEIR folder)."""
+    try:
+        corpus: Mapping[str, str] = request.getfixturevalue("retrieval_corpus")
+    except pytest.FixtureLookupError:
+        pass
+    else:
+        _check_fixture_corpus(golden, corpus, state)
+        return corpus
+    if golden.corpus is None or not texts_needed:
+        return None
+    if golden.corpus not in state.corpora:
+        from .golden import GoldenError, load_corpus
+
+        try:
+            state.corpora[golden.corpus] = load_corpus(golden.corpus)
+        except GoldenError as exc:
+            pytest.fail(str(exc), pytrace=False)
+    return state.corpora[golden.corpus]
+
+
+def _check_fixture_corpus(
+    golden: GoldenSet, corpus: Mapping[str, str], state: SessionState
+) -> None:
+    """Relevant ids the ``retrieval_corpus`` fixture lacks: a warning, or with
+    --retrieval-strict a failure (the fixture exists only at run time)."""
+    import warnings
+
+    from .golden import corpus_problem
+
+    problem = corpus_problem(golden, corpus.keys(), "of the retrieval_corpus fixture")
+    if problem is not None and state.settings.strict:
+        pytest.fail(f"{problem} (--retrieval-strict)", pytrace=False)
+    if problem is not None:
+        warnings.warn(pytest.PytestWarning(str(problem)), stacklevel=1)
+
+
+def record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> None:
+    """Metrics as JUnit ``<property>`` elements (``--junitxml``), like ``record_property``;
+    ``user_properties`` travel with the report, so this works under xdist too."""
+    prefix = "retrieval." if nth == 1 else f"retrieval.{nth}."
+    properties: list[tuple[str, object]] = [
+        (prefix + "golden", result.golden_name),
+        (prefix + "retriever", result.retriever_id),
+        (prefix + "queries", len(result.queries)),
+    ]
+    properties += [(prefix + name, round(value, 6)) for name, value in result.metrics.items()]
+    for change in result.comparison.changes if result.comparison else []:
+        properties.append((f"{prefix}{change.metric}.baseline", round(change.baseline, 6)))
+        properties.append((f"{prefix}{change.metric}.verdict", change.verdict))
+    if result.latency_p95_ms == result.latency_p95_ms:  # NaN when no call answered
+        properties.append((prefix + "latency_p95_ms", round(result.latency_p95_ms, 3)))
+    properties.append((prefix + "passed", result.verdict.passed))
+    for reason in result.verdict.reasons:
+        properties.append((prefix + "reason", f"{reason.kind}: {reason.message}"))
+    node.user_properties.extend(properties)
+
+
+def progress_printer(config: pytest.Config, label: str) -> Progress | None:
+    """Live progress for this evaluation, or None (``--retrieval-progress off``, an xdist
+    worker whose output nobody sees, or no terminal reporter)."""
+    mode = config.stash[STATE].settings.progress
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if mode == "off" or is_worker(config) or reporter is None:
+        return None
+    return Progress(
+        config, reporter, label, live=isatty(reporter) if mode == "auto" else mode == "live"
+    )
+
+
+class Progress:
+    """Writes progress past pytest's output capturing, on lines of its own."""
+
+    def __init__(self, config: pytest.Config, reporter: Any, label: str, live: bool) -> None:
+        from .progress import ProgressPrinter
+
+        self.reporter = reporter
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
+        self.printer = ProgressPrinter(label, self._write, live=live)
+        self.started = False
+
+    def _write(self, text: str) -> None:
+        from contextlib import nullcontext
+
+        suspended = self.capture.global_and_fixture_disabled() if self.capture else nullcontext()
+        with suspended:
+            if not self.started:
+                self.reporter.ensure_newline()
+                self.started = True
+            self.reporter.write(text, flush=True)
+
+    def queries(self, done: int, total: int) -> None:
+        self.printer.update("queries", done, total)
+
+    def judge_of(self, judge: Any) -> Callable[[int, int], None]:
+        """Progress of the judge phase, with its calls and cache hits so far."""
+
+        def report(done: int, total: int) -> None:
+            counts = judge.counts
+            detail = f"{counts['calls']} calls, {counts['cache_hits']} cache hits"
+            self.printer.update("judge", done, total, detail)
+
+        return report
+
+
+def attach_baseline(
+    result: EvaluationResult,
+    golden: GoldenSet,
+    state: SessionState,
+    marker: Mapping[str, Any],
+) -> EvaluationResult:
+    """The result compared with its stored baseline (unless this run records one), with the
+    gated set, the power of the gate and its verdict."""
+    from .baseline import find, golden_key
+    from .compare import compare_to_baseline, power_table
+    from .gate import decide, gated_metrics
+    from .verdicts import STALE_BASELINE
+
+    settings = state.settings
+    path = state.baseline_path(golden)
+    allowed = layered_allowances(settings, golden, marker.get("max_drop"))
+    chosen = marker.get("gate") or settings.gate or (golden_gate(golden) or None)
+    gated = gated_metrics(result.metrics, result.k, result.thresholds, allowed, chosen)
+    result = replace(result, baseline_path=str(path), gated=gated)
+    entry = None
+    if settings.update is not None:
+        result = replace(result, baseline_note="recording")
+    else:
+        entries = state.baseline_entries(path)
+        entry = find(entries, golden_key(golden.source, path), golden.name, result.retriever_id)
+        result = replace(result, baseline_note="missing" if entry is None else "")
+        if entry is not None and golden.sampled_from is not None:  # the rest is not "removed"
+            ids = golden.query_fingerprints
+            entry = replace(entry, queries={q: v for q, v in entry.queries.items() if q in ids})
+    if entry is not None:
+        comparison = compare_to_baseline(
+            result,
+            entry,
+            allowed,
+            alpha=settings.alpha,
+            reference=f"baseline {os.path.relpath(path)}",
+        )
+        result = replace(result, comparison=comparison)
+    result = replace(result, power=power_table(result, entry, allowed, settings.alpha))
+    result = decide(result, strict_baseline=settings.strict_baseline)
+    for warning in result.verdict.warnings:
+        if warning.kind == STALE_BASELINE:
+            warnings.warn(
+                pytest.PytestWarning(
+                    f"{warning.message}; refresh it with --retrieval-update-baseline"
+                ),
+                stacklevel=1,
+            )
+    return result
+
+
+def golden_gate(golden: GoldenSet) -> tuple[str, ...]:
+    """The golden file's own ``gate`` list, when its format has one."""
+    return tuple(getattr(golden, "gate", ()) or ())
+
+
+def isatty(reporter: Any) -> bool:
+    """``TerminalReporter.isatty``: a method since pytest 9, a bool attribute before."""
+    value = reporter.isatty
+    return bool(value() if callable(value) else value)
+
+
+def no_fixture_message(item: pytest.Item, fixture: str, golden: Path) -> str:
+    """Name the conftest.py files that would cover this golden set: they are where to look."""
+    rootpath = item.config.rootpath
+    folder = item.path.parent
+    folders = [folder, *folder.parents]
+    inside = [f for f in folders if f == rootpath or rootpath in f.parents] or [folder]
+    places = ", ".join(os.path.relpath(f / "conftest.py") for f in reversed(inside))
+    return (
+        f"no fixture named {fixture!r}: the retrieval evaluation of {os.path.relpath(golden)} "
+        f"calls it for every query.\n"
+        f"  fix: define it in a conftest.py that covers this golden set ({places}), e.g.\n\n"
+        f"    @pytest.fixture(scope='session')\n"
+        f"    def {fixture}():\n"
+        f"        return lambda query, k: my_index.search(query, k)  # ranked doc ids\n\n"
+        f"  (or name your fixture in the ini option retrieval_fixture)"
+    )

@@ -1,0 +1,87 @@
+"""The verdict: passed or failed, and every reason with its kind. A leaf without numpy, so
+the session controller can hold reasons before anything is evaluated.
+
+Computed once per evaluation (:func:`pytest_retrieval.gate.decide`) and once per session
+(:func:`session_verdict`); every output renders it and none re-derives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .results import EvaluationResult, GateOutcome
+
+
+#: kinds of reason, in the order outputs list them
+THRESHOLD = "threshold"
+REGRESSION = "regression"
+RETRIEVER_ERRORS = "retriever errors"
+JUDGE_COVERAGE = "judge coverage"
+DOWNSTREAM_LABELS = "downstream labels"
+STALE_BASELINE = "stale baseline"
+MISSING_BASELINE = "missing baseline"
+PARTIAL_RUN = "partial run"
+OUTPUT = "output"
+CALIBRATION = "judge calibration"
+USAGE = "usage"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason a verdict failed (or, in ``Verdict.warnings``, one thing to know)."""
+
+    kind: str
+    message: str
+    metric: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "metric": self.metric}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Passed or failed, and why: computed once (:func:`pytest_retrieval.gate.decide`),
+    rendered by every output (exit status, terminal, JSON, JUnit, Markdown, HTML, diff)."""
+
+    reasons: tuple[Reason, ...] = ()
+    warnings: tuple[Reason, ...] = ()
+    #: every threshold, checked (failing ones are also reasons)
+    outcomes: tuple[GateOutcome, ...] = ()
+    decided: bool = True
+
+    @property
+    def passed(self) -> bool:
+        return self.decided and not self.reasons
+
+    def of_kind(self, kind: str) -> list[Reason]:
+        return [reason for reason in self.reasons if reason.kind == kind]
+
+    @property
+    def word(self) -> str:
+        return "PASSED" if self.passed else "FAILED"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "reasons": [reason.to_dict() for reason in self.reasons],
+            "warnings": [reason.to_dict() for reason in self.warnings],
+        }
+
+
+#: the verdict of a result nothing has decided yet: fails safe
+UNDECIDED = Verdict(reasons=(Reason("undecided", "no verdict was computed"),), decided=False)
+
+
+def session_verdict(results: Sequence[EvaluationResult], own: Sequence[Reason]) -> Verdict:
+    """The session's verdict: its own reasons (a baseline not written, an output that could
+    not be written, ...) and each evaluation's, named by golden set and retriever."""
+    reasons = list(own)
+    warnings: list[Reason] = []
+    for result in results:
+        label = f"{result.golden_name} [{result.retriever_id}]: "
+        reasons += [Reason(r.kind, label + r.message, r.metric) for r in result.verdict.reasons]
+        warnings += [Reason(r.kind, label + r.message, r.metric) for r in result.verdict.warnings]
+    return Verdict(tuple(reasons), tuple(warnings))

@@ -1,0 +1,206 @@
+"""One verdict behind every output: for each kind of failure, the exit status, the terminal,
+the JSON report, JUnit, Markdown, HTML and ``pytest-retrieval diff`` all say the same."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+N = 40  # enough queries that a real drop is significant (4 cannot be: min exact p = 1/16)
+
+#: one relevant doc per query; RETRIEVAL_MODE picks how the retriever behaves
+CONFTEST = """
+import os, pytest
+
+@pytest.fixture(scope="session")
+def retriever():
+    mode = os.environ.get("RETRIEVAL_MODE", "good")
+    def search(query, k):
+        i = int(query.split()[-1])
+        if mode == "errors" and i == 7:
+            raise RuntimeError("index shard 3 is down")
+        if mode == "worse" and i % 2 == 0:
+            return ["x", "y", "z"][:k]
+        if mode == "notext":
+            return [{"id": f"d{i}"}, {"id": "x"}][:k]
+        return [f"d{i}", "x", "y"][:k]
+    return search
+"""
+
+
+def golden(relevant: str = "d{i}") -> dict[str, object]:
+    return {
+        "name": "verdict",
+        "k": 3,
+        "queries": [
+            {"id": f"q{i}", "query": f"query {i}", "relevant": [relevant.format(i=i)]}
+            for i in range(N)
+        ],
+    }
+
+
+@dataclass
+class Outputs:
+    """What each output says about one run."""
+
+    exit_code: int
+    terminal: str
+    report: dict[str, object]
+    junit_passed: str
+    junit_failed: bool
+    markdown: str
+    html: str
+    kinds: set[str] = field(default_factory=set)
+
+
+def run(pytester: pytest.Pytester, *args: str, mode: str = "good") -> Outputs:
+    os.environ["RETRIEVAL_MODE"] = mode  # restored by the project fixture's monkeypatch
+    result = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-report",
+        "r.json",
+        "--junitxml",
+        "j.xml",
+        "--retrieval-markdown",
+        "m.md",
+        "--retrieval-html",
+        "h.html",
+        *args,
+    )
+    report = json.loads((pytester.path / "r.json").read_text())
+    root = ET.parse(pytester.path / "j.xml").getroot()
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    evaluation = report["evaluations"][0]
+    return Outputs(
+        exit_code=int(result.ret),
+        terminal=result.stdout.str(),
+        report=report,
+        junit_passed=str(props["retrieval.passed"]),
+        junit_failed=root.find(".//failure") is not None,
+        markdown=(pytester.path / "m.md").read_text(),
+        html=(pytester.path / "h.html").read_text(),
+        kinds={reason["kind"] for reason in evaluation["verdict"]["reasons"]},
+    )
+
+
+def assert_agree(out: Outputs, passed: bool, kinds: set[str]) -> None:
+    """Every output renders the same verdict, with the same reasons."""
+    evaluation = out.report["evaluations"][0]  # type: ignore[index]
+    assert out.exit_code == (0 if passed else 1), out.terminal
+    assert out.report["passed"] is passed
+    assert out.report["verdict"]["passed"] is passed  # type: ignore[index]
+    assert evaluation["passed"] is passed and evaluation["verdict"]["passed"] is passed
+    assert out.kinds == kinds
+    session_kinds = {r["kind"] for r in out.report["verdict"]["reasons"]}  # type: ignore[index]
+    assert session_kinds == kinds
+    assert out.junit_passed == str(passed) and out.junit_failed is not passed
+    word = "PASSED" if passed else "FAILED"
+    assert f"retrieval verdict: {word}" in out.terminal
+    assert f"verdict: {word}" in out.terminal
+    for kind in kinds:
+        assert f"{kind}: " in out.terminal
+    first_line = out.markdown.splitlines()[0]
+    assert ("✅" in first_line) is passed and ("❌" in first_line) is not passed
+    badge = f'<h1>Retrieval evaluation <span class="badge {"pass" if passed else "fail"}">'
+    assert badge in out.html
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.setenv("RETRIEVAL_MODE", "good")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "golden.json").write_text(json.dumps(golden()))
+    return pytester
+
+
+def record(pytester: pytest.Pytester) -> None:
+    os.environ["RETRIEVAL_MODE"] = "good"
+    recorded = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-update-baseline"
+    )
+    assert recorded.ret == 0, recorded.stdout.str()
+
+
+def test_pass(project: pytest.Pytester) -> None:
+    record(project)
+    assert_agree(run(project), passed=True, kinds=set())
+
+
+def test_threshold_failure(project: pytest.Pytester) -> None:
+    out = run(project, "--retrieval-threshold", "precision@3=0.5")
+    assert_agree(out, passed=False, kinds={"threshold"})
+
+
+def test_regression(project: pytest.Pytester) -> None:
+    record(project)
+    good = json.loads(json.dumps(run(project).report))
+    (project.path / "good.json").write_text(json.dumps(good))
+    out = run(project, mode="worse")
+    assert_agree(out, passed=False, kinds={"regression"})
+    evaluation = out.report["evaluations"][0]  # type: ignore[index]
+    worse = evaluation["baseline"]["comparison"]["worse"]
+    assert len(worse["recall@3"]) == N // 2  # every query that got worse, not the first 5
+    # the diff command renders the same verdict for the same pair of runs
+    diff = subprocess.run(
+        [sys.executable, "-m", "pytest_retrieval", "diff", "good.json", "r.json"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+    )
+    assert diff.returncode == 1, diff.stdout + diff.stderr
+    assert "verdict: FAILED" in diff.stdout and "regression: recall@3 dropped" in diff.stdout
+
+
+def test_retriever_errors(project: pytest.Pytester) -> None:
+    out = run(project, mode="errors")
+    assert_agree(out, passed=False, kinds={"retriever errors"})
+
+
+def test_judge_coverage(project: pytest.Pytester) -> None:
+    os.environ["OPENAI_API_KEY"] = "sk-unused"
+    os.environ["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"  # never called: no hit has text
+    out = run(project, "--retrieval-judge", "--retrieval-judge-cache=", mode="notext")
+    assert_agree(out, passed=False, kinds={"judge coverage"})
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["warning", "strict"])
+def test_stale_baseline(project: pytest.Pytester, strict: bool) -> None:
+    record(project)
+    (project.path / "golden.json").write_text(json.dumps(golden("e{i}")))  # all re-judged
+    out = run(project, *(["--retrieval-strict-baseline"] if strict else []))
+    if strict:
+        assert_agree(out, passed=False, kinds={"stale baseline"})
+    else:
+        assert_agree(out, passed=True, kinds=set())
+        warnings = out.report["verdict"]["warnings"]  # type: ignore[index]
+        assert [w["kind"] for w in warnings] == ["stale baseline"]
+
+
+def test_missing_baseline_is_a_failure_only_when_strict(project: pytest.Pytester) -> None:
+    assert_agree(run(project), passed=True, kinds=set())
+    out = run(project, "--retrieval-strict-baseline")
+    assert_agree(out, passed=False, kinds={"missing baseline"})
+
+
+def test_strict_baseline_from_ini(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nretrieval_strict_baseline = true\n")
+    assert_agree(run(project), passed=False, kinds={"missing baseline"})
+
+
+def test_report_schema_accepts_the_verdict(project: pytest.Pytester) -> None:
+    import jsonschema
+
+    schema = Path(__file__).resolve().parents[1] / "src/pytest_retrieval/schema/report.schema.json"
+    out = run(project, "--retrieval-threshold", "precision@3=0.5")
+    jsonschema.validate(out.report, json.loads(schema.read_text()))
