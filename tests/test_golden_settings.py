@@ -143,6 +143,11 @@ BAD_FILES = [
         "threshold-tag-pointer-escaped",
     ),
     _case(
+        _golden(gate=["recal@3"]),
+        ["/gate/0: unknown metric 'recal'", "fix: list the metrics a regression may fail on"],
+        "gate-unknown-metric",
+    ),
+    _case(
         _golden(max_drop={"recall@3": -0.1}),
         [
             "/max_drop/recall@3: max drop recall@3=-0.1: write an absolute amount",

@@ -204,3 +204,30 @@ def test_report_schema_accepts_the_verdict(project: pytest.Pytester) -> None:
     schema = Path(__file__).resolve().parents[1] / "src/pytest_retrieval/schema/report.schema.json"
     out = run(project, "--retrieval-threshold", "precision@3=0.5")
     jsonschema.validate(out.report, json.loads(schema.read_text()))
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("default", ["recall@3", "mrr@3", "ndcg@3"]),
+        ("golden", ["mrr@3"]),
+        ("cli", ["ndcg@3"]),
+        ("ini", ["recall@3"]),
+    ],
+)
+def test_gated_set_is_declared(project: pytest.Pytester, where: str, expected: list[str]) -> None:
+    """Regressions are gated on a declared set; thresholds and max drops always add to it."""
+    args: list[str] = []
+    if where == "golden":
+        data = golden()
+        data["gate"] = ["mrr@3"]
+        (project.path / "golden.json").write_text(json.dumps(data))
+    elif where == "cli":
+        args = ["--retrieval-gate", "ndcg@3"]
+    elif where == "ini":
+        project.makeini("[pytest]\nretrieval_gate = recall@3\n")
+    out = run(project, *args)
+    assert out.report["evaluations"][0]["gated"] == expected  # type: ignore[index]
+    with_threshold = run(project, *args, "--retrieval-threshold", "map@3=0.1")
+    gated = with_threshold.report["evaluations"][0]["gated"]  # type: ignore[index]
+    assert set(gated) == {*expected, "map@3"}

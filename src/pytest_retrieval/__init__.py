@@ -30,17 +30,21 @@ _EXPORTS = {
     "ThresholdError": "gate",
     "Verdict": "verdicts",
     "Reason": "verdicts",
+    "RetrievalError": "errors",
+    "ConfigError": "errors",
     "compute": "metrics",
 }
 
 __all__ = [
     "Comparison",
+    "ConfigError",
     "EvaluationResult",
     "GoldenError",
     "GoldenQuery",
     "GoldenSet",
     "QueryResult",
     "Reason",
+    "RetrievalError",
     "Threshold",
     "ThresholdError",
     "Verdict",
@@ -51,6 +55,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .errors import ConfigError, RetrievalError
     from .evaluation import evaluate
     from .gate import ThresholdError
     from .golden import GoldenError, GoldenQuery, GoldenSet, load_golden

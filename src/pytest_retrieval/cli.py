@@ -272,8 +272,9 @@ def _sanity_text(report: dict[str, Any]) -> str:
 
 CSV_HELP = """\
 CSV: a header row, then one row per query. Columns: query (required), relevant (required:
-doc ids separated by ';', each optionally with a grade as id:grade), id (optional, default
-the row's position), tags (optional, separated by ';'). Example:
+doc ids separated by ';', each optionally with a grade as id:grade), id (optional, default:
+derived from the query text, q- and 12 hex digits, unchanged when other rows are added or
+removed), tags (optional, separated by ';'). Example:
   id,query,relevant,tags
   q1,how to reset a password,doc-12;doc-40:2,account
 """

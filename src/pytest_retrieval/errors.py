@@ -19,8 +19,21 @@ class RetrievalError(Exception):
     """Any error pytest-retrieval raises on purpose."""
 
 
-class ConfigError(RetrievalError):
-    """A bad input or setting of the user's: a usage error naming it and the fix."""
+class ConfigError(RetrievalError, ValueError):
+    """A bad input or setting of the user's: a usage error naming it and the fix (a
+    ``ValueError`` too, as the library API raised before this hierarchy)."""
+
+
+class MetricNameError(ConfigError):
+    """A metric name that is not ``family@k`` with a known family and k >= 1."""
+
+
+class ThresholdError(ConfigError):
+    """A threshold that cannot be used; the message says what to write instead."""
+
+
+class AllowanceError(ConfigError):
+    """A max-drop setting that cannot be used; the message says what to write."""
 
 
 class GoldenError(ConfigError):

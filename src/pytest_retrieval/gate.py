@@ -15,7 +15,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from .metrics import Metric, MetricNameError, parse_metric
+from .errors import AllowanceError as AllowanceError  # raised here; public from here too
+from .errors import MetricNameError
+from .errors import ThresholdError as ThresholdError
+from .metrics import Metric, parse_metric
 from .results import LATENCY, EvaluationResult, GateOutcome, Threshold
 from .verdicts import (
     DOWNSTREAM_LABELS,
@@ -30,10 +33,6 @@ from .verdicts import (
 )
 
 _KEY = re.compile(r"^\s*(?P<metric>[^\[\]=\s]+)\s*(?:\[(?P<tag>[^\]]+)\])?\s*$")
-
-
-class ThresholdError(ValueError):
-    """A threshold that cannot be used; the message says what to write instead."""
 
 
 def parse_key(key: str) -> tuple[Metric, str | None]:
@@ -121,10 +120,6 @@ def check(
 
 DEFAULT_MAX_DROP = 0.01
 _DROP = re.compile(r"^\s*(?P<amount>[0-9]*\.?[0-9]+)\s*(?P<percent>%?)\s*$")
-
-
-class AllowanceError(ValueError):
-    """A max-drop setting that cannot be used; the message says what to write."""
 
 
 @dataclass(frozen=True)

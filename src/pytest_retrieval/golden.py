@@ -136,6 +136,8 @@ class GoldenSet(BaseModel):
     metrics: tuple[str, ...] = ()
     thresholds: dict[str, float] = Field(default_factory=dict)
     max_drop: dict[str, float | str] = Field(default_factory=dict)
+    #: metrics gated against the baseline (empty: the default set; see gate.gated_metrics)
+    gate: tuple[str, ...] = ()
     corpus: str | None = None
     #: size of the full set when this is a ``--retrieval-sample`` of it (None: the full set)
     sampled_from: int | None = None
@@ -320,6 +322,7 @@ def _build(raw: RawGolden, require_relevant: bool) -> GoldenSet:
         metrics=tuple(settings.get("metrics", ())),
         thresholds=dict(settings.get("thresholds", {})),
         max_drop=dict(settings.get("max_drop", {})),
+        gate=tuple(settings.get("gate", ())),
         corpus=str((source.parent / corpus).resolve()) if corpus else None,
     )
 
@@ -356,17 +359,17 @@ def _check_gates(source: Path, settings: Mapping[str, Any], queries: Sequence[Go
     """What the schema cannot say about the stored metrics, thresholds and max_drop, in the
     words the command line uses for the same mistakes: known metric families, cutoffs up to
     MAX_K, values in range, and thresholds only on tags that some query has."""
-    if not any(settings.get(key) for key in ("metrics", "thresholds", "max_drop")):
+    if not any(settings.get(key) for key in ("metrics", "gate", "thresholds", "max_drop")):
         return
     from .gate import AllowanceError, make_threshold, parse_allowance
     from .metrics import parse_metric
 
-    for index, name in enumerate(settings.get("metrics", ())):
-        where = f"/metrics/{index}"
-        try:
-            parse_metric(name)  # also refuses a k above MAX_K
-        except ValueError as exc:
-            raise GoldenError(source, where, str(exc), _FIXES["metrics"]) from None
+    for key in ("metrics", "gate"):
+        for index, name in enumerate(settings.get(key, ())):
+            try:
+                parse_metric(name)  # also refuses a k above MAX_K
+            except ValueError as exc:
+                raise GoldenError(source, f"/{key}/{index}", str(exc), _FIXES[key]) from None
     tags: set[str] | None = None
     for key, value in settings.get("thresholds", {}).items():
         where = "/thresholds/" + _pointer(key)
@@ -459,6 +462,7 @@ _FIXES = {
     "metadata": "write metadata as an object",
     "k": f"k is the default cutoff, a whole number from 1 to {MAX_K}",
     "metrics": 'list metric names such as ["recall@10", "ndcg@10"]',
+    "gate": 'list the metrics a regression may fail on, such as ["recall@10", "ndcg@10"]',
     "thresholds": 'write thresholds as {"recall@10": 0.8} with values between 0 and 1',
     "max_drop": 'write max_drop as {"recall@10": 0.02} (absolute) or {"ndcg@10": "2%"} '
     "(relative to the baseline)",

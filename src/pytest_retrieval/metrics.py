@@ -23,6 +23,8 @@ from typing import cast
 import numpy as np
 from numpy.typing import NDArray
 
+from .errors import MetricNameError as MetricNameError  # raised here; public from here too
+
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 
@@ -83,10 +85,6 @@ _KERNEL_OF: dict[str, str] = {
 MAX_K = 10_000
 
 _NAME = re.compile(r"^(?P<family>[a-z_]+)@(?P<k>[0-9]+)$")
-
-
-class MetricNameError(ValueError):
-    """A metric name that is not ``family@k`` with a known family and k >= 1."""
 
 
 @dataclass(frozen=True)

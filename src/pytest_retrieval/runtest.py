@@ -223,7 +223,7 @@ def attach_baseline(
     settings = state.settings
     path = state.baseline_path(golden)
     allowed = layered_allowances(settings, golden, marker.get("max_drop"))
-    chosen = marker.get("gate") or settings.gate or (golden_gate(golden) or None)
+    chosen = marker.get("gate") or settings.gate or golden.gate or None
     gated = gated_metrics(result.metrics, result.k, result.thresholds, allowed, chosen)
     result = replace(result, baseline_path=str(path), gated=gated)
     entry = None
@@ -256,11 +256,6 @@ def attach_baseline(
                 stacklevel=1,
             )
     return result
-
-
-def golden_gate(golden: GoldenSet) -> tuple[str, ...]:
-    """The golden file's own ``gate`` list, when its format has one."""
-    return tuple(getattr(golden, "gate", ()) or ())
 
 
 def isatty(reporter: Any) -> bool:
