@@ -15,102 +15,26 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .judge_options import DEFAULT_JUDGE_MODEL, add_judge_options
+from .validators import (
+    alpha_arg,
+    cutoff,
+    max_drop_arg,
+    metric_arg,
+    positive_float,
+    positive_int,
+    threshold_arg,
+)
+
 if TYPE_CHECKING:
     from .gate import Allowance
     from .results import Threshold
 
 DEFAULT_FIXTURE = "retriever"
 DEFAULT_CONCURRENCY = 8
-DEFAULT_JUDGE_MODEL = "gpt-4.1-mini"
 
 
 # ---------------------------------------------------------------------------- options
-
-
-def _threshold_arg(text: str) -> str:
-    from .gate import ThresholdError, parse_assignment
-
-    try:
-        parse_assignment(text, "--retrieval-threshold")
-    except ThresholdError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _metric_arg(text: str) -> str:
-    from .metrics import MetricNameError, parse_metric
-
-    try:
-        return parse_metric(text).name
-    except MetricNameError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _max_drop_arg(text: str) -> str:
-    from .gate import AllowanceError, parse_allowance_assignment
-
-    try:
-        parse_allowance_assignment(text, "--retrieval-max-drop")
-    except AllowanceError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _alpha_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a significance level in (0, 1] (1 turns the test off)"
-        )
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
-
-
-def _cutoff(text: str) -> int:
-    from .metrics import MAX_K
-
-    value = _positive_int(text)
-    if value > MAX_K:
-        raise argparse.ArgumentTypeError(f"{text!r} is above the largest cutoff k, {MAX_K}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number between 0 and 1")
-    return value
-
-
-def _existing_file(text: str) -> str:
-    if not Path(text).is_file():
-        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
-    return text
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -127,7 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--retrieval-threshold",
         action="append",
         metavar="METRIC=VALUE",
-        type=_threshold_arg,
+        type=threshold_arg,
         default=None,
         help="minimum for a metric, e.g. recall@10=0.8 or recall@10[errors]=0.7 (tag); "
         "repeatable; wins over ini, marker and golden file",
@@ -136,20 +60,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--retrieval-metric",
         action="append",
         metavar="METRIC",
-        type=_metric_arg,
+        type=metric_arg,
         default=None,
         help="extra metric to compute and show, e.g. ndcg_exp@20; repeatable",
     )
     group.addoption(
         "--retrieval-k",
-        type=_cutoff,
+        type=cutoff,
         metavar="K",
         default=None,
         help="default cutoff k (overrides the golden file's k)",
     )
     group.addoption(
         "--retrieval-concurrency",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         default=None,
         help=f"retriever calls in flight at once (default {DEFAULT_CONCURRENCY}). "
@@ -157,7 +81,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--retrieval-timeout",
-        type=_positive_float,
+        type=positive_float,
         metavar="SECONDS",
         default=None,
         help="per-call timeout for the retriever (default: none). ini: retrieval_timeout",
@@ -189,14 +113,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--retrieval-max-drop",
         action="append",
         metavar="METRIC=DROP",
-        type=_max_drop_arg,
+        type=max_drop_arg,
         default=None,
         help="allowed drop against the baseline, absolute (recall@10=0.01) or relative "
         f"(ndcg@10=2%%, latency_p95=20%%); repeatable; default {0.01} for every metric",
     )
     group.addoption(
         "--retrieval-alpha",
-        type=_alpha_arg,
+        type=alpha_arg,
         metavar="ALPHA",
         default=None,
         help="significance level of the paired test a regression must pass (default 0.05; "
@@ -206,7 +130,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--retrieval-gate",
         action="append",
         metavar="METRIC",
-        type=_metric_arg,
+        type=metric_arg,
         default=None,
         help="a metric whose drop against the baseline fails the run; repeatable; replaces "
         "the default set (recall, mrr and ndcg at k). Metrics with a threshold or a max drop "
@@ -241,7 +165,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--retrieval-sample",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         default=None,
         help="evaluate a seeded sample of N queries, stratified by tag (a fast local check; "
@@ -283,7 +207,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "nodes (default: the object's own id, then metadata 'id', 'doc_id'). "
         "ini: retrieval_doc_id_key",
     )
-    _add_judge_options(group)
+    add_judge_options(group)
     parser.addini(
         "retrieval_strict",
         "golden-set warnings (ids missing from the corpus) are errors",
@@ -338,135 +262,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("retrieval_concurrency", "retriever calls in flight at once", default="")
     parser.addini("retrieval_timeout", "per-call retriever timeout in seconds", default="")
     parser.addini("retrieval_report", "path of the JSON report", default="")
-
-
-def _add_judge_options(group: Any) -> None:
-    group.addoption(
-        "--retrieval-judge",
-        action="store_true",
-        default=False,
-        help="grade the returned hits with an LLM judge: on-topic rate otr@k (needs "
-        "OPENAI_API_KEY, Azure OpenAI variables, or --retrieval-judge-base-url)",
-    )
-    group.addoption(
-        "--retrieval-judge-model",
-        metavar="MODEL",
-        default=None,
-        help=f"judge model (default {DEFAULT_JUDGE_MODEL}). ini: retrieval_judge_model",
-    )
-    group.addoption(
-        "--retrieval-judge-base-url",
-        metavar="URL",
-        default=None,
-        help="OpenAI-compatible endpoint (vLLM, Ollama, ...); default $OPENAI_BASE_URL",
-    )
-    group.addoption(
-        "--retrieval-judge-scale",
-        choices=["binary", "0-3"],
-        default="binary",
-        help="binary on-topic verdicts (otr@k), or 0-3 grades that add llm_ndcg@k, llm_mrr@k, "
-        "llm_precision@k",
-    )
-    group.addoption(
-        "--retrieval-judge-min-score",
-        type=_fraction,
-        metavar="SCORE",
-        default=0.5,
-        help="a hit is on topic when the judge says yes with at least this score (default 0.5)",
-    )
-    group.addoption(
-        "--retrieval-judge-min-coverage",
-        type=_fraction,
-        metavar="FRACTION",
-        default=0.95,
-        help="fail when fewer of the hits than this were graded (default 0.95)",
-    )
-    group.addoption(
-        "--retrieval-judge-concurrency",
-        type=_positive_int,
-        metavar="N",
-        default=16,
-        help="judge requests in flight at once (default 16)",
-    )
-    group.addoption(
-        "--retrieval-judge-timeout",
-        type=_positive_float,
-        metavar="SECONDS",
-        default=60.0,
-        help="timeout of one judge request (default 60)",
-    )
-    group.addoption(
-        "--retrieval-judge-max-wait",
-        type=_positive_float,
-        metavar="SECONDS",
-        default=300.0,
-        help="longest Retry-After the judge honours before giving a pair up (default 300)",
-    )
-    group.addoption(
-        "--retrieval-judge-cache",
-        metavar="DIR",
-        default=None,
-        help="verdict cache folder (default: under pytest's cache dir). ini: retrieval_judge_cache",
-    )
-    group.addoption(
-        "--retrieval-judge-fallback",
-        choices=["error", "cache-only"],
-        default=None,
-        help="without credentials (a fork's PR): error (default), or cache-only: use cached "
-        "verdicts with a warning. ini: retrieval_judge_fallback",
-    )
-    group.addoption(
-        "--retrieval-judge-no-cache",
-        action="store_true",
-        default=False,
-        help="neither read nor write the verdict cache",
-    )
-    group.addoption(
-        "--retrieval-judge-cache-only",
-        action="store_true",
-        default=False,
-        help="offline: use cached verdicts only, never call the judge (uncached hits count "
-        "as ungraded); for pre-commit",
-    )
-    group.addoption(
-        "--retrieval-judge-max-calls",
-        type=_positive_int,
-        metavar="N",
-        default=None,
-        help="stop calling the judge after N requests (the rest count as ungraded)",
-    )
-    group.addoption(
-        "--retrieval-judge-max-tokens",
-        type=_positive_int,
-        metavar="N",
-        default=None,
-        help="stop calling the judge once N tokens (prompt + completion) were spent",
-    )
-    group.addoption(
-        "--retrieval-judge-prompt",
-        type=_existing_file,
-        metavar="FILE",
-        default=None,
-        help="your own judge instructions (system message); versioned by content hash",
-    )
-    group.addoption(
-        "--retrieval-judge-text-budget",
-        type=_positive_int,
-        metavar="CHARS",
-        default=4000,
-        help="documents longer than this are cut before judging (default 4000 characters)",
-    )
-    group.addoption(
-        "--retrieval-judge-validate",
-        type=_existing_file,
-        metavar="LABELS",
-        default=None,
-        help="human-labelled (query, doc, on_topic) pairs: report the judge's accuracy and "
-        "Cohen's kappa against them",
-    )
-
-
-# ---------------------------------------------------------------------------- settings
 
 
 @dataclass
@@ -555,15 +350,15 @@ def settings_from_config(config: pytest.Config) -> Settings:
         Path(p) if Path(p).is_absolute() else config.invocation_params.dir / p for p in cli_goldens
     ] or list(config.getini("retrieval_golden"))
     concurrency = config.getoption("retrieval_concurrency") or _ini_number(
-        config, "retrieval_concurrency", _positive_int
+        config, "retrieval_concurrency", positive_int
     )
     timeout = config.getoption("retrieval_timeout") or _ini_number(
-        config, "retrieval_timeout", _positive_float
+        config, "retrieval_timeout", positive_float
     )
     report = config.getoption("retrieval_report") or str(config.getini("retrieval_report"))
     baseline = config.getoption("retrieval_baseline") or str(config.getini("retrieval_baseline"))
     alpha = config.getoption("retrieval_alpha") or _ini_number(
-        config, "retrieval_alpha", _alpha_arg
+        config, "retrieval_alpha", alpha_arg
     )
     return Settings(
         goldens=goldens,
