@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from pytest_retrieval.golden import GoldenQuery
-from pytest_retrieval.retrieval import HitError, normalize_hits, run_retriever
+from pytest_retrieval.hits import HitError, normalize_hits
+from pytest_retrieval.retrieval import run_retriever
 
 
 def _queries(n: int) -> list[GoldenQuery]:

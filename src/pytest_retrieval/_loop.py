@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import FrameType
 from typing import Any, ParamSpec, TypeVar
+
+from .stacks import thread_frames
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -172,16 +173,6 @@ class PrivateLoop:
         if pending:
             loop.set_exception_handler(_quiet)  # they are dropped, as asyncio.run would not
         loop.close()  # its executor shuts down without waiting (DaemonExecutor)
-
-
-def thread_frames(ident: int) -> list[FrameType]:
-    """The Python stack of the thread ``ident`` right now, innermost frame first."""
-    frame = sys._current_frames().get(ident)
-    stack = []
-    while frame is not None:
-        stack.append(frame)
-        frame = frame.f_back
-    return stack
 
 
 _shared: PrivateLoop | None = None

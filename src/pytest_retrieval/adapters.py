@@ -43,7 +43,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .retrieval import HitError, Retriever
+from .hits import HitError
+from .retrieval import Retriever
 
 #: metadata keys tried, in order, after the object's own id (when no doc_id_key is given)
 DEFAULT_ID_KEYS = ("id", "doc_id")
@@ -166,6 +167,11 @@ class _Async(_Adapter):
         return self.convert(await method(*args, **kwargs), self.doc_id_key)
 
 
+def _flavour(native: bool, sync: str, asynchronous: str) -> tuple[type[_Sync | _Async], str]:
+    """The adapter class and the method to wrap: the async one only where it is ``native``."""
+    return (_Async, asynchronous) if native else (_Sync, sync)
+
+
 def _natively_async(obj: Any, hook: str, base_module: str) -> bool:
     """True when ``obj``'s async hook is implemented outside the framework's base class."""
     function = getattr(type(obj), hook, None)
@@ -188,14 +194,9 @@ def _keywords(function: Any, positional: set[str]) -> tuple[set[str], frozenset[
 def _llama_index(obj: Any, doc_id_key: str | None) -> _Sync | _Async:
     """A LlamaIndex ``BaseRetriever``: ``retrieve(query)`` gives ``NodeWithScore``s."""
     native = _natively_async(obj, "_aretrieve", "llama_index.core.base.base_retriever")
-    factory: type[_Sync | _Async] = _Async if native else _Sync
-    return factory(
-        obj,
-        "aretrieve" if native else "retrieve",
-        _nodes_to_hits,
-        doc_id_key,
-        top_k="similarity_top_k" if _int_attribute(obj, "similarity_top_k") else None,
-    )
+    adapter, method = _flavour(native, "retrieve", "aretrieve")
+    top_k = "similarity_top_k" if _int_attribute(obj, "similarity_top_k") else None
+    return adapter(obj, method, _nodes_to_hits, doc_id_key, top_k=top_k)
 
 
 def _langchain(obj: Any, doc_id_key: str | None) -> _Sync | _Async:
@@ -210,15 +211,10 @@ def _langchain(obj: Any, doc_id_key: str | None) -> _Sync | _Async:
     elif "k" not in names and isinstance(getattr(obj, "search_kwargs", None), Mapping):
         top_k = "search_kwargs"
     native = _natively_async(obj, "_aget_relevant_documents", "langchain_core.retrievers")
-    factory: type[_Sync | _Async] = _Async if native else _Sync
-    return factory(
-        obj,
-        "ainvoke" if native else "invoke",
-        _documents_to_hits,
-        doc_id_key,
-        top_k=top_k,
-        k_name="k" if "k" in names else None,
-        accepts=accepts,
+    adapter, method = _flavour(native, "invoke", "ainvoke")
+    k_name = "k" if "k" in names else None
+    return adapter(
+        obj, method, _documents_to_hits, doc_id_key, top_k=top_k, k_name=k_name, accepts=accepts
     )
 
 
@@ -232,13 +228,14 @@ def _haystack(obj: Any, doc_id_key: str | None) -> _Sync | _Async:
             f"{', '.join(sorted(names))} but no query (an embedding retriever needs a text "
             f"embedder before it): put both in a Pipeline and {_PIPELINE_FIX}"
         )
-    factory: type[_Sync | _Async] = _Async if native else _Sync
-    return factory(
+    adapter, method = _flavour(native, "run", "run_async")
+    k_name = "top_k" if "top_k" in names else None
+    return adapter(
         obj,
-        "run_async" if native else "run",
+        method,
         _haystack_to_hits,
         doc_id_key,
-        k_name="top_k" if "top_k" in names else None,
+        k_name=k_name,
         query_name="query",
         accepts=accepts,
     )

@@ -23,7 +23,7 @@ from typing import Any
 
 from .cache import JsonCache
 from .golden import GoldenQuery
-from .retrieval import QueryRun
+from .hits import QueryRun
 
 DownstreamFn = Callable[..., Any]
 

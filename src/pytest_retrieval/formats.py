@@ -12,7 +12,8 @@ import csv
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,12 +69,18 @@ def read_golden(source: Path) -> RawGolden:
 
 def read_text(source: Path) -> str:
     """The file's text; a UTF-8 byte-order mark (as Windows editors write) is dropped."""
-    try:
+    with _reading(source, lambda exc: f"byte {exc.start}"):
         return source.read_text(encoding="utf-8-sig")
+
+
+@contextmanager
+def _reading(source: Path, place: Callable[[UnicodeDecodeError], str]) -> Iterator[None]:
+    """Reading ``source``: bytes that are not UTF-8 (at ``place(exc)``) or an OS error become
+    one GoldenError saying so."""
+    try:
+        yield
     except UnicodeDecodeError as exc:
-        raise GoldenError(
-            source, f"byte {exc.start}", "not UTF-8 text", "save it as UTF-8"
-        ) from exc
+        raise GoldenError(source, place(exc), "not UTF-8 text", "save it as UTF-8") from exc
     except OSError as exc:
         raise GoldenError(source, "", f"cannot read it ({exc.strerror})") from exc
 
@@ -236,15 +243,9 @@ def _read_beir(folder: Path, split: str | None) -> RawGolden:
                 'write {"_id": "q1", "text": "query text"}',
             )
         texts[str(record["_id"])] = (record["text"], record.get("metadata") or {})
+    _require_texts(judgments, texts, qrels_file, queries_file)
     entries = []
     for query_id, relevant in judgments.items():
-        if query_id not in texts:
-            raise GoldenError(
-                qrels_file,
-                "",
-                f"query id {query_id!r} has judgments but no text",
-                f"add it to {queries_file}",
-            )
         text, metadata = texts[query_id]
         entries.append({"id": query_id, "query": text, "relevant": relevant, "metadata": metadata})
     corpus = folder / "corpus.jsonl"
@@ -343,17 +344,26 @@ def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
                 "write one query per line: id, a tab, the text",
             )
         texts[query_id.strip()] = text.strip()
-    entries: list[dict[str, Any]] = []
-    for query_id, relevant in judgments.items():
-        if query_id not in texts:
-            raise GoldenError(
-                source,
-                "",
-                f"query id {query_id!r} has judgments but no text",
-                f"add it to {queries_file}",
-            )
-        entries.append({"id": query_id, "query": texts[query_id], "relevant": relevant})
+    _require_texts(judgments, texts, source, queries_file)
+    entries = [
+        {"id": query_id, "query": texts[query_id], "relevant": relevant}
+        for query_id, relevant in judgments.items()
+    ]
     return RawGolden(source, entries, {"name": source.stem})
+
+
+def _require_texts(
+    judgments: Mapping[str, object], texts: Mapping[str, object], qrels: Path, queries_file: Path
+) -> None:
+    """Every judged query has its text in ``queries_file`` (the first one missing is named)."""
+    missing = next((query_id for query_id in judgments if query_id not in texts), None)
+    if missing is not None:
+        raise GoldenError(
+            qrels,
+            "",
+            f"query id {missing!r} has judgments but no text",
+            f"add it to {queries_file}",
+        )
 
 
 def _trec_queries_file(qrels: Path) -> Path:
@@ -409,20 +419,17 @@ def load_corpus_ids(path: str | Path) -> set[str]:
         return set(_json_corpus(source))
     ids: set[str] = set()
     number = 0
-    try:
-        with source.open(encoding="utf-8-sig") as handle, paused_gc():
-            for number, line in enumerate(handle, start=1):
-                match = _LEADING_ID.match(line)
-                if match is not None:
-                    ids.add(match[1] if match[1] is not None else match[2])
-                elif line.strip():
-                    ids.add(_corpus_record(source, line, number)[0])
-    except UnicodeDecodeError as exc:
-        raise GoldenError(
-            source, f"after line {number}", "not UTF-8 text", "save it as UTF-8"
-        ) from exc
-    except OSError as exc:
-        raise GoldenError(source, "", f"cannot read it ({exc.strerror})") from exc
+    with (
+        _reading(source, lambda _: f"after line {number}"),
+        source.open(encoding="utf-8-sig") as handle,
+        paused_gc(),
+    ):
+        for number, line in enumerate(handle, start=1):
+            match = _LEADING_ID.match(line)
+            if match is not None:
+                ids.add(match[1] if match[1] is not None else match[2])
+            elif line.strip():
+                ids.add(_corpus_record(source, line, number)[0])
     return ids
 
 

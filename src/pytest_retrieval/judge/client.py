@@ -84,6 +84,10 @@ class JudgePair:
     text: str
 
 
+#: the fields of a :class:`Verdict` that its record keeps
+_RECORDED = ("on_topic", "score", "grade", "reason", "error")
+
+
 @dataclass
 class Verdict:
     on_topic: bool | None = None
@@ -95,13 +99,8 @@ class Verdict:
     truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "on_topic": self.on_topic,
-            "score": self.score,
-            "grade": self.grade,
-            "reason": self.reason,
-            "error": self.error,
-        }
+        """The verdict as cached and reported (``cached``/``truncated`` describe this run)."""
+        return {name: getattr(self, name) for name in _RECORDED}
 
 
 class BinaryAnswer(BaseModel):
@@ -295,7 +294,10 @@ class Judge:
         if progress is not None and pairs:
             progress(done, len(pairs))
         if todo:
-            fresh = self._run_async([pairs[i] for i in todo], done, len(pairs), progress)
+            asked = [pairs[i] for i in todo]
+            fresh = run_private(
+                lambda: self._gather(asked, done, len(pairs), progress), "pytest-retrieval-judge"
+            )
             for index, verdict in zip(todo, fresh, strict=True):
                 verdicts[index] = verdict
             if self.cache is not None:
@@ -370,17 +372,6 @@ class Judge:
         )
 
     # ------------------------------------------------------------------ the calls
-
-    def _run_async(
-        self,
-        pairs: Sequence[JudgePair],
-        done_before: int,
-        total: int,
-        progress: ProgressCallback | None,
-    ) -> list[Verdict]:
-        return run_private(
-            lambda: self._gather(pairs, done_before, total, progress), "pytest-retrieval-judge"
-        )
 
     async def _gather(
         self,

@@ -1,0 +1,166 @@
+"""What one retriever call gave (:class:`QueryRun`), and every error a call can end in.
+
+A retriever may return anything: :func:`normalize_hits` turns a ranked list of hits (id
+strings, dicts or objects with an ``id``) into ranked unique ids and rejects the rest with a
+:class:`HitError` saying what to return instead. A call that raises, overruns its deadline or
+blocks the event loop gets its message here too (:func:`describe_error`, :func:`timed_out`,
+:func:`blocked_loop`), with the fix when the cause is a known one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: longest error message kept (an HTTP error can carry a whole response body)
+MAX_ERROR = 1000
+
+
+class HitError(ValueError):
+    """The retriever returned something that is not a ranked list of hits."""
+
+
+@dataclass
+class QueryRun:
+    """What one retriever call gave: ranked unique ids (top k), texts, timing and any error."""
+
+    ids: list[str] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+    latency: float = 0.0  # seconds
+    error: str | None = None
+    duplicates: int = 0  # repeated ids dropped (each id counts at its first rank only)
+    #: the exception's traceback, kept for the first error of each kind (:func:`error_key`)
+    traceback: str | None = None
+
+
+_RETURN_HINT = (
+    "return a ranked list of hits: doc-id strings, or dicts/objects with an 'id' "
+    "(and optional 'text' and 'score')"
+)
+
+
+def normalize_hits(raw: Any, k: int) -> QueryRun:
+    """Turn whatever the retriever returned into a :class:`QueryRun` (ids cut at ``k``)."""
+    if raw is None:
+        raise HitError(f"the retriever returned None; {_RETURN_HINT}")
+    if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable):
+        raise HitError(f"the retriever returned a {type(raw).__name__}; {_RETURN_HINT}")
+    if type(raw) is list and all(type(hit) is str and hit for hit in raw):
+        top = list(dict.fromkeys(raw))[:k]  # the common case, plain ids: 10x faster
+        kept = set(top)
+        return QueryRun(ids=top, duplicates=sum(hit in kept for hit in raw) - len(top))
+    run = QueryRun()
+    seen: set[str] = set()
+    for rank, hit in enumerate(raw, start=1):
+        text: Any = None
+        score: Any = None
+        if isinstance(hit, str):
+            doc_id: Any = hit
+        elif isinstance(hit, Mapping):
+            doc_id, text, score = hit.get("id"), hit.get("text"), hit.get("score")
+        else:
+            doc_id = getattr(hit, "id", None)
+            text, score = getattr(hit, "text", None), getattr(hit, "score", None)
+        if not isinstance(doc_id, str) or not doc_id:
+            got = f"{type(hit).__name__} {_safe_repr(hit)}" if doc_id is None else repr(doc_id)
+            raise HitError(
+                f"hit at rank {rank} has no usable id (got {got[:80]}): doc ids must be "
+                f"non-empty strings, never coerced (convert them with str() in the retriever); "
+                f"{_RETURN_HINT}"
+            )
+        if doc_id in seen:
+            run.duplicates += 1
+            continue
+        if len(run.ids) >= k:
+            continue  # keep scanning: a bad hit further down is still a contract violation
+        seen.add(doc_id)
+        run.ids.append(doc_id)
+        if isinstance(text, str):
+            run.texts[doc_id] = text
+        if isinstance(score, int | float) and not isinstance(score, bool):
+            run.scores[doc_id] = float(score)
+    return run
+
+
+def error_key(error: str) -> str:
+    """What makes two errors "the same" when they are grouped: the message, numbers aside
+    (``hit at rank 1 has no usable id (got int 17)`` and ``... (got int 4)`` are one bug)."""
+    return re.sub(r"\d+", "#", error)
+
+
+def describe_error(exc: BaseException, reading: bool) -> str:
+    """``the retriever raised ValueError: boom`` (plus how to fix it, when we know);
+    ``reading``: raised while its hits were read, not by the call."""
+    try:
+        message = str(exc)
+    except Exception:
+        message = "<its message could not be shown: str() raised>"
+    what = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    if reading:
+        text = f"reading the hits the retriever returned raised {what}"
+    else:
+        text = f"the retriever raised {what}"
+    if len(text) > MAX_ERROR:
+        text = text[: MAX_ERROR - 3] + "..."
+    hint = next((fix for needles, fix in _HINTS if any(n in message for n in needles)), None)
+    return text if hint is None else f"{text} -- {hint}"
+
+
+_HINTS = (
+    (
+        ("SQLite objects created in a thread can only be used in that same thread",),
+        "the client was made in another thread (the fixture's) but sync retrievers are "
+        "called from pytest-retrieval's worker threads: open it inside the retriever, one per "
+        "thread (threading.local()), or allow sharing (sqlite3.connect(..., "
+        "check_same_thread=False)), or run the calls in the test's own thread with "
+        "--retrieval-concurrency 1 and no --retrieval-timeout",
+    ),
+    (
+        (
+            "attached to a different loop",
+            "Event loop is closed",
+            "different event loop",
+        ),
+        "the client belongs to another event loop (made in a fixture, e.g. an async one under "
+        "pytest-asyncio) but async retrievers run on pytest-retrieval's own event loop: create "
+        "the client inside the retriever, lazily on its first call (or per call with "
+        "'async with'), not in the fixture",
+    ),
+    (
+        ("There is no current event loop in thread",),
+        "a sync retriever that drives an async client runs in a worker thread without an "
+        "event loop: make the retriever 'async def' and await the client (created inside the "
+        "retriever on its first call)",
+    ),
+)
+
+
+def timed_out(timeout: float, where: str) -> QueryRun:
+    """The result of a call abandoned at its deadline (``where``: the line it was stuck at)."""
+    return QueryRun(
+        latency=timeout,
+        error=f"the retriever did not answer within {timeout:g} s (--retrieval-timeout)"
+        + (f"; abandoned while at {where}" if where else ""),
+    )
+
+
+def blocked_loop(timeout: float, where: str, by_this_call: bool) -> QueryRun:
+    """The result of a call whose event loop was blocked past the deadline and abandoned."""
+    who = "the retriever blocked" if by_this_call else "code outside the retriever call blocked"
+    return QueryRun(
+        latency=timeout,
+        error=f"{who} the event loop for more than {timeout:g} s (--retrieval-timeout)"
+        f"{f' at {where}' if where else ''}: a blocking call inside async def (time.sleep, "
+        "requests, a sync client) stalls every query; await an async client or wrap the call "
+        "in asyncio.to_thread",
+    )
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return f"<{type(value).__name__} whose repr() raised>"
