@@ -202,11 +202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     heavy = ("numpy", "pydantic", "jsonschema")
-    imports = ("pytest_retrieval.evaluation", "pytest_retrieval.report", "jsonschema")
+    imports = ("pytest_retrieval.evaluation", "pytest_retrieval.render.json", "jsonschema")
     fresh = not any(name in sys.modules for name in heavy)
     import_s, _ = timed(lambda: [importlib.import_module(name) for name in imports])
     from pytest_retrieval import EvaluationResult, evaluate, load_golden
-    from pytest_retrieval.report import json_report, write_json
+    from pytest_retrieval.render.json import json_report, write_json
 
     rows: list[tuple[str, float, str]] = []
     with tempfile.TemporaryDirectory(prefix="bench_scale_") as tmp:

@@ -13,7 +13,7 @@ import pytest
 from helpers import KEYWORD_RETRIEVER, write_golden
 
 import pytest_retrieval.evaluation
-import pytest_retrieval.report  # noqa: F401
+import pytest_retrieval.render.terminal  # noqa: F401
 
 pytest_plugins = ["pytester"]
 

@@ -17,7 +17,7 @@ from pytest_retrieval._io import git_info, now
 from pytest_retrieval.baseline import update
 from pytest_retrieval.cli import main, near_duplicates
 from pytest_retrieval.compare import entry_from_result
-from pytest_retrieval.report import json_report, write_json
+from pytest_retrieval.render.json import json_report, write_json
 from pytest_retrieval.verdicts import session_verdict
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
 
 from pytest_retrieval import evaluate, load_golden
 from pytest_retrieval.compare import ab_groups, compare_to_baseline, entry_from_result
-from pytest_retrieval.html_report import (
+from pytest_retrieval.render.charts import (
     BOTTOM,
     HEIGHT,
     TOP,
@@ -25,8 +25,8 @@ from pytest_retrieval.html_report import (
     curve,
     histogram,
     line_chart,
-    render_html,
 )
+from pytest_retrieval.render.html import render_html
 from pytest_retrieval.results import EvaluationResult
 from pytest_retrieval.verdicts import session_verdict
 
@@ -177,7 +177,7 @@ def test_plugin_writes_the_report(pytester: pytest.Pytester) -> None:
 def test_big_sets_list_only_the_worst_queries(
     cranfield_ab: list[EvaluationResult], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("pytest_retrieval.html_report.MAX_QUERY_ROWS", 20)
+    monkeypatch.setattr("pytest_retrieval.render.html.MAX_QUERY_ROWS", 20)
     result = cranfield_ab[0]
     page = html([result])
     assert page.count('class="q"') == 20

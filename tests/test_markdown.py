@@ -16,7 +16,7 @@ from markdown_it import MarkdownIt
 from pytest_retrieval import EvaluationResult, evaluate
 from pytest_retrieval.compare import ab_groups, compare_to_baseline, entry_from_result
 from pytest_retrieval.gate import decide
-from pytest_retrieval.markdown import render_markdown
+from pytest_retrieval.render.markdown import render_markdown
 from pytest_retrieval.results import Comparison
 from pytest_retrieval.verdicts import session_verdict
 

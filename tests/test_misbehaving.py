@@ -27,7 +27,7 @@ from helpers import GOLDEN, write_golden
 
 from pytest_retrieval import evaluate, load_golden
 from pytest_retrieval.golden import GoldenQuery, GoldenSet
-from pytest_retrieval.report import failure_text, summary_lines
+from pytest_retrieval.render.terminal import failure_text, summary_lines
 from pytest_retrieval.retrieval import BlockingRetrieverWarning, QueryRun, run_retriever
 
 TIMEOUT = 0.3

@@ -444,7 +444,7 @@ def _diff(args: argparse.Namespace) -> int:
     from .compare import compare_to_baseline, entry_from_result
     from .gate import AllowanceError, decide, merge_allowances, parse_allowance_assignment
     from .metrics import MetricNameError, parse_metric
-    from .report import regression_lines
+    from .render.terminal import regression_lines
 
     if not 0 < args.alpha <= 1:
         raise CliError(f"--alpha {args.alpha:g} is not in (0, 1]")
@@ -496,7 +496,7 @@ def _add_show(commands: Any) -> None:
 def _show(args: argparse.Namespace) -> int:
     from .baseline import BaselineError, read
     from .metrics import parse_metric
-    from .report import _ci, _num, _table
+    from .render.text import ci, num, text_table
 
     if not args.baseline.is_file():
         raise CliError(f"{args.baseline}: no such baseline file")
@@ -518,8 +518,8 @@ def _show(args: argparse.Namespace) -> int:
             print(f"  judge: {entry.judge}")
         rows = [["metric", "value", "95% CI"]]
         ordered = sorted(entry.metrics, key=lambda m: parse_metric(m).sort_key)
-        rows += [[m, _num(entry.metrics[m]), _ci(entry.ci.get(m))] for m in ordered]
-        for line in _table(rows):
+        rows += [[m, num(entry.metrics[m]), ci(entry.ci.get(m))] for m in ordered]
+        for line in text_table(rows):
             print(line)
         if entry.latency_p95_ms is not None:
             print(f"  latency p50 {entry.latency_p50_ms} ms, p95 {entry.latency_p95_ms} ms")

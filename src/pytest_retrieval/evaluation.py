@@ -34,7 +34,7 @@ def assert_thresholds(
 ) -> None:
     """:meth:`EvaluationResult.assert_thresholds`: with other ``thresholds``, the verdict is
     decided anew for them (computing metrics they name that the evaluation lacks)."""
-    from .report import failure_text
+    from .render.terminal import failure_text
 
     if thresholds is not None:
         chosen = gate.from_mapping(thresholds, "assert_thresholds()")
@@ -51,7 +51,7 @@ def assert_thresholds(
 def assert_no_regression(result: EvaluationResult) -> None:
     """:meth:`EvaluationResult.assert_no_regression`."""
     if result.regressed:
-        from .report import failure_text
+        from .render.terminal import failure_text
 
         raise AssertionError(failure_text(result))
 

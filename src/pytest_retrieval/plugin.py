@@ -170,7 +170,7 @@ def _evaluation_function(fixture: str, golden_path: Path) -> Callable[..., None]
         chosen = layered_thresholds(state.settings, golden)
         result = run_evaluation(request, fixtures[fixture], golden, chosen, state)
         if not result.verdict.passed:
-            from .report import failure_text
+            from .render.terminal import failure_text
 
             verbose = request.config.getoption("verbose") > 0
             pytest.fail(failure_text(result, verbose=verbose), pytrace=False)

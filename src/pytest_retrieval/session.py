@@ -367,7 +367,7 @@ class Reporter:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.received and not self.notes:
             return
-        from .report import ab_lines, summary_lines
+        from .render.terminal import ab_lines, summary_lines
 
         results = self.results()
         terminalreporter.section("retrieval")
@@ -435,13 +435,13 @@ class Reporter:
         verdict = self.verdict()
         renderers: list[tuple[Path, Callable[[], str]]] = []
         if settings.report is not None:
-            from .report import dumps, json_report
+            from .render.json import dumps, json_report
 
             document = json_report(results, verdict)
             renderers.append((settings.report, lambda: dumps(document) + "\n"))
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if settings.markdown is not None or step_summary:
-            from .markdown import render_markdown
+            from .render.markdown import render_markdown
 
             markdown = render_markdown(results, self._groups(results), verdict)
             if settings.markdown is not None:
@@ -491,7 +491,7 @@ class Reporter:
 
     def _html(self, results: list[EvaluationResult], verdict: Verdict) -> str:
         from .baseline import find, golden_key
-        from .html_report import render_html
+        from .render.html import render_html
 
         baselines = {}
         for index, result in enumerate(results):

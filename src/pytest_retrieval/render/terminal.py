@@ -1,55 +1,22 @@
-"""Render evaluations: terminal tables, failure explanations, the JSON report. No decisions."""
+"""Terminal text: the summary section of each evaluation, the A/B tables, and the failure
+message a failed evaluation raises (its verdict's reasons first, then the evidence). It
+prints the Verdict and decides nothing."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from . import __version__
-from .compare import ABGroup
-from .metrics import parse_metric
-from .results import Comparison, ErrorGroup, EvaluationResult, GateOutcome, QueryResult
-from .verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, REGRESSION, Reason, Verdict
+from ..metrics import parse_metric
+from ..verdicts import REGRESSION
+from .rows import WORST_QUERIES, judge_bill, label_problems, power_lines, recorded, worst_queries
+from .text import ci, command, delta, num, p_value, short, text_table, title
 
-REPORT_VERSION = 1
-WORST_QUERIES = 5
-
-
-def _num(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.4f}"
-
-
-def _delta(value: float, places: int) -> str:
-    """Signed, and never "-0.0000" for a difference that rounds to nothing."""
-    if math.isnan(value):
-        return ""
-    rounded = round(value, places)
-    return f"{rounded + 0.0:+.{places}f}"
-
-
-def _ci(bounds: tuple[float, float] | None) -> str:
-    return "" if bounds is None else f"[{_num(bounds[0])}, {_num(bounds[1])}]"
-
-
-def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        indent
-        + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-
-
-def title(result: EvaluationResult) -> str:
-    size = f"{len(result.queries)} queries"
-    if result.sampled_from is not None:
-        size = f"sample of {len(result.queries)} of {result.sampled_from} queries"
-    return f"{result.golden_name} [{result.retriever_id}] · {size}"
+if TYPE_CHECKING:
+    from ..compare import ABGroup
+    from ..results import Comparison, ErrorGroup, EvaluationResult, GateOutcome, QueryResult
 
 
 def metric_table(result: EvaluationResult) -> list[str]:
@@ -61,16 +28,16 @@ def metric_table(result: EvaluationResult) -> list[str]:
         rows.append(_row(name, value, result.ci.get(name), outcome))
     for key, outcome in gates.items():  # tag thresholds
         rows.append(_row(key, outcome.value, None, outcome))
-    return _table(rows)
+    return text_table(rows)
 
 
 def _row(
     name: str, value: float, bounds: tuple[float, float] | None, outcome: GateOutcome | None
 ) -> list[str]:
     if outcome is None:
-        return [name, _num(value), _ci(bounds), "", ""]
+        return [name, num(value), ci(bounds), "", ""]
     status = "PASS" if outcome.passed else "FAIL"
-    return [name, _num(value), _ci(bounds), f">= {outcome.threshold.minimum:g}", status]
+    return [name, num(value), ci(bounds), f">= {outcome.threshold.minimum:g}", status]
 
 
 def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[str]:
@@ -88,7 +55,7 @@ def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[st
     if result.per_tag:
         first = next(iter(result.metrics))
         tags = ", ".join(
-            f"{tag} ({result.tag_counts[tag]}) {_num(values[first])}"
+            f"{tag} ({result.tag_counts[tag]}) {num(values[first])}"
             for tag, values in result.per_tag.items()
         )
         lines.append(f"  {first} by tag: {tags}")
@@ -126,15 +93,6 @@ def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[st
     return lines
 
 
-def label_problems(verdict: Verdict) -> list[Reason]:
-    """The verdict's reasons about judge or downstream labels."""
-    return [r for r in verdict.reasons if r.kind in (JUDGE_COVERAGE, DOWNSTREAM_LABELS)]
-
-
-def _command(result: EvaluationResult, extra: str) -> str:
-    return f"pytest --retrieval-golden {os.path.relpath(result.golden_source)} {extra}"
-
-
 def baseline_lines(result: EvaluationResult) -> list[str]:
     """Where this run stands against its stored baseline, and what to do about it."""
     lines: list[str] = []
@@ -142,7 +100,7 @@ def baseline_lines(result: EvaluationResult) -> list[str]:
     if result.baseline_note == "missing":
         lines.append(
             f"  no baseline for {result.golden_name}::{result.retriever_id} in {path}; "
-            f"record one on main with: {_command(result, '--retrieval-update-baseline')}"
+            f"record one on main with: {command(result, '--retrieval-update-baseline')}"
         )
     elif result.baseline_note == "recording":
         lines.append(f"  recording baseline in {path}")
@@ -153,27 +111,10 @@ def baseline_lines(result: EvaluationResult) -> list[str]:
     return lines
 
 
-def power_lines(result: EvaluationResult) -> list[str]:
-    """The gate's blind spot: gated metrics whose allowed drop is smaller than the drop the
-    compared queries can detect with 80% power (shown for an unchanged PR too)."""
-    weak = {m: pair for m, pair in result.power.items() if pair[0] > pair[1]}
-    if not weak:
-        return []
-    metric, (detectable, allowed) = next(iter(weak.items()))
-    n = result.comparison.n_common if result.comparison is not None else len(result.queries)
-    more = f" (and {len(weak) - 1} more gated metrics)" if len(weak) > 1 else ""
-    return [
-        f"power: {n} queries detect a {detectable:.3f} drop in {metric} with 80% power, "
-        f"not the allowed {allowed:.3f}{more}; smaller drops pass unnoticed (more queries, "
-        "or a larger max drop, close the gap)"
-    ]
-
-
 def regression_lines(result: EvaluationResult, comparison: Comparison) -> list[str]:
-    recorded = comparison.baseline_created or "unknown time"
-    if comparison.baseline_commit:
-        recorded += f", commit {comparison.baseline_commit}"
-    lines = [f"  vs {comparison.reference} (recorded {recorded}):"]
+    """The run against ``comparison``: drift, judge changes, staleness, the change table, the
+    regressions and the queries that got worse (with the relevant documents they lost)."""
+    lines = [f"  vs {comparison.reference} (recorded {recorded(comparison)}):"]
     if comparison.drifted:
         lines.append(
             f"    golden set changed since: {len(comparison.added)} added, "
@@ -192,28 +133,28 @@ def regression_lines(result: EvaluationResult, comparison: Comparison) -> list[s
         what = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in comparison.judge_changed.items())
         lines.append(
             f"    the judge changed since the baseline ({what}): its metrics are not compared; "
-            f"re-record with {_command(result, '--retrieval-judge --retrieval-update-baseline')}"
+            f"re-record with {command(result, '--retrieval-judge --retrieval-update-baseline')}"
         )
     if comparison.stale:
         lines.append(
             f"    STALE baseline: {comparison.stale}. Not compared. Refresh it with: "
-            f"{_command(result, '--retrieval-update-baseline')}"
+            f"{command(result, '--retrieval-update-baseline')}"
         )
         return lines
-    lines.extend(_table(change_rows(comparison), indent="    "))
+    lines.extend(text_table(change_rows(comparison), indent="    "))
     if comparison.improved:
         names = ", ".join(f"{c.metric} {c.delta:+.4f}" for c in comparison.improved)
         lines.append(
             f"    improved significantly beyond the allowance ({names}): ratchet the baseline "
-            f"up with {_command(result, '--retrieval-update-baseline')}"
+            f"up with {command(result, '--retrieval-update-baseline')}"
         )
     lines.extend(f"    REGRESSION: {r.message}" for r in result.verdict.of_kind(REGRESSION))
     for metric, worse in comparison.worse.items():
         lines.append(f"    {len(worse)} queries got worse on {metric}; the largest drops:")
         for change in worse[:WORST_QUERIES]:
-            text = change.query if len(change.query) <= 60 else change.query[:57] + "..."
             lines.append(
-                f"      {change.id}: {text!r} {_num(change.before)} -> {_num(change.after)}"
+                f"      {change.id}: {short(change.query, 60)!r} "
+                f"{num(change.before)} -> {num(change.after)}"
             )
             if change.lost:
                 moved = ", ".join(
@@ -224,27 +165,21 @@ def regression_lines(result: EvaluationResult, comparison: Comparison) -> list[s
     return lines
 
 
-def _p(value: float | None) -> str:
-    """A p-value: four places, and small ones in scientific notation (never "0.0000")."""
-    if value is None:
-        return ""
-    return f"{value:.4f}" if value >= 0.001 else f"{value:.1e}"
-
-
 def change_rows(comparison: Comparison) -> list[list[str]]:
+    """metric | baseline | current | Δ | allowed | p | verdict, one row per compared metric."""
     rows = [["metric", "baseline", "current", "Δ", "allowed", "p", "verdict"]]
     for c in comparison.changes:
         gated = "" if c.gated else " (not gated)"
         latency = c.metric == "latency_p95"
-        fmt = (lambda v: f"{v:.1f} ms") if latency else _num
+        fmt = (lambda v: f"{v:.1f} ms") if latency else num
         rows.append(
             [
                 c.metric,
                 fmt(c.baseline),
                 fmt(c.current),
-                _delta(c.delta, 1 if latency else 4),
+                delta(c.delta, 1 if latency else 4),
                 fmt(c.allowed) if not math.isnan(c.allowed) else "",
-                _p(c.p_adjusted if c.gated else c.p_value),
+                p_value(c.p_adjusted if c.gated else c.p_value),
                 c.verdict + gated,
             ]
         )
@@ -261,14 +196,14 @@ def ab_lines(groups: Sequence[ABGroup]) -> list[str]:
             header += [other.retriever_id, "Δ", "p"]
         rows = [header]
         for name, value in reference.metrics.items():
-            row = [name, _num(value)]
+            row = [name, num(value)]
             for other, comparison in group.others:
                 change = next((c for c in comparison.changes if c.metric == name), None)
                 theirs = other.metrics.get(name, math.nan)
                 row += [
-                    _num(theirs),
-                    _delta(theirs - value, 4),
-                    _p(None if change is None else change.p_adjusted or change.p_value)
+                    num(theirs),
+                    delta(theirs - value, 4),
+                    p_value(None if change is None else change.p_adjusted or change.p_value)
                     + ("" if change is None else _mark(change.verdict)),
                 ]
             rows.append(row)
@@ -277,7 +212,7 @@ def ab_lines(groups: Sequence[ABGroup]) -> list[str]:
             f"{reference.golden_name}: {count} retrievers side by side "
             f"(Δ and paired two-sided p against {reference.retriever_id})"
         )
-        lines.extend(_table(rows))
+        lines.extend(text_table(rows))
         lines.append("")
     return lines
 
@@ -287,22 +222,10 @@ def _mark(verdict: str) -> str:
     return {"better": " better", "worse": " worse"}.get(verdict, "")
 
 
-def worst_queries(
-    result: EvaluationResult, metric: str, tag: str | None = None, limit: int = WORST_QUERIES
-) -> list[QueryResult]:
-    """The lowest-scoring queries on ``metric`` (within ``tag`` if given)."""
-    pool = [
-        q
-        for q in result.queries
-        if (tag is None or tag in q.tags) and math.isfinite(q.metrics.get(metric, 0.0))
-    ]
-    return sorted(pool, key=lambda q: (q.metrics.get(metric, 0.0), q.id))[:limit]
-
-
 def describe_query(query: QueryResult, metric: str) -> list[str]:
     """One query's failure story: its score, the relevant ids it missed, where hits landed."""
-    text = query.query if len(query.query) <= 70 else query.query[:67] + "..."
-    lines = [f"    {query.id}: {text!r} {metric}={_num(query.metrics.get(metric, math.nan))}"]
+    score = num(query.metrics.get(metric, math.nan))
+    lines = [f"    {query.id}: {short(query.query, 70)!r} {metric}={score}"]
     if query.error:
         lines.append(f"      error: {query.error}")
         return lines
@@ -337,26 +260,7 @@ def _verdict_lines(query: QueryResult, limit: int = 3) -> list[str]:
 
 def judge_lines(result: EvaluationResult) -> list[str]:
     """The judge's bill: calls, cache, tokens, cost, coverage, and why hits went ungraded."""
-    judge = result.judge
-    if not judge:
-        return []
-    cost = judge.get("estimated_cost_usd")
-    lines = [
-        f"  judge {judge.get('model', '?')} (prompt {judge.get('prompt_version', '?')}): "
-        f"{judge.get('calls', 0)} calls, {judge.get('cache_hits', 0)} cache hits, "
-        f"{judge.get('prompt_tokens', 0) + judge.get('completion_tokens', 0)} tokens"
-        + (f", ~${cost:.4f}" if cost is not None else "")
-        + f"; graded {judge.get('graded', 0)}/{judge.get('pairs', 0)} hits "
-        f"(coverage {judge.get('coverage', 1.0):.1%})"
-    ]
-    for cause, count in sorted((judge.get("causes") or {}).items(), key=lambda kv: -kv[1])[:3]:
-        lines.append(f"    ungraded {count}x: {cause}")
-    if judge.get("truncated_docs"):
-        lines.append(
-            f"    {judge['truncated_docs']} documents were cut to the text budget "
-            "(--retrieval-judge-text-budget)"
-        )
-    return lines
+    return [("  " if i == 0 else "    ") + line for i, line in enumerate(judge_bill(result))]
 
 
 def error_lines(result: EvaluationResult, verbose: bool, limit: int) -> list[str]:
@@ -387,12 +291,12 @@ def group_line(group: ErrorGroup, shown: int = 3) -> str:
 
 def short_results_lines(result: EvaluationResult) -> list[str]:
     """The note for a retriever that returns fewer hits than asked (ignoring k?)."""
-    short = result.short_results
-    if short is None:
+    found = result.short_results
+    if found is None:
         return []
     return [
-        f"  note: {short.short} of {short.answered} queries returned fewer than {short.k} hits "
-        f"(median {short.median:g}): {short.metric} counts the missing ranks as misses; does "
+        f"  note: {found.short} of {found.answered} queries returned fewer than {found.k} hits "
+        f"(median {found.median:g}): {found.metric} counts the missing ranks as misses; does "
         "the retriever honour k?"
     ]
 
@@ -424,44 +328,3 @@ def failure_text(result: EvaluationResult, *, verbose: bool = False) -> str:
         for query in worst_queries(result, worst.metric.name, worst.tag):
             lines.extend(describe_query(query, worst.metric.name))
     return "\n".join(lines)
-
-
-def json_report(results: Sequence[EvaluationResult], verdict: Verdict) -> dict[str, Any]:
-    """The JSON report: the session's verdict, then every evaluation (with its own)."""
-    return {
-        "version": REPORT_VERSION,
-        "plugin_version": __version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "passed": verdict.passed,
-        "verdict": verdict.to_dict(),
-        "evaluations": [result.to_dict() for result in results],
-    }
-
-
-def dumps(document: Any) -> str:
-    """Compact JSON (the C encoder: 10x faster than indented output on 100k queries), with
-    NaN and infinities as null. ``python -m json.tool`` pretty-prints it."""
-    options: dict[str, Any] = {"ensure_ascii": False, "allow_nan": False, "separators": (",", ":")}
-    try:
-        return json.dumps(document, **options)
-    except ValueError:  # a NaN somewhere: only then pay for the walk
-        return json.dumps(_finite(document), **options)
-
-
-def write_json(path: Path, document: dict[str, Any]) -> None:
-    """Write atomically (temp file + rename): a reader never sees half a report."""
-    from ._io import atomic_write
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, dumps(document) + "\n")
-
-
-def _finite(value: Any) -> Any:
-    """NaN and infinities become null: JSON has no spelling for them."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(item) for item in value]
-    return value

@@ -1,37 +1,23 @@
-"""GitHub-flavoured Markdown summary: for a PR comment or ``$GITHUB_STEP_SUMMARY``.
-
-Renders the facts of the terminal summary (``report.py``) as tables a reviewer reads without
-opening the CI log: one table per evaluation (value, CI, threshold, baseline, Δ, p, verdict),
-notes on drift, staleness, power and the judge, the worst queries folded in ``<details>``, and
-the A/B table when several retrievers ran.
-
-The tables and notes are built here once as plain text (:func:`metric_rows`, :func:`notes`,
-:func:`ab_rows`, :func:`tag_rows`); ``html_report`` renders the same rows, so both outputs
-always say the same thing.
+"""The format-neutral model every renderer prints: an evaluation's tables as rows of cells,
+the notes under them, and the facts the terminal shares with both (which queries are the
+worst, the judge's bill, the gate's blind spot). Built once, from the results and their
+Verdict, as plain text with a status per piece; ``markdown`` and ``html`` only choose how a
+status looks, so both outputs always say the same thing.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .compare import ABGroup
-from .report import (
-    _ci,
-    _command,
-    _delta,
-    _num,
-    _p,
-    judge_lines,
-    label_problems,
-    power_lines,
-    title,
-    worst_queries,
-)
-from .results import Comparison, EvaluationResult, GateOutcome, MetricChange, QueryResult
-from .verdicts import Verdict
+from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, Reason, Verdict
+from .text import ci, command, delta, num, p_value
+
+if TYPE_CHECKING:
+    from ..compare import ABGroup
+    from ..results import Comparison, EvaluationResult, GateOutcome, MetricChange, QueryResult
 
 #: a status tag for a cell part or a note: "" plain, "code", "pass", "fail", "warn"
 Status = str
@@ -40,18 +26,12 @@ Mark = tuple[Status, str]
 #: a table cell: its pieces, shown joined by " · "
 Cell = list[Mark]
 
-EMOJI = {"pass": "✅", "fail": "❌", "warn": "⚠️"}
 IDS_SHOWN = 8  # drifted query ids listed per kind before "+N more"
-WORST_SHOWN = 10  # queries that got worse, listed (the JSON report has all)
-
-#: Markdown punctuation that could start emphasis, code, links, images, math or a cell
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]~!#|$])")
-
-
-# ---------------------------------------------------------------------------- format-neutral
+WORST_QUERIES = 5  # the worst queries a failure shows
 
 
 def plain(text: str) -> Cell:
+    """A cell of plain text (no pieces when empty)."""
     return [("", text)] if text else []
 
 
@@ -62,6 +42,78 @@ class Note:
     status: Status
     text: str
     code: str = ""
+
+
+# ---------------------------------------------------------------------------- shared facts
+
+
+def label_problems(verdict: Verdict) -> list[Reason]:
+    """The verdict's reasons about judge or downstream labels."""
+    return [r for r in verdict.reasons if r.kind in (JUDGE_COVERAGE, DOWNSTREAM_LABELS)]
+
+
+def worst_queries(
+    result: EvaluationResult, metric: str, tag: str | None = None, limit: int = WORST_QUERIES
+) -> list[QueryResult]:
+    """The lowest-scoring queries on ``metric`` (within ``tag`` if given)."""
+    pool = [
+        q
+        for q in result.queries
+        if (tag is None or tag in q.tags) and math.isfinite(q.metrics.get(metric, 0.0))
+    ]
+    return sorted(pool, key=lambda q: (q.metrics.get(metric, 0.0), q.id))[:limit]
+
+
+def power_lines(result: EvaluationResult) -> list[str]:
+    """The gate's blind spot: gated metrics whose allowed drop is smaller than the drop the
+    compared queries can detect with 80% power (shown for an unchanged PR too)."""
+    weak = {m: pair for m, pair in result.power.items() if pair[0] > pair[1]}
+    if not weak:
+        return []
+    metric, (detectable, allowed) = next(iter(weak.items()))
+    n = result.comparison.n_common if result.comparison is not None else len(result.queries)
+    more = f" (and {len(weak) - 1} more gated metrics)" if len(weak) > 1 else ""
+    return [
+        f"power: {n} queries detect a {detectable:.3f} drop in {metric} with 80% power, "
+        f"not the allowed {allowed:.3f}{more}; smaller drops pass unnoticed (more queries, "
+        "or a larger max drop, close the gap)"
+    ]
+
+
+def judge_bill(result: EvaluationResult) -> list[str]:
+    """The judge's bill (calls, cache, tokens, cost, coverage), then the commonest reasons
+    hits went ungraded and how many documents were cut; empty without a judge."""
+    judge = result.judge
+    if not judge:
+        return []
+    cost = judge.get("estimated_cost_usd")
+    lines = [
+        f"judge {judge.get('model', '?')} (prompt {judge.get('prompt_version', '?')}): "
+        f"{judge.get('calls', 0)} calls, {judge.get('cache_hits', 0)} cache hits, "
+        f"{judge.get('prompt_tokens', 0) + judge.get('completion_tokens', 0)} tokens"
+        + (f", ~${cost:.4f}" if cost is not None else "")
+        + f"; graded {judge.get('graded', 0)}/{judge.get('pairs', 0)} hits "
+        f"(coverage {judge.get('coverage', 1.0):.1%})"
+    ]
+    for cause, count in sorted((judge.get("causes") or {}).items(), key=lambda kv: -kv[1])[:3]:
+        lines.append(f"ungraded {count}x: {cause}")
+    if judge.get("truncated_docs"):
+        lines.append(
+            f"{judge['truncated_docs']} documents were cut to the text budget "
+            "(--retrieval-judge-text-budget)"
+        )
+    return lines
+
+
+def recorded(comparison: Comparison) -> str:
+    """When the compared baseline was recorded, and at which commit if known."""
+    when = comparison.baseline_created or "unknown time"
+    if comparison.baseline_commit:
+        when += f", commit {comparison.baseline_commit}"
+    return when
+
+
+# ---------------------------------------------------------------------------- tables
 
 
 def metric_rows(result: EvaluationResult) -> list[list[Cell]]:
@@ -75,9 +127,9 @@ def metric_rows(result: EvaluationResult) -> list[list[Cell]]:
     rows = [[plain(name) for name in header]]
     for name, value in result.metrics.items():
         outcome = gates.pop(name, None)
-        rows.append(_metric_row(name, _num(value), _ci(result.ci.get(name)), outcome, changes))
+        rows.append(_metric_row(name, num(value), ci(result.ci.get(name)), outcome, changes))
     for key, outcome in gates.items():  # tag thresholds
-        rows.append(_metric_row(key, _num(outcome.value), "", outcome, {}))
+        rows.append(_metric_row(key, num(outcome.value), "", outcome, {}))
     latency = changes.get("latency_p95")
     if latency is not None:
         rows.append(
@@ -87,7 +139,7 @@ def metric_rows(result: EvaluationResult) -> list[list[Cell]]:
                 [],
                 plain(f"≤ +{latency.allowed:.1f} ms" if math.isfinite(latency.allowed) else ""),
                 plain(f"{latency.baseline:.1f} ms"),
-                plain(_delta(latency.delta, 1)),
+                plain(delta(latency.delta, 1)),
                 [],
                 _change_marks(latency),
             ]
@@ -98,7 +150,7 @@ def metric_rows(result: EvaluationResult) -> list[list[Cell]]:
 def _metric_row(
     name: str,
     value: str,
-    ci: str,
+    interval: str,
     outcome: GateOutcome | None,
     changes: dict[str, MetricChange],
 ) -> list[Cell]:
@@ -108,19 +160,19 @@ def _metric_row(
         threshold = f"≥ {outcome.threshold.minimum:g}"
         marks.append(("pass", "pass") if outcome.passed else ("fail", "below threshold"))
     change = changes.get(name)
-    baseline = delta = p = ""
+    baseline = shift = p = ""
     if change is not None and not math.isnan(change.baseline):
-        baseline, delta = _num(change.baseline), _delta(change.delta, 4)
-        p = _p(change.p_adjusted if change.gated else change.p_value)
+        baseline, shift = num(change.baseline), delta(change.delta, 4)
+        p = p_value(change.p_adjusted if change.gated else change.p_value)
     if change is not None:
         marks += _change_marks(change)
     return [
         [("code", name)],
         plain(value),
-        plain(ci),
+        plain(interval),
         plain(threshold),
         plain(baseline),
-        plain(delta),
+        plain(shift),
         plain(p),
         marks,
     ]
@@ -149,7 +201,7 @@ def tag_rows(result: EvaluationResult, limit: int | None = None) -> list[list[Ce
             [
                 plain(tag),
                 plain(str(result.tag_counts[tag])),
-                *[plain(_num(values.get(n, math.nan))) for n in names],
+                *[plain(num(values.get(n, math.nan))) for n in names],
             ]
         )
     return rows
@@ -164,7 +216,7 @@ def ab_rows(group: ABGroup) -> list[list[Cell]]:
         header += [plain(other.retriever_id), plain("Δ"), plain("p")]
     rows = [header]
     for name, value in reference.metrics.items():
-        row: list[Cell] = [[("code", name)], plain(_num(value))]
+        row: list[Cell] = [[("code", name)], plain(num(value))]
         for other, comparison in group.others:
             change = next((c for c in comparison.changes if c.metric == name), None)
             theirs = other.metrics.get(name, math.nan)
@@ -173,11 +225,11 @@ def ab_rows(group: ABGroup) -> list[list[Cell]]:
                 if change is None
                 else {"worse": "fail", "better": "pass"}.get(change.verdict, "")
             )
-            delta = _delta(theirs - value, 4)
+            shift = delta(theirs - value, 4)
             row += [
-                plain(_num(theirs)),
-                [(status, delta)] if delta else [],
-                plain(_p(None if change is None else change.p_adjusted or change.p_value)),
+                plain(num(theirs)),
+                [(status, shift)] if shift else [],
+                plain(p_value(None if change is None else change.p_adjusted or change.p_value)),
             ]
         rows.append(row)
     return rows
@@ -193,6 +245,9 @@ def overall(results: Sequence[EvaluationResult], verdict: Verdict) -> Mark:
     if failed:
         return "fail", f"{failed} of {len(results)} failed"
     return "fail", f"failed: {verdict.reasons[0].message}"
+
+
+# ---------------------------------------------------------------------------- notes
 
 
 def notes(result: EvaluationResult) -> list[Note]:
@@ -232,7 +287,7 @@ def notes(result: EvaluationResult) -> list[Note]:
                 "for the judge and downstream metrics only)",
             )
         )
-    found += [Note("", line.strip()) for line in judge_lines(result)]
+    found += [Note("", line) for line in judge_bill(result)]
     if result.erag:
         found.append(
             Note(
@@ -263,7 +318,7 @@ def _baseline_notes(result: EvaluationResult) -> list[Note]:
                 "",
                 f"no baseline for {result.golden_name}::{result.retriever_id} in {path}; "
                 "record one on main with",
-                _command(result, "--retrieval-update-baseline"),
+                command(result, "--retrieval-update-baseline"),
             )
         )
     elif result.baseline_note == "recording":
@@ -276,11 +331,8 @@ def _baseline_notes(result: EvaluationResult) -> list[Note]:
 
 
 def _comparison_notes(result: EvaluationResult, comparison: Comparison) -> list[Note]:
-    refresh = _command(result, "--retrieval-update-baseline")
-    recorded = comparison.baseline_created or "unknown time"
-    if comparison.baseline_commit:
-        recorded += f", commit {comparison.baseline_commit}"
-    found = [Note("", f"compared with {comparison.reference} (recorded {recorded})")]
+    refresh = command(result, "--retrieval-update-baseline")
+    found = [Note("", f"compared with {comparison.reference} (recorded {recorded(comparison)})")]
     if comparison.drifted:
         kinds = [
             f"{label} {len(ids)} ({', '.join(ids[:IDS_SHOWN])}"
@@ -307,7 +359,7 @@ def _comparison_notes(result: EvaluationResult, comparison: Comparison) -> list[
                 "warn",
                 f"the judge changed since the baseline ({what}): its metrics are not compared; "
                 "re-record with",
-                _command(result, "--retrieval-judge --retrieval-update-baseline"),
+                command(result, "--retrieval-judge --retrieval-update-baseline"),
             )
         )
     if comparison.stale:
@@ -329,141 +381,3 @@ def _comparison_notes(result: EvaluationResult, comparison: Comparison) -> list[
             )
         )
     return found
-
-
-# ---------------------------------------------------------------------------- Markdown
-
-
-def escape(text: object) -> str:
-    """User text for a table cell or a line: HTML is inert, Markdown punctuation is literal
-    (no emphasis, links or images), pipes cannot split a cell, line breaks become spaces."""
-    flat = " ".join(str(text).splitlines())
-    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", flat)
-
-
-def code(text: object) -> str:
-    """``text`` as an inline code span: a fence longer than any backtick run inside it."""
-    flat = " ".join(str(text).splitlines()).replace("|", "\\|")
-    if not flat.strip():
-        return escape(flat)
-    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
-    return f"{fence}{pad}{flat}{pad}{fence}"
-
-
-def cell(marks: Cell) -> str:
-    """A cell's pieces as Markdown: escaped, code in backticks, statuses as ✅/❌/⚠️."""
-    parts = []
-    for status, text in marks:
-        shown = code(text) if status == "code" else escape(text)
-        parts.append(f"{EMOJI[status]} {shown}" if status in EMOJI else shown)
-    return " · ".join(parts)
-
-
-def table(rows: Sequence[Sequence[Cell]]) -> list[str]:
-    """A GFM table; the first row is the header."""
-    header, *body = [[cell(c) for c in row] for row in rows]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    return lines
-
-
-def details(summary: str, body: Sequence[str]) -> list[str]:
-    """A folded block; the blank line after ``<summary>`` lets the Markdown inside render."""
-    return [f"<details><summary>{escape(summary)}</summary>", "", *body, "", "</details>", ""]
-
-
-def render_markdown(
-    results: Sequence[EvaluationResult], groups: Sequence[ABGroup], verdict: Verdict
-) -> str:
-    """The whole summary: a heading with the session's verdict, one section per evaluation,
-    then the A/B tables."""
-    status, word = overall(results, verdict)
-    lines = [f"## Retrieval evaluation: {EMOJI[status]} {escape(word)}", ""]
-    for result in results:
-        lines += _evaluation(result)
-    for group in groups:
-        lines += _ab(group)
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _evaluation(result: EvaluationResult) -> list[str]:
-    lines = [f"### {'✅' if result.verdict.passed else '❌'} {escape(title(result))}", ""]
-    lines += table(metric_rows(result))
-    lines.append("")
-    for note in notes(result):
-        mark = f"{EMOJI[note.status]} " if note.status in EMOJI else ""
-        lines.append(f"- {mark}{escape(note.text)}" + (f": {code(note.code)}" if note.code else ""))
-    lines.append("")
-    if result.per_tag:
-        lines += details("By tag", table(tag_rows(result, limit=4)))
-    lines += _worst(result)
-    return lines
-
-
-def _worst(result: EvaluationResult) -> list[str]:
-    """The regression's worst queries, else the worst queries of the first failing gate
-    (or of the first metric), folded away."""
-    comparison = result.comparison
-    if comparison is not None and comparison.worse:
-        metric, worse = next(iter(comparison.worse.items()))
-        rows = [[plain(h) for h in ("query", "text", metric, "relevant lost → new rank")]]
-        for change in worse[:WORST_SHOWN]:
-            lost = ", ".join(
-                f"{doc} → {'#' + str(rank) if rank else 'gone'}"
-                for doc, rank in change.lost.items()
-            )
-            rows.append(
-                [
-                    plain(change.id),
-                    plain(_short(change.query)),
-                    plain(f"{_num(change.before)} → {_num(change.after)}"),
-                    plain(lost),
-                ]
-            )
-        return details(
-            f"{len(worse)} queries got worse on {metric} (the largest drops)", table(rows)
-        )
-    failing = [o for o in result.verdict.outcomes if not o.passed]
-    metric = failing[0].threshold.metric.name if failing else next(iter(result.metrics), "")
-    if not metric:
-        return []
-    tag = failing[0].threshold.tag if failing else None
-    header = ("query", "text", metric, "missed relevant", "relevant found at")
-    rows = [[plain(h) for h in header]]
-    rows += [_query_row(query, metric) for query in worst_queries(result, metric, tag)]
-    return details(f"Worst queries by {metric}", table(rows))
-
-
-def _query_row(query: QueryResult, metric: str) -> list[Cell]:
-    missed = ", ".join(query.missed[:5])
-    if len(query.missed) > 5:
-        missed += f" (+{len(query.missed) - 5})"
-    found = ", ".join(f"{doc} #{rank}" for doc, rank in query.found_ranks.items())
-    return [
-        plain(query.id),
-        plain(_short(query.query)),
-        plain(_num(query.metrics.get(metric, math.nan))),
-        plain(missed),
-        [("fail", f"error: {query.error}")] if query.error else plain(found),
-    ]
-
-
-def _short(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _ab(group: ABGroup) -> list[str]:
-    reference = group.reference
-    return [
-        f"### {escape(reference.golden_name)}: {len(group.others) + 1} retrievers side by side",
-        "",
-        "Δ and paired two-sided p-values (Holm-adjusted) against "
-        f"{escape(reference.retriever_id)}; ✅/❌: better/worse beyond the allowed change with "
-        "Holm-adjusted p < alpha over the gated metrics (the others show raw p).",
-        "",
-        *table(ab_rows(group)),
-        "",
-    ]

@@ -1,0 +1,60 @@
+"""The JSON report: the session's verdict, then every evaluation with its own (schema:
+``schema/report.schema.json``). Compact, NaN-free and written atomically."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import __version__
+
+if TYPE_CHECKING:
+    from ..results import EvaluationResult
+    from ..verdicts import Verdict
+
+REPORT_VERSION = 1
+
+
+def json_report(results: Sequence[EvaluationResult], verdict: Verdict) -> dict[str, Any]:
+    """The JSON report: the session's verdict, then every evaluation (with its own)."""
+    return {
+        "version": REPORT_VERSION,
+        "plugin_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "passed": verdict.passed,
+        "verdict": verdict.to_dict(),
+        "evaluations": [result.to_dict() for result in results],
+    }
+
+
+def dumps(document: Any) -> str:
+    """Compact JSON (the C encoder: 10x faster than indented output on 100k queries), with
+    NaN and infinities as null. ``python -m json.tool`` pretty-prints it."""
+    options: dict[str, Any] = {"ensure_ascii": False, "allow_nan": False, "separators": (",", ":")}
+    try:
+        return json.dumps(document, **options)
+    except ValueError:  # a NaN somewhere: only then pay for the walk
+        return json.dumps(_finite(document), **options)
+
+
+def write_json(path: Path, document: dict[str, Any]) -> None:
+    """Write atomically (temp file + rename): a reader never sees half a report."""
+    from .._io import atomic_write
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, dumps(document) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities become null: JSON has no spelling for them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value

@@ -1,0 +1,67 @@
+"""Format-neutral text: how every output spells a number, a change, an interval, a p-value,
+an evaluation's title and the command that refreshes its baseline, so that the terminal,
+Markdown and HTML never disagree on a digit. A leaf: nothing here imports numpy."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..results import EvaluationResult
+
+
+def num(value: float) -> str:
+    """A metric value: four places, "n/a" for NaN (a metric nothing could score)."""
+    return "n/a" if math.isnan(value) else f"{value:.4f}"
+
+
+def delta(value: float, places: int) -> str:
+    """Signed, and never "-0.0000" for a difference that rounds to nothing."""
+    if math.isnan(value):
+        return ""
+    rounded = round(value, places)
+    return f"{rounded + 0.0:+.{places}f}"
+
+
+def ci(bounds: tuple[float, float] | None) -> str:
+    """A confidence interval as ``[low, high]``; empty when there is none."""
+    return "" if bounds is None else f"[{num(bounds[0])}, {num(bounds[1])}]"
+
+
+def p_value(value: float | None) -> str:
+    """A p-value: four places, and small ones in scientific notation (never "0.0000")."""
+    if value is None:
+        return ""
+    return f"{value:.4f}" if value >= 0.001 else f"{value:.1e}"
+
+
+def text_table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    """Columns padded to their widest cell, two spaces apart, trailing blanks dropped."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        indent
+        + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def short(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the cut marked with "..."."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def title(result: EvaluationResult) -> str:
+    """``<golden> [<retriever>] · <n> queries`` (or the sample's size)."""
+    size = f"{len(result.queries)} queries"
+    if result.sampled_from is not None:
+        size = f"sample of {len(result.queries)} of {result.sampled_from} queries"
+    return f"{result.golden_name} [{result.retriever_id}] · {size}"
+
+
+def command(result: EvaluationResult, extra: str) -> str:
+    """The pytest command that reruns this golden set with ``extra`` options (the fix a note
+    tells the reader to run), its path relative to the working directory."""
+    return f"pytest --retrieval-golden {os.path.relpath(result.golden_source)} {extra}"
