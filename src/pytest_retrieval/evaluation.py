@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -14,17 +14,14 @@ from . import metrics as kernels
 from ._gc import frozen_heap, paused_gc
 from .adapters import adapt
 from .golden import GoldenQuery, GoldenSet, load_golden
+from .hits import QueryRun, error_key
 from .metrics import FloatArray
 from .results import EvaluationResult, QueryResult, Threshold
-from .retrieval import (
-    DEFAULT_CONCURRENCY,
-    ProgressCallback,
-    QueryRun,
-    Retriever,
-    error_key,
-    run_retriever,
-)
+from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, Retriever, run_retriever
 from .verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, RETRIEVER_ERRORS, THRESHOLD
+
+if TYPE_CHECKING:
+    from .downstream import DownstreamRunner
 
 DEFAULT_FAMILIES = ("recall", "precision", "hit_rate", "mrr", "ndcg", "map")
 
@@ -107,7 +104,7 @@ def evaluate(
     judge: Judge | None = None,
     corpus: Mapping[str, str] | None = None,
     judge_progress: ProgressCallback | None = None,
-    downstream: DownstreamLabeller | None = None,
+    downstream: DownstreamRunner | None = None,
     doc_id_key: str | None = None,
     gated: Iterable[str] | None = None,
 ) -> EvaluationResult:
@@ -117,8 +114,9 @@ def evaluate(
     recall/precision/hit_rate/mrr/ndcg/map at its k. With a ``judge`` (see
     :mod:`pytest_retrieval.judge`) the top-k hits are graded too and ``otr@k`` (and, on the 0-3
     scale, ``llm_*@k``) added; hit texts come from the hits or from ``corpus`` (id -> text).
-    With ``downstream`` (a :class:`DownstreamLabeller`) each top-k hit gets an eRAG label and
-    ``erag_*@k`` are added. Open queries (no ``relevant``) need one of the two.
+    With ``downstream`` (a :class:`~pytest_retrieval.downstream.DownstreamRunner`) each top-k
+    hit gets an eRAG label and ``erag_*@k`` are added. Open queries (no ``relevant``) need
+    one of the two.
     ``retriever`` may also be a LangChain, LlamaIndex or Haystack retriever object (see
     :mod:`pytest_retrieval.adapters`); ``doc_id_key`` names the metadata key of its doc ids.
     ``gated`` names the metrics a baseline comparison may fail on (default: recall, mrr and
@@ -206,20 +204,6 @@ class Judge(Protocol):
     ) -> Sequence[Any]: ...
 
     def pair(self, query: GoldenQuery, doc_id: str, text: str) -> Any: ...
-
-    def summary(self) -> dict[str, Any]: ...
-
-
-class DownstreamLabeller(Protocol):
-    """Gives each top-k hit a downstream (eRAG) label in [0, 1]."""
-
-    def label(
-        self,
-        queries: Sequence[GoldenQuery],
-        runs: Sequence[QueryRun],
-        depth: int,
-        corpus: Mapping[str, str] | None,
-    ) -> list[dict[str, float]]: ...
 
     def summary(self) -> dict[str, Any]: ...
 

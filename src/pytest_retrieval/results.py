@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._gc import paused_gc
+from .hits import error_key
 from .metrics import Metric, parse_metric
-from .retrieval import error_key
 from .verdicts import REGRESSION, UNDECIDED, Reason, Verdict
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class QueryResult:
 
     @property
     def error_key(self) -> str:
-        """Its error's kind (:func:`~pytest_retrieval.retrieval.error_key`); "" without one."""
+        """Its error's kind (:func:`~pytest_retrieval.hits.error_key`); "" without one."""
         return "" if self.error is None else error_key(self.error)
 
     def to_dict(self) -> dict[str, Any]:

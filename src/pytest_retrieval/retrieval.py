@@ -44,15 +44,12 @@ from .golden import GoldenQuery
 from .hits import HitError, QueryRun, describe_error, error_key, normalize_hits, timed_out
 from .stacks import Place, thread_frames, where
 
-#: QueryRun and error_key are re-exported: what run_retriever returns, and how its errors group
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "BlockingRetrieverWarning",
     "ProgressCallback",
-    "QueryRun",
     "Retriever",
     "Runner",
-    "error_key",
     "is_async",
     "run_retriever",
 ]
