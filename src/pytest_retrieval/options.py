@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .errors import ConfigError
 from .judge_options import DEFAULT_JUDGE_MODEL, add_judge_options
 from .validators import (
     alpha_arg,
@@ -328,7 +329,7 @@ def _ini_number(config: pytest.Config, name: str, kind: Callable[[str], Any]) ->
     try:
         return kind(raw)
     except argparse.ArgumentTypeError as exc:
-        raise pytest.UsageError(f"ini option {name} = {raw!r}: {exc}") from None
+        raise ConfigError(f"ini option {name} = {raw!r}: {exc}") from None
 
 
 def _resolve(config: pytest.Config, path: str, from_cli: bool) -> Path | None:
@@ -357,9 +358,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
     )
     report = config.getoption("retrieval_report") or str(config.getini("retrieval_report"))
     baseline = config.getoption("retrieval_baseline") or str(config.getini("retrieval_baseline"))
-    alpha = config.getoption("retrieval_alpha") or _ini_number(
-        config, "retrieval_alpha", alpha_arg
-    )
+    alpha = config.getoption("retrieval_alpha") or _ini_number(config, "retrieval_alpha", alpha_arg)
     return Settings(
         goldens=goldens,
         fixture=str(config.getini("retrieval_fixture")).strip() or DEFAULT_FIXTURE,
@@ -422,7 +421,7 @@ def _ini_layer(
     try:
         return tuple(parse(line, f"ini {name}") for line in lines)
     except (ThresholdError, AllowanceError) as exc:
-        raise pytest.UsageError(f"ini option {name}: {exc}") from None
+        raise ConfigError(f"ini option {name}: {exc}") from None
 
 
 def _gate(config: pytest.Config) -> tuple[str, ...] | None:
@@ -436,7 +435,7 @@ def _gate(config: pytest.Config) -> tuple[str, ...] | None:
     try:
         return tuple(parse_metric(line).name for line in lines) or None
     except MetricNameError as exc:
-        raise pytest.UsageError(f"ini option retrieval_gate: {exc}") from None
+        raise ConfigError(f"ini option retrieval_gate: {exc}") from None
 
 
 def _flag(config: pytest.Config, name: str) -> bool:
@@ -496,7 +495,7 @@ def _fallback(config: pytest.Config) -> str:
         or str(config.getini("retrieval_judge_fallback")).strip()
     )
     if chosen not in ("", "error", "cache-only"):
-        raise pytest.UsageError(
+        raise ConfigError(
             f"ini option retrieval_judge_fallback = {chosen!r}: use error or cache-only"
         )
     return chosen or "error"
@@ -510,7 +509,7 @@ def _prices(lines: list[str]) -> dict[str, tuple[float, float]]:
             given, _, taken = numbers.partition(",")
             prices[model.strip()] = (float(given), float(taken))
         except ValueError:
-            raise pytest.UsageError(
+            raise ConfigError(
                 f"ini option retrieval_judge_prices: {line!r} is not MODEL=INPUT,OUTPUT "
                 "(US$ per million tokens, e.g. gpt-4.1-mini=0.40,1.60)"
             ) from None

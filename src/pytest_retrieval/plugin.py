@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .errors import ConfigError
 from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     Settings,
     pytest_addoption,
@@ -44,6 +45,7 @@ from .session import (
     layered_allowances,
     layered_thresholds,
     load,
+    usage_errors,
 )
 
 if TYPE_CHECKING:
@@ -60,10 +62,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "gate=[...]): "
         "settings for the retrieval_eval fixture in this test; golden-set evaluations carry it",
     )
+    with usage_errors():  # every bad setting or file: a usage error now, before any worker
+        _configure(config)
+
+
+def _configure(config: pytest.Config) -> None:
     settings = settings_from_config(config)
     state = SessionState(settings)
     config.stash[STATE] = state
-    for anchor, path in _schedule(config, settings):  # usage errors now, before any worker
+    for anchor, path in _schedule(config, settings):
         state.anchors[anchor] = path
         golden = state.golden(path)
         problem = None if is_worker(config) else corpus_check(golden, settings)
@@ -73,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
         layered_allowances(settings, golden)
         if settings.update is None:
             state.baseline_entries(state.baseline_path(golden))
-    state.judge(config)  # missing credentials: a usage error now, not a failure per evaluation
+    state.judge(config)  # missing credentials: now, not a failure per evaluation
     if not is_worker(config):
         config.pluginmanager.register(Reporter(config, state), REPORTER)
 
@@ -100,7 +107,7 @@ def _schedule(config: pytest.Config, settings: Settings) -> list[tuple[Path, Pat
     when pytest was given no paths, so ``pytest tests/unit/test_x.py`` does not build the index
     and evaluate. Returns (anchor file, golden set path) pairs."""
     if settings.only and not settings.goldens:
-        raise pytest.UsageError(
+        raise ConfigError(
             "--retrieval-only: no golden set is configured; pass --retrieval-golden PATH or set "
             "retrieval_golden in the [pytest] ini section"
         )
@@ -166,9 +173,10 @@ def _evaluation_function(fixture: str, golden_path: Path) -> Callable[..., None]
     def retrieval(**fixtures: Any) -> None:
         request: pytest.FixtureRequest = fixtures["request"]
         state = request.config.stash[STATE]
-        golden = state.golden(golden_path)
-        chosen = layered_thresholds(state.settings, golden)
-        result = run_evaluation(request, fixtures[fixture], golden, chosen, state)
+        with usage_errors():
+            golden = state.golden(golden_path)
+            chosen = layered_thresholds(state.settings, golden)
+            result = run_evaluation(request, fixtures[fixture], golden, chosen, state)
         if not result.verdict.passed:
             from .render.terminal import failure_text
 
@@ -197,7 +205,8 @@ def pytest_collection_modifyitems(
         if isinstance(item.parent, GoldenModule):
             state.expected.setdefault(item.parent.golden_path, set()).add(item.nodeid)
         else:
-            check_item_marker(item, state)
+            with usage_errors():
+                check_item_marker(item, state)
     if is_worker(config):  # the controller decides partial runs from what workers collected
         config.workeroutput[EXPECTED_KEY] = {  # type: ignore[attr-defined]
             str(path): sorted(ids) for path, ids in state.expected.items()
@@ -249,7 +258,8 @@ def pytest_runtest_makereport(
 def retrieval_golden(request: pytest.FixtureRequest) -> GoldenSet:
     """The golden set named by the test's retrieval marker, or the only configured one."""
     state = request.config.stash[STATE]
-    return _golden_for(request, state, None)
+    with usage_errors():
+        return _golden_for(request, state, None)
 
 
 def _golden_for(
@@ -260,7 +270,7 @@ def _golden_for(
     if chosen is None:
         if len(state.goldens) == 1:
             return next(iter(state.goldens.values()))
-        raise pytest.UsageError(
+        raise ConfigError(
             "no golden set for this test: pass golden=... to retrieval_eval, use "
             "@pytest.mark.retrieval(golden='golden.json'), or give exactly one "
             "--retrieval-golden"
@@ -294,6 +304,21 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
         k: int | None = None,
         retriever_id: str | None = None,
     ) -> EvaluationResult:
+
+        with usage_errors():
+            return _run(
+                retriever, golden, thresholds=thresholds, metrics=metrics, k=k, rid=retriever_id
+            )
+
+    def _run(
+        retriever: Any,
+        golden: str | Path | GoldenSet | None,
+        *,
+        thresholds: Mapping[str, float] | None,
+        metrics: Iterable[str],
+        k: int | None,
+        rid: str | None,
+    ) -> EvaluationResult:
         from .golden import GoldenSet
 
         chosen = golden if isinstance(golden, GoldenSet) else _golden_for(request, state, golden)
@@ -308,7 +333,7 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
             state,
             metrics=[*options.get("metrics", ()), *metrics],
             k=k or options.get("k"),
-            retriever_id=retriever_id or getattr(retriever, "__name__", None),
+            retriever_id=rid or getattr(retriever, "__name__", None),
             marker=options,
         )
 

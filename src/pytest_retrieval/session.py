@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .errors import ConfigError
 from .options import JudgeSettings, Settings
 from .verdicts import (
     CALIBRATION,
@@ -86,13 +88,10 @@ class SessionState:
 
     def baseline_entries(self, path: Path) -> dict[str, BaselineEntry]:
         """Read once per process; a bad file is a usage error naming it."""
-        from .baseline import BaselineError, read
+        from .baseline import read
 
         if path not in self.baselines:
-            try:
-                self.baselines[path] = read(path)
-            except BaselineError as exc:
-                raise pytest.UsageError(str(exc)) from None
+            self.baselines[path] = read(path)
         return self.baselines[path]
 
 
@@ -131,11 +130,11 @@ def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> 
         return build(settings.cache_only)
     except JudgeConfigError as exc:
         if settings.fallback != "cache-only" or settings.cache_only:
-            raise pytest.UsageError(f"--retrieval-judge: {exc}") from None
+            raise ConfigError(f"--retrieval-judge: {exc}") from None
         try:
             judge = build(cache_only=True)
         except JudgeConfigError as again:
-            raise pytest.UsageError(f"--retrieval-judge: {again}") from None
+            raise ConfigError(f"--retrieval-judge: {again}") from None
         message = (
             f"the LLM judge has no credentials ({exc}); --retrieval-judge-fallback cache-only: "
             "using cached verdicts only, uncached hits count as ungraded"
@@ -159,17 +158,14 @@ def corpus_check(golden: GoldenSet, settings: Settings) -> str | None:
     except GoldenError as exc:  # a missing or unreadable corpus: nothing to check against
         problem = exc
     if problem is not None and settings.strict:
-        raise pytest.UsageError(f"{problem} (--retrieval-strict)")
+        raise ConfigError(f"{problem} (--retrieval-strict)")
     return None if problem is None else str(problem)
 
 
 def load(path: Path, require_relevant: bool = True) -> GoldenSet:
-    from .golden import GoldenError, load_golden
+    from .golden import load_golden
 
-    try:
-        return load_golden(path, require_relevant=require_relevant)
-    except GoldenError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    return load_golden(path, require_relevant=require_relevant)
 
 
 def layered_allowances(
@@ -185,7 +181,7 @@ def layered_allowances(
     try:
         marker_layer = layer((marker or {}).items(), "the retrieval marker")
     except AllowanceError as exc:
-        raise pytest.UsageError(f"@pytest.mark.retrieval(max_drop=...): {exc}") from None
+        raise ConfigError(f"@pytest.mark.retrieval(max_drop=...): {exc}") from None
     return merge_allowances(
         file_layer, settings.ini_max_drops, marker_layer, settings.cli_max_drops
     )
@@ -201,7 +197,7 @@ def layered_thresholds(
     try:
         marker_layer = from_mapping(marker or {}, "the retrieval marker")
     except ThresholdError as exc:
-        raise pytest.UsageError(f"@pytest.mark.retrieval(thresholds=...): {exc}") from None
+        raise ConfigError(f"@pytest.mark.retrieval(thresholds=...): {exc}") from None
     return merge(file_layer, settings.ini_thresholds, marker_layer, settings.cli_thresholds)
 
 
@@ -213,7 +209,7 @@ def check_tags(chosen: Iterable[Threshold], golden: GoldenSet, where: str) -> No
     tags = {tag for query in golden.queries for tag in query.tags}
     for threshold in tagged:
         if threshold.tag not in tags:
-            raise pytest.UsageError(
+            raise ConfigError(
                 f"{where + ': ' if where else ''}threshold {threshold.key} ({threshold.source}): "
                 f"no query of {os.path.relpath(golden.source)} has the tag {threshold.tag!r} "
                 f"(its tags: {', '.join(sorted(tags)) or 'none'}); fix the tag name or tag the "
@@ -229,18 +225,18 @@ def check_marker(options: Mapping[str, Any], where: str, golden: GoldenSet | Non
 
     k = options.get("k")
     if k is not None and (type(k) is not int or not 1 <= k <= MAX_K):
-        raise pytest.UsageError(f"{where}(k={k!r}): k must be a whole number from 1 to {MAX_K}")
+        raise ConfigError(f"{where}(k={k!r}): k must be a whole number from 1 to {MAX_K}")
     for key in ("metrics", "gate"):
         names = options.get(key, ())
         if isinstance(names, str) or not isinstance(names, list | tuple):
-            raise pytest.UsageError(
+            raise ConfigError(
                 f"{where}({key}={names!r}): {key} must be a list of metric names, e.g. "
                 f"{key}=['recall@10', 'mrr@5']"
             )
     examples = {"thresholds": "{'recall@10': 0.8}", "max_drop": "{'ndcg@10': '2%'}"}
     for key, example in examples.items():
         if not isinstance(options.get(key, {}), Mapping):
-            raise pytest.UsageError(
+            raise ConfigError(
                 f"{where}({key}={options[key]!r}): {key} must be a dict, e.g. {key}={example}"
             )
     try:
@@ -250,7 +246,7 @@ def check_marker(options: Mapping[str, Any], where: str, golden: GoldenSet | Non
         for metric, value in options.get("max_drop", {}).items():
             parse_allowance(str(metric), value, "the retrieval marker")
     except (MetricNameError, ThresholdError, AllowanceError) as exc:
-        raise pytest.UsageError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from None
     if golden is not None:
         check_tags(chosen, golden, where)
 
@@ -262,12 +258,12 @@ def check_item_marker(item: pytest.Item, state: SessionState) -> None:
         return
     where = f"{item.nodeid}: @pytest.mark.{MARKER}"
     if marker.args:
-        raise pytest.UsageError(
+        raise ConfigError(
             f"{where} takes keyword arguments only ({', '.join(sorted(MARKER_KEYS))})"
         )
     unknown = sorted(set(marker.kwargs) - MARKER_KEYS)
     if unknown:
-        raise pytest.UsageError(
+        raise ConfigError(
             f"{where}: unknown argument {', '.join(unknown)}; use {', '.join(sorted(MARKER_KEYS))}"
         )
     named = marker.kwargs.get("golden")
@@ -280,6 +276,17 @@ def check_item_marker(item: pytest.Item, state: SessionState) -> None:
     elif len(state.goldens) == 1:
         golden = next(iter(state.goldens.values()))
     check_marker(marker.kwargs, where, golden)
+
+
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """The one place a :class:`~.errors.ConfigError` (a bad golden set, baseline file,
+    option, ini line or marker setting) becomes a pytest usage error: its message, which
+    names the place and the fix, never a traceback."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def is_worker(config: pytest.Config) -> bool:

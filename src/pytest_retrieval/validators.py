@@ -5,35 +5,42 @@ the option and says what to write, never a failure deep inside a run."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from .errors import ConfigError
+
+
+@contextmanager
+def _argument() -> Iterator[None]:
+    """A setting the parser rejects (a :class:`~.errors.ConfigError`) as argparse's error."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def threshold_arg(text: str) -> str:
-    from .gate import ThresholdError, parse_assignment
+    from .gate import parse_assignment
 
-    try:
+    with _argument():
         parse_assignment(text, "--retrieval-threshold")
-    except ThresholdError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 
 def metric_arg(text: str) -> str:
-    from .metrics import MetricNameError, parse_metric
+    from .metrics import parse_metric
 
-    try:
+    with _argument():
         return parse_metric(text).name
-    except MetricNameError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def max_drop_arg(text: str) -> str:
-    from .gate import AllowanceError, parse_allowance_assignment
+    from .gate import parse_allowance_assignment
 
-    try:
+    with _argument():
         parse_allowance_assignment(text, "--retrieval-max-drop")
-    except AllowanceError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
 from .client import Judge, JudgePair
 
 
-class LabelsError(ValueError):
+class LabelsError(ConfigError):
     """A labels file that cannot be used; names the file and the JSON pointer."""
 
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .._loop import run_private
 from ..cache import JsonCache
+from ..errors import ConfigError
 from .prompts import Prompt
 
 ProgressCallback = Callable[[int, int], None]
@@ -49,7 +50,7 @@ REASON_CHARS = 300
 GRADED_ON_TOPIC = 2  # on the 0-3 scale, "moderately relevant" and up count as on topic
 
 
-class JudgeConfigError(ValueError):
+class JudgeConfigError(ConfigError):
     """The judge cannot run as configured (no credentials, unreadable prompt file...)."""
 
 
