@@ -15,9 +15,10 @@ from test_bad_input import MALFORMED_GOLDEN
 from pytest_retrieval import evaluate, load_golden
 from pytest_retrieval._io import git_info, now
 from pytest_retrieval.baseline import update
-from pytest_retrieval.cli import main, near_duplicates
+from pytest_retrieval.cli import main
 from pytest_retrieval.compare import entry_from_result
 from pytest_retrieval.render.json import json_report, write_json
+from pytest_retrieval.sanity import near_duplicates
 from pytest_retrieval.verdicts import session_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,7 +192,15 @@ def test_show_a_baseline_and_a_corrupt_one(
 
 @pytest.mark.parametrize(
     "argv",
-    [[], ["bogus"], ["validate"], ["convert", "x"], ["diff", "a"], ["diff", "a", "b", "--alpha"]],
+    [
+        [],
+        ["bogus"],
+        ["validate"],
+        ["convert", "x"],
+        ["diff", "a"],
+        ["diff", "a", "b", "--alpha"],
+        ["diff", "a", "b", "--alpha", "2"],
+    ],
 )
 def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
