@@ -162,6 +162,8 @@ def test_github_pull_requests_fall_back_to_cached_verdicts_and_main_records() ->
     assert pull_request["if"] == "github.event_name == 'pull_request'"
     assert record["if"] == "github.event_name != 'pull_request'"
     assert "--retrieval-judge-fallback cache-only" in pull_request["run"]
+    assert "--retrieval-strict-baseline" in pull_request["run"]  # no baseline: no silent pass
+    assert "--retrieval-strict-baseline" not in record["run"]
     assert "--retrieval-update-baseline" in record["run"]
     assert "--retrieval-judge-fallback" not in record["run"]  # main without the secret: error
     for step in (pull_request, record):
