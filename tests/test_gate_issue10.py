@@ -329,7 +329,7 @@ def test_power_line_for_an_unchanged_run(pytester: pytest.Pytester) -> None:
     power = [line for line in result.stdout.lines if line.startswith("  power: ")]
     assert len(power) == 1, result.stdout.str()
     assert power[0].startswith("  power: 30 queries detect a ")
-    assert "drop in recall@3 with 80% power, not the allowed 0.010" in power[0]
+    assert "drop in recall@3 with 80% power, not the allowed 0.01" in power[0]
     detectable, allowed = document["evaluations"][0]["baseline"]["power"]["recall@3"]
     assert allowed == 0.01 and detectable > 0.1  # 30 queries cannot see a 0.01 drop
 

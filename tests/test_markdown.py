@@ -181,7 +181,7 @@ def test_baseline_drift_judge_and_power_notes(tmp_path: Path) -> None:
     assert "compared on the 3 unchanged queries" in text
     assert "judge m (prompt v1): 7 calls, 5 cache hits, 120 tokens, ~$0.0042" in text
     assert "coverage 100.0%" in text
-    assert "power: 3 queries detect a 0.300 drop in recall@3" in text
+    assert "power: 3 queries detect a 0.3 drop in recall@3" in text
     regressed = [row for row in parsed[0][1:] if "❌ regressed" in row[7]]
     assert regressed and all(row[4] and row[5].startswith("-") for row in regressed)
     assert "queries got worse on recall@3 (the largest drops)</summary>" in markdown

@@ -64,6 +64,15 @@ def worst_queries(
     return sorted(pool, key=lambda q: (q.metrics.get(metric, 0.0), q.id))[:limit]
 
 
+def _distinct(a: float, b: float) -> tuple[str, str]:
+    """Two numbers with 3 significant digits, more when they would read the same."""
+    for digits in range(3, 8):
+        pair = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if pair[0] != pair[1]:
+            break
+    return pair
+
+
 def power_lines(result: EvaluationResult) -> list[str]:
     """The gate's blind spot: gated metrics whose allowed drop is smaller than the drop the
     compared queries can detect with 80% power (shown for an unchanged PR too)."""
@@ -72,10 +81,12 @@ def power_lines(result: EvaluationResult) -> list[str]:
         return []
     metric, (detectable, allowed) = next(iter(weak.items()))
     n = result.comparison.n_common if result.comparison is not None else len(result.queries)
-    more = f" (and {len(weak) - 1} more gated metrics)" if len(weak) > 1 else ""
+    shown, limit = _distinct(detectable, allowed)
+    others = len(weak) - 1
+    more = f" (and {others} more gated metric{'s' if others > 1 else ''})" if others else ""
     return [
-        f"power: {n} queries detect a {detectable:.3f} drop in {metric} with 80% power, "
-        f"not the allowed {allowed:.3f}{more}; smaller drops pass unnoticed (more queries, "
+        f"power: {n} queries detect a {shown} drop in {metric} with 80% power, "
+        f"not the allowed {limit}{more}; smaller drops pass unnoticed (more queries, "
         "or a larger max drop, close the gap)"
     ]
 
