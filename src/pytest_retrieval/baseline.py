@@ -24,8 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import __version__
 from ._io import atomic_write, lock_path
+from ._version import __version__
 from .errors import BaselineError as BaselineError
 from .formats import default_qrels
 from .metrics import DEFINITIONS_VERSION

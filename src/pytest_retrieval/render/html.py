@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
+from .._version import __version__
 from ..verdicts import REGRESSION
 from .charts import Series, baseline_curve, current_curve, histogram, line_chart
 from .rows import Cell, Note, ab_rows, metric_rows, notes, overall, tag_rows
