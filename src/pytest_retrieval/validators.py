@@ -5,11 +5,14 @@ the option and says what to write, never a failure deep inside a run."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from .errors import ConfigError
+
+N = TypeVar("N", int, float)
 
 
 @contextmanager
@@ -44,26 +47,28 @@ def max_drop_arg(text: str) -> str:
     return text
 
 
-def alpha_arg(text: str) -> float:
+def _number(text: str, kind: Callable[[str], N], accept: Callable[[N], bool], want: str) -> N:
+    """``text`` read as ``kind`` and accepted, or an argparse error saying what it should be."""
     try:
-        value = float(text)
+        value = kind(text)
     except ValueError:
-        value = -1.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a significance level in (0, 1] (1 turns the test off)"
-        )
+        raise argparse.ArgumentTypeError(f"{text!r} is not {want}") from None
+    if not accept(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {want}")
     return value
+
+
+def alpha_arg(text: str) -> float:
+    return _number(
+        text,
+        float,
+        lambda v: 0 < v <= 1,
+        "a significance level in (0, 1] (1 turns the test off)",
+    )
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
+    return _number(text, int, lambda v: v >= 1, "a whole number >= 1")
 
 
 def cutoff(text: str) -> int:
@@ -76,23 +81,11 @@ def cutoff(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
-    return value
+    return _number(text, float, lambda v: v > 0, "a number of seconds > 0")
 
 
 def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number between 0 and 1")
-    return value
+    return _number(text, float, lambda v: 0 <= v <= 1, "a number between 0 and 1")
 
 
 def existing_file(text: str) -> str:
