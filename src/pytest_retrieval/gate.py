@@ -11,6 +11,7 @@ marker < command line.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -268,7 +269,7 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
 
 def _stale(result: EvaluationResult) -> Reason | None:
     """A baseline that cannot gate this run: missing, or stale (nothing comparable)."""
-    path = result.baseline_path or "the baseline file"
+    path = os.path.relpath(result.baseline_path) if result.baseline_path else "the baseline file"
     if result.baseline_note == "missing":
         return Reason(
             MISSING_BASELINE,

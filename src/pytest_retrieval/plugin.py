@@ -31,20 +31,20 @@ from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     pytest_addoption,
     settings_from_config,
 )
-from .runtest import RESULTS, no_fixture_message, run_evaluation
+from .runtest import RESULTS, golden_for, no_fixture_message, run_evaluation
 from .session import (
     EXPECTED_KEY,
     MARKER,
     STATE,
     Reporter,
     SessionState,
+    check_compare_to,
     check_item_marker,
     check_tags,
     corpus_check,
     is_worker,
     layered_allowances,
     layered_thresholds,
-    load,
     usage_errors,
 )
 
@@ -207,6 +207,16 @@ def pytest_collection_modifyitems(
         else:
             with usage_errors():
                 check_item_marker(item, state)
+    if state.settings.compare_to is not None and not is_worker(config):
+        with usage_errors():  # before any evaluation runs (under xdist: at session end)
+            check_compare_to(
+                state.settings.compare_to,
+                {
+                    str(item.callspec.id)
+                    for item in items
+                    if isinstance(item.parent, GoldenModule) and hasattr(item, "callspec")
+                },
+            )
     if is_worker(config):  # the controller decides partial runs from what workers collected
         config.workeroutput[EXPECTED_KEY] = {  # type: ignore[attr-defined]
             str(path): sorted(ids) for path, ids in state.expected.items()
@@ -259,28 +269,7 @@ def retrieval_golden(request: pytest.FixtureRequest) -> GoldenSet:
     """The golden set named by the test's retrieval marker, or the only configured one."""
     state = request.config.stash[STATE]
     with usage_errors():
-        return _golden_for(request, state, None)
-
-
-def _golden_for(
-    request: pytest.FixtureRequest, state: SessionState, golden: str | Path | None
-) -> GoldenSet:
-    marker = request.node.get_closest_marker("retrieval")
-    chosen = golden or (marker.kwargs.get("golden") if marker else None)
-    if chosen is None:
-        if len(state.goldens) == 1:
-            return next(iter(state.goldens.values()))
-        raise ConfigError(
-            "no golden set for this test: pass golden=... to retrieval_eval, use "
-            "@pytest.mark.retrieval(golden='golden.json'), or give exactly one "
-            "--retrieval-golden"
-        )
-    path = Path(chosen)
-    if not path.is_absolute():
-        path = Path(str(request.path.parent)) / path
-    if path not in state.goldens:
-        state.goldens[path] = load(path)
-    return state.goldens[path]
+        return golden_for(request, state, None)
 
 
 @pytest.fixture
@@ -321,7 +310,7 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
     ) -> EvaluationResult:
         from .golden import GoldenSet
 
-        chosen = golden if isinstance(golden, GoldenSet) else _golden_for(request, state, golden)
+        chosen = golden if isinstance(golden, GoldenSet) else golden_for(request, state, golden)
         layered = layered_thresholds(
             state.settings, chosen, {**options.get("thresholds", {}), **(thresholds or {})}
         )

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .session import STATE, SessionState, is_worker, layered_allowances
+from .errors import ConfigError
+from .session import STATE, SessionState, is_worker, layered_allowances, load
 
 if TYPE_CHECKING:
     from .golden import GoldenSet
@@ -280,3 +281,26 @@ def no_fixture_message(item: pytest.Item, fixture: str, golden: Path) -> str:
         f"        return lambda query, k: my_index.search(query, k)  # ranked doc ids\n\n"
         f"  (or name your fixture in the ini option retrieval_fixture)"
     )
+
+
+def golden_for(
+    request: pytest.FixtureRequest, state: SessionState, golden: str | Path | None
+) -> GoldenSet:
+    """The golden set a ``retrieval_eval`` call or the ``retrieval_golden`` fixture means:
+    the one named (relative to the test file), the marker's, or the only configured one."""
+    marker = request.node.get_closest_marker("retrieval")
+    chosen = golden or (marker.kwargs.get("golden") if marker else None)
+    if chosen is None:
+        if len(state.goldens) == 1:
+            return next(iter(state.goldens.values()))
+        raise ConfigError(
+            "no golden set for this test: pass golden=... to retrieval_eval, use "
+            "@pytest.mark.retrieval(golden='golden.json'), or give exactly one "
+            "--retrieval-golden"
+        )
+    path = Path(chosen)
+    if not path.is_absolute():
+        path = Path(str(request.path.parent)) / path
+    if path not in state.goldens:
+        state.goldens[path] = load(path)
+    return state.goldens[path]

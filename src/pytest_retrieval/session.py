@@ -278,6 +278,17 @@ def check_item_marker(item: pytest.Item, state: SessionState) -> None:
     check_marker(marker.kwargs, where, golden)
 
 
+def check_compare_to(compare_to: str, ids: set[str]) -> None:
+    """An A/B reference that names none of the retrievers being compared is a mistake:
+    checked on the collected items, before any evaluation runs (under xdist, where the
+    controller collects nothing, :func:`~.compare.ab_groups` catches it at the end)."""
+    if len(ids) > 1 and compare_to not in ids:
+        raise ConfigError(
+            f"--retrieval-compare-to {compare_to!r}: no retriever of that id ran; the ids "
+            f"are {', '.join(sorted(ids))}"
+        )
+
+
 @contextmanager
 def usage_errors() -> Iterator[None]:
     """The one place a :class:`~.errors.ConfigError` (a bad golden set, baseline file,
