@@ -299,7 +299,10 @@ def empty_row(population: Population, size: int) -> Row:
     everyone = np.arange(len(population.ids))
     depth = population.grades.shape[1]
     bm25 = population.score(everyone, np.tile(np.arange(depth), (everyone.size, 1)))
-    detectable = detectable_drop(bm25[recall], size, population.alpha, len(population.gated))
+    hits = (population.grades[:, : population.k] > 0).sum(axis=1)  # relevant in the top k
+    detectable = detectable_drop(
+        bm25[recall], size, population.alpha, len(population.gated), hits=hits
+    )
     return Row(
         size,
         detectable,

@@ -106,7 +106,7 @@ def test_a_small_run(bench: Any, population: Any) -> None:
     for cell in row.gate[1:] + row.power:  # 200 queries: steps of at most 1/200
         assert np.allclose(cell.drops["recall@10"], cell.target, atol=0.0025)
     assert row.gate[-1].rate == 1.0  # a 5-point drop on 200 queries fails every session
-    assert row.detectable == pytest.approx(0.0261, abs=1e-4)
+    assert row.detectable == pytest.approx(0.0112, abs=1e-4)  # the plugin's power line
     # run_all split the trials in chunks; in one go they give the same cells
     whole = bench.run_trials(population, 200, range(6), seed=0)
     assert [c.drops for c in whole.gate + whole.power] == [c.drops for c in row.gate + row.power]

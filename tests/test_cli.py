@@ -17,7 +17,7 @@ from pytest_retrieval._io import git_info, now
 from pytest_retrieval.baseline import update
 from pytest_retrieval.cli import main
 from pytest_retrieval.compare import entry_from_result
-from pytest_retrieval.render.json import json_report, write_json
+from pytest_retrieval.render.json import dumps, json_report
 from pytest_retrieval.sanity import near_duplicates
 from pytest_retrieval.verdicts import session_verdict
 
@@ -144,7 +144,7 @@ def _report(tmp_path: Path, name: str, degrade: bool) -> Path:
     }
     result = evaluate(search, golden, retriever_id="bm25")
     path = tmp_path / f"{name}.json"
-    write_json(path, json_report([result], session_verdict([result], ())))
+    path.write_text(dumps(json_report([result], session_verdict([result], ()))), encoding="utf-8")
     return path
 
 

@@ -55,6 +55,7 @@ class Outputs:
     report: dict[str, object]
     junit_passed: str
     junit_failed: bool
+    junit_reasons: list[str]
     markdown: str
     html: str
     kinds: set[str] = field(default_factory=set)
@@ -78,6 +79,9 @@ def run(pytester: pytest.Pytester, *args: str, mode: str = "good") -> Outputs:
     report = json.loads((pytester.path / "r.json").read_text())
     root = ET.parse(pytester.path / "j.xml").getroot()
     props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    reasons = [
+        str(p.get("value")) for p in root.iter("property") if p.get("name") == "retrieval.reason"
+    ]
     evaluation = report["evaluations"][0]
     return Outputs(
         exit_code=int(result.ret),
@@ -85,6 +89,7 @@ def run(pytester: pytest.Pytester, *args: str, mode: str = "good") -> Outputs:
         report=report,
         junit_passed=str(props["retrieval.passed"]),
         junit_failed=root.find(".//failure") is not None,
+        junit_reasons=reasons,
         markdown=(pytester.path / "m.md").read_text(),
         html=(pytester.path / "h.html").read_text(),
         kinds={reason["kind"] for reason in evaluation["verdict"]["reasons"]},
@@ -105,8 +110,10 @@ def assert_agree(out: Outputs, passed: bool, kinds: set[str]) -> None:
     word = "PASSED" if passed else "FAILED"
     assert f"retrieval verdict: {word}" in out.terminal
     assert f"verdict: {word}" in out.terminal
-    for kind in kinds:
+    for kind in kinds:  # every output names every reason
         assert f"{kind}: " in out.terminal
+        assert f"{kind}: " in out.markdown and f"{kind}: " in out.html
+        assert any(v.startswith(f"{kind}: ") for v in out.junit_reasons)
     first_line = out.markdown.splitlines()[0]
     assert ("✅" in first_line) is passed and ("❌" in first_line) is not passed
     badge = f'<h1>Retrieval evaluation <span class="badge {"pass" if passed else "fail"}">'
@@ -231,3 +238,80 @@ def test_gated_set_is_declared(project: pytest.Pytester, where: str, expected: l
     with_threshold = run(project, *args, "--retrieval-threshold", "map@3=0.1")
     gated = with_threshold.report["evaluations"][0]["gated"]  # type: ignore[index]
     assert set(gated) == {*expected, "map@3"}
+
+
+def test_an_evaluation_that_never_ran_fails_every_output(project: pytest.Pytester) -> None:
+    """A retriever fixture that raises: no evaluation, but the outputs are written (a failed
+    CI job must not leave an earlier run's passing report in place)."""
+    first = run(project)
+    assert first.report["passed"] is True
+    project.makeconftest(
+        CONFTEST.replace(
+            "    mode = os.environ", "    raise OSError('index gone')\n    mode = os.environ"
+        )
+    )
+    result = project.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-report",
+        "r.json",
+        "--retrieval-markdown",
+        "m.md",
+        "--junitxml",
+        "j.xml",
+    )
+    assert result.ret == 1
+    report = json.loads((project.path / "r.json").read_text())
+    assert report["passed"] is False and report["evaluations"] == []
+    assert [r["kind"] for r in report["verdict"]["reasons"]] == ["no result"]
+    assert "❌" in (project.path / "m.md").read_text().splitlines()[0]
+    result.stdout.fnmatch_lines(["*retrieval verdict: FAILED*"])
+
+
+def test_session_reasons_reach_markdown_html_and_junit(project: pytest.Pytester) -> None:
+    """A reason of the session itself (a refused baseline update) is in every output."""
+    out = run(project, "--retrieval-update-baseline", "--retrieval-sample", "10")
+    assert out.exit_code == 1 and out.report["passed"] is False
+    assert [r["kind"] for r in out.report["verdict"]["reasons"]] == ["partial run"]  # type: ignore[index]
+    assert "partial run: baseline NOT updated" in out.markdown
+    assert "partial run: baseline NOT updated" in out.html
+    assert any(r.startswith("partial run: ") for r in out.junit_reasons)
+    assert "retrieval verdict: FAILED" in out.terminal
+
+
+def test_ab_marks_use_the_allowances(pytester: pytest.Pytester) -> None:
+    """A/B "worse" needs the drop to exceed the configured allowance, not the default."""
+    pytester.makeconftest(
+        CONFTEST.replace('scope="session")', 'scope="session", params=["good", "worse"])')
+        .replace("def retriever():", "def retriever(request):")
+        .replace('os.environ.get("RETRIEVAL_MODE", "good")', "request.param")
+    )
+    (pytester.path / "golden.json").write_text(json.dumps(golden()))
+    strict = pytester.runpytest("--retrieval-golden", "golden.json")
+    strict.stdout.fnmatch_lines(["*side by side*", "*recall@3*1.0000*0.5000*-0.5000*worse*"])
+    lenient = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-max-drop", "recall@3=0.6"
+    )
+    line = [x for x in lenient.stdout.lines if x.strip().startswith("recall@3")][-1]  # A/B row
+    assert "-0.5000" in line and "worse" not in line
+
+
+def test_diff_tells_golden_sets_of_the_same_name_apart(project: pytest.Pytester) -> None:
+    """Two golden sets with the same name in one report: diff matches each with its own."""
+    for folder, relevant in (("a", "d{i}"), ("b", "e{i}")):
+        (project.path / folder).mkdir()
+        (project.path / folder / "golden.json").write_text(json.dumps(golden(relevant)))
+    both = ["--retrieval-golden", "a/golden.json", "--retrieval-golden", "b/golden.json"]
+    os.environ["RETRIEVAL_MODE"] = "good"
+    project.runpytest(*both, "--retrieval-report", "good.json")
+    os.environ["RETRIEVAL_MODE"] = "worse"
+    project.runpytest(*both, "--retrieval-report", "worse.json")
+    diff = subprocess.run(
+        [sys.executable, "-m", "pytest_retrieval", "diff", "good.json", "worse.json"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+    )
+    assert diff.returncode == 1, diff.stdout + diff.stderr
+    assert diff.stdout.count("regression: recall@3 dropped") == 1  # a's, compared with a's
+    assert "STALE" not in diff.stdout and "1 of 2 evaluations failed" in diff.stdout

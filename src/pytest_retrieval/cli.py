@@ -15,12 +15,9 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .validators import alpha_arg
-
-if TYPE_CHECKING:
-    pass
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -281,8 +278,25 @@ def _read_report(path: Path) -> list[Any]:
         raise CliError(f"{path}: not a pytest-retrieval report (no 'evaluations' list)")
     try:
         return [EvaluationResult.from_dict(entry) for entry in data["evaluations"]]
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CliError(f"{path}: a malformed evaluation entry ({exc!r})") from None
+
+
+def _counterpart(result: Any, earlier: Sequence[Any], path: Path) -> Any:
+    """The evaluation of ``earlier`` that ``result`` is compared with: same golden source and
+    retriever, else (reports from another checkout) the one with the same golden name and
+    retriever; two candidates are an error, never a guess."""
+    for field in ("golden_source", "golden_name"):
+        wanted = (getattr(result, field), result.retriever_id)
+        found = [r for r in earlier if (getattr(r, field), r.retriever_id) == wanted]
+        if len(found) > 1:
+            raise CliError(
+                f"{path}: {len(found)} evaluations of {result.golden_source} "
+                f"[{result.retriever_id}]; compare reports with one evaluation each"
+            )
+        if found:
+            return found[0]
+    return None
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -303,12 +317,12 @@ def _diff(args: argparse.Namespace) -> int:
         gate = None if args.gate is None else tuple(parse_metric(m).name for m in args.gate)
     except (AllowanceError, MetricNameError) as exc:
         raise CliError(str(exc)) from None
-    before = {entry_key(r.golden_name, r.retriever_id): r for r in _read_report(args.report_a)}
+    earlier = _read_report(args.report_a)
     after = _read_report(args.report_b)
     failed = compared = 0
     for result in after:
         key = entry_key(result.golden_name, result.retriever_id)
-        reference = before.get(key)
+        reference = _counterpart(result, earlier, args.report_a)
         if reference is None:
             print(f"{key}: not in {args.report_a}; skipped")
             continue

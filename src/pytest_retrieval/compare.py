@@ -445,11 +445,15 @@ class UnknownReference(ValueError):
 
 
 def ab_groups(
-    results: Sequence[EvaluationResult], compare_to: str | None, alpha: float
+    results: Sequence[EvaluationResult],
+    compare_to: str | None,
+    alpha: float,
+    allowances: Mapping[str, Mapping[str, Allowance]] | None = None,
 ) -> list[ABGroup]:
     """Group results (in declaration order) by golden set; where several retrievers ran,
     compare each with the one named ``compare_to`` (default: the first declared), paired per
-    query, two-sided. An unknown ``compare_to`` raises, listing the ids that ran."""
+    query, two-sided, with that golden set's ``allowances`` (by golden source; default 0.01
+    per metric). An unknown ``compare_to`` raises, listing the ids that ran."""
     by_golden: dict[tuple[str, str], list[EvaluationResult]] = {}
     for result in results:
         by_golden.setdefault((result.golden_source, result.fingerprint), []).append(result)
@@ -467,7 +471,12 @@ def ab_groups(
     for members in several:
         reference = next((r for r in members if r.retriever_id == compare_to), members[0])
         others = [
-            (other, compare_runs(reference, other, {}, alpha))
+            (
+                other,
+                compare_runs(
+                    reference, other, (allowances or {}).get(reference.golden_source, {}), alpha
+                ),
+            )
             for other in members
             if other is not reference
         ]

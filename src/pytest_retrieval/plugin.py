@@ -38,6 +38,7 @@ from .session import (
     STATE,
     Reporter,
     SessionState,
+    as_test_failure,
     check_compare_to,
     check_item_marker,
     check_tags,
@@ -173,7 +174,7 @@ def _evaluation_function(fixture: str, golden_path: Path) -> Callable[..., None]
     def retrieval(**fixtures: Any) -> None:
         request: pytest.FixtureRequest = fixtures["request"]
         state = request.config.stash[STATE]
-        with usage_errors():
+        with as_test_failure():
             golden = state.golden(golden_path)
             chosen = layered_thresholds(state.settings, golden)
             result = run_evaluation(request, fixtures[fixture], golden, chosen, state)
@@ -268,7 +269,7 @@ def pytest_runtest_makereport(
 def retrieval_golden(request: pytest.FixtureRequest) -> GoldenSet:
     """The golden set named by the test's retrieval marker, or the only configured one."""
     state = request.config.stash[STATE]
-    with usage_errors():
+    with as_test_failure():
         return golden_for(request, state, None)
 
 
@@ -294,7 +295,7 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
         retriever_id: str | None = None,
     ) -> EvaluationResult:
 
-        with usage_errors():
+        with as_test_failure():
             return _run(
                 retriever, golden, thresholds=thresholds, metrics=metrics, k=k, rid=retriever_id
             )
@@ -312,7 +313,7 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
 
         chosen = golden if isinstance(golden, GoldenSet) else golden_for(request, state, golden)
         layered = layered_thresholds(
-            state.settings, chosen, {**options.get("thresholds", {}), **(thresholds or {})}
+            state.settings, chosen, options.get("thresholds", {}), thresholds
         )
         return run_evaluation(
             request,

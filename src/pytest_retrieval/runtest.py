@@ -59,7 +59,7 @@ def run_evaluation(
         result = evaluate(
             retriever,
             golden,
-            metrics=[*settings.metrics, *metrics],
+            metrics=[*settings.metrics, *metrics, *(chosen_gate(state, golden, marker) or ())],
             thresholds=chosen_thresholds,
             k=k or settings.k,
             concurrency=settings.concurrency,
@@ -208,6 +208,15 @@ class Progress:
         return report
 
 
+def chosen_gate(
+    state: SessionState, golden: GoldenSet, marker: Mapping[str, Any] | None
+) -> tuple[str, ...] | None:
+    """The metrics the user gates on (marker, else command line or ini, else the golden
+    file); None: the default set. They are computed even when no other setting names them."""
+    named = (marker or {}).get("gate") or state.settings.gate or golden.gate
+    return tuple(str(name) for name in named) if named else None
+
+
 def attach_baseline(
     result: EvaluationResult,
     golden: GoldenSet,
@@ -224,7 +233,7 @@ def attach_baseline(
     settings = state.settings
     path = state.baseline_path(golden)
     allowed = layered_allowances(settings, golden, marker.get("max_drop"))
-    chosen = marker.get("gate") or settings.gate or golden.gate or None
+    chosen = chosen_gate(state, golden, marker)
     gated = gated_metrics(result.metrics, result.k, result.thresholds, allowed, chosen)
     result = replace(result, baseline_path=str(path), gated=gated)
     entry = None

@@ -23,6 +23,7 @@ from .errors import ConfigError
 from .options import JudgeSettings, Settings
 from .verdicts import (
     CALIBRATION,
+    NO_RESULT,
     OUTPUT,
     PARTIAL_RUN,
     USAGE,
@@ -188,17 +189,26 @@ def layered_allowances(
 
 
 def layered_thresholds(
-    settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
+    settings: Settings,
+    golden: GoldenSet,
+    marker: Mapping[str, object] | None = None,
+    call: Mapping[str, object] | None = None,
 ) -> list[Threshold]:
-    """golden file (checked when it was loaded) < ini < marker < command line, key by key."""
+    """golden file (checked when it was loaded) < ini < marker < ``retrieval_eval(
+    thresholds=...)`` < command line, key by key; each threshold names its source."""
     from .gate import ThresholdError, from_mapping, merge
 
-    file_layer = from_mapping(golden.thresholds, f"{golden.source} thresholds")
-    try:
-        marker_layer = from_mapping(marker or {}, "the retrieval marker")
-    except ThresholdError as exc:
-        raise ConfigError(f"@pytest.mark.retrieval(thresholds=...): {exc}") from None
-    return merge(file_layer, settings.ini_thresholds, marker_layer, settings.cli_thresholds)
+    layers = [from_mapping(golden.thresholds, f"{golden.source} thresholds")]
+    layers.append(list(settings.ini_thresholds))
+    for given, source, where in (
+        (marker, "the retrieval marker", "@pytest.mark.retrieval(thresholds=...)"),
+        (call, "retrieval_eval(thresholds=...)", "retrieval_eval(thresholds=...)"),
+    ):
+        try:
+            layers.append(from_mapping(given or {}, source))
+        except ThresholdError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return merge(*layers, settings.cli_thresholds)
 
 
 def check_tags(chosen: Iterable[Threshold], golden: GoldenSet, where: str) -> None:
@@ -291,13 +301,25 @@ def check_compare_to(compare_to: str, ids: set[str]) -> None:
 
 @contextmanager
 def usage_errors() -> Iterator[None]:
-    """The one place a :class:`~.errors.ConfigError` (a bad golden set, baseline file,
-    option, ini line or marker setting) becomes a pytest usage error: its message, which
-    names the place and the fix, never a traceback."""
+    """Where a :class:`~.errors.ConfigError` (a bad golden set, baseline file, option, ini
+    line or marker setting) becomes a pytest usage error, outside tests (see
+    :func:`as_test_failure` for inside): its message, which names the place and the fix, never
+    a traceback."""
     try:
         yield
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+@contextmanager
+def as_test_failure() -> Iterator[None]:
+    """Inside a test (the evaluation body, ``retrieval_eval``, ``retrieval_golden``) the same
+    mistakes fail that test with the message alone: a usage error there would show a
+    traceback through the plugin."""
+    try:
+        yield
+    except ConfigError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -316,24 +338,29 @@ class Reporter:
         self.received: dict[str, tuple[int, list[EvaluationResult | dict[str, Any]]]] = {}
         #: why the session fails beyond its evaluations (baseline not written, outputs...)
         self.reasons: list[Reason] = []
+        #: node ids of tests that failed without an evaluation (setup errors, bad settings)
+        self.broken: set[str] = set()
         #: node ids of golden evaluations whose test body ran (passed or failed)
         self.ran: set[str] = set()
         self.notes: list[str] = []  # printed at the end of the summary section
         self.rerun: set[str] = set()  # node ids whose current attempt will be run again
-        self._results: list[EvaluationResult] | None = None
+        self._results: list[tuple[str, EvaluationResult]] | None = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if str(report.outcome) == "rerun" or report.nodeid in self.rerun:  # rerunfailures
             self._drop_attempt(report)
             return
-        if report.when != "call":
-            return
         payloads: list[EvaluationResult | dict[str, Any]] = [
             *(getattr(report, "retrieval", None) or []),
             *(getattr(report, "retrieval_results", None) or []),
         ]
+        if report.failed and not payloads:  # e.g. the retriever fixture raised in setup
+            self.broken.add(report.nodeid)
+        if report.when != "call":
+            return
         if payloads:
+            self.broken.discard(report.nodeid)
             order = getattr(report, "retrieval_order", None)
             if order is None:
                 order = self.state.order.get(report.nodeid, len(self.state.order))
@@ -363,27 +390,39 @@ class Reporter:
         for path, ids in (getattr(node, "workeroutput", {}) or {}).get(EXPECTED_KEY, {}).items():
             self.state.expected.setdefault(Path(path), set()).update(ids)
 
-    def results(self) -> list[EvaluationResult]:
-        """Every evaluation of the session, in declaration order (the same under xdist)."""
+    def results(self, nodeids: set[str] | None = None) -> list[EvaluationResult]:
+        """Every evaluation of the session (or of the items ``nodeids``), in declaration
+        order (the same under xdist); rebuilt from worker payloads once."""
         from .results import EvaluationResult
 
         if self._results is None:
             ordered = sorted(self.received.items(), key=lambda kv: (kv[1][0], kv[0]))
             self._results = [
-                r if isinstance(r, EvaluationResult) else EvaluationResult.from_dict(r)
-                for _, (_, payloads) in ordered
+                (nodeid, r if isinstance(r, EvaluationResult) else EvaluationResult.from_dict(r))
+                for nodeid, (_, payloads) in ordered
                 for r in payloads
             ]
-        return self._results
+        return [r for nodeid, r in self._results if nodeids is None or nodeid in nodeids]
+
+    def golden_ids(self) -> set[str]:
+        """Node ids of the golden-set evaluations collected (under xdist: by the workers)."""
+        return set().union(*self.state.expected.values())
 
     def verdict(self) -> Verdict:
-        """The session's verdict: every evaluation's reasons, and the session's own."""
+        """The session's verdict: the golden-set evaluations' reasons, a reason for each of
+        them that failed before it produced a result, and the session's own. (What a test
+        does with a ``retrieval_eval`` result is that test's decision: its outcome counts.)"""
         from .verdicts import session_verdict
 
-        return session_verdict(self.results(), self.reasons)
+        golden = self.golden_ids()
+        missing = [
+            Reason(NO_RESULT, f"{nodeid} failed before it produced an evaluation (see its error)")
+            for nodeid in sorted(self.broken & golden)
+        ]
+        return session_verdict(self.results(golden), [*self.reasons, *missing])
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if not self.received and not self.notes:
+        if not self.received and not self.notes and not self.broken & self.golden_ids():
             return
         from .render.terminal import ab_lines, summary_lines
 
@@ -408,10 +447,12 @@ class Reporter:
             )
         )
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: global properties
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.config.option.collectonly or not self.received:
+        if self.config.option.collectonly:
             return
+        if not self.received and not self.broken & self.golden_ids():
+            return  # nothing of ours ran (e.g. only unit tests were selected)
         settings = self.state.settings
         if settings.judge is not None and settings.judge.validate is not None:
             self._calibrate(session, settings.judge.validate)
@@ -419,8 +460,20 @@ class Reporter:
         if settings.update is not None:
             self._update_baselines(session)
         self._write_outputs(session)
-        if not self.verdict().passed:
+        verdict = self.verdict()
+        self._junit_properties(verdict)
+        if not verdict.passed:
             self._fail(session)
+
+    def _junit_properties(self, verdict: Verdict) -> None:
+        """The session's verdict as JUnit testsuite properties (``--junitxml``), so a reason
+        with no failing test case (a refused baseline update, an unwritable output) shows."""
+        for plugin in self.config.pluginmanager.get_plugins():
+            add = getattr(plugin, "add_global_property", None)
+            if callable(add):
+                add("retrieval.passed", verdict.passed)
+                for reason in verdict.reasons:
+                    add("retrieval.reason", f"{reason.kind}: {reason.message}")
 
     def _fail(
         self, session: pytest.Session, reason: Reason | None = None, usage: bool = False
@@ -500,8 +553,12 @@ class Reporter:
         from .compare import UnknownReference, ab_groups
 
         settings = self.state.settings
+        allowances = {
+            golden.source: layered_allowances(settings, golden)
+            for golden in self.state.goldens.values()
+        }
         try:
-            return ab_groups(results, settings.compare_to, settings.alpha)
+            return ab_groups(results, settings.compare_to, settings.alpha, allowances)
         except UnknownReference as exc:
             if session is not None:
                 self._fail(session, Reason(USAGE, str(exc)), usage=True)

@@ -240,18 +240,6 @@ def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
     return adjusted
 
 
-def _z(alpha: float) -> float:
-    """Upper-tail standard normal quantile for a one-sided ``alpha``."""
-    return NormalDist().inv_cdf(1.0 - alpha)
-
-
-def detectable_drop(sd_diff: float, n: int, alpha: float, power: float = 0.8) -> float:
-    """Smallest mean drop a one-sided paired test finds with ``power`` at ``alpha``."""
-    if n == 0:
-        return float("inf")
-    return (_z(alpha) + NormalDist().inv_cdf(power)) * sd_diff / float(np.sqrt(n))
-
-
 def wilson_interval(successes: float, trials: float, z: float = Z_95) -> tuple[float, float]:
     """Wilson score interval of a proportion: sane at 0 and 1 and for few trials, where the
     normal approximation gives intervals outside [0, 1] or of zero width."""

@@ -156,6 +156,8 @@ def render_html(
         f"<h1>Retrieval evaluation {_badge(status, word)}</h1>",
         f'<p class="muted">pytest-retrieval {_e(__version__)} · {len(results)} evaluations</p>',
     ]
+    if verdict.reasons:  # why, first: every reason of the session, by kind
+        body.append(_notes([Note("fail", f"{r.kind}: {r.message}") for r in verdict.reasons]))
     if len(results) > 1:
         body.append(_overview(results))
     body += [_ab_section(group) for group in groups]
@@ -166,7 +168,7 @@ def render_html(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>Retrieval evaluation: {_e(verdict)}</title><style>{CSS}</style></head>"
+        f"<title>Retrieval evaluation: {_e(word)}</title><style>{CSS}</style></head>"
         f"<body><main>{''.join(body)}</main><script>{JS}</script></body></html>\n"
     )
 

@@ -7,7 +7,6 @@ import json
 import math
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
@@ -39,14 +38,6 @@ def dumps(document: Any) -> str:
         return json.dumps(document, **options)
     except ValueError:  # a NaN somewhere: only then pay for the walk
         return json.dumps(_finite(document), **options)
-
-
-def write_json(path: Path, document: dict[str, Any]) -> None:
-    """Write atomically (temp file + rename): a reader never sees half a report."""
-    from .._io import atomic_write
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, dumps(document) + "\n")
 
 
 def _finite(value: Any) -> Any:

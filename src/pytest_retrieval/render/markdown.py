@@ -77,6 +77,11 @@ def render_markdown(
     then the A/B tables."""
     status, word = overall(results, verdict)
     lines = [f"## Retrieval evaluation: {EMOJI[status]} {escape(word)}", ""]
+    if verdict.reasons:  # why, first: every reason of the session, by kind
+        lines += [
+            f"- {EMOJI['fail']} {escape(r.kind)}: {escape(r.message)}" for r in verdict.reasons
+        ]
+        lines.append("")
     for result in results:
         lines += _evaluation(result)
     for group in groups:

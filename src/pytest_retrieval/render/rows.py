@@ -248,14 +248,15 @@ def ab_rows(group: ABGroup) -> list[list[Cell]]:
 
 def overall(results: Sequence[EvaluationResult], verdict: Verdict) -> Mark:
     """The session's verdict, as rendered: how many evaluations failed, and why else."""
+    failed = sum(1 for r in results if not r.verdict.passed)
+    if not verdict.passed:
+        if failed:
+            return "fail", f"{failed} of {len(results)} failed"
+        count = len(verdict.reasons)
+        return "fail", f"failed ({count} reason{'s' if count != 1 else ''})"
     if not results:
         return "warn", "no evaluations ran"
-    failed = sum(1 for r in results if not r.verdict.passed)
-    if verdict.passed:
-        return "pass", "all passed"
-    if failed:
-        return "fail", f"{failed} of {len(results)} failed"
-    return "fail", f"failed: {verdict.reasons[0].message}"
+    return "pass", "all passed"
 
 
 # ---------------------------------------------------------------------------- notes
