@@ -108,7 +108,7 @@ def write_run(
     path.write_text(json.dumps(run), encoding="utf-8")
 
 
-def setup(pytester: pytest.Pytester, params: Sequence[str] | None = None) -> None:
+def make_project(pytester: pytest.Pytester, params: Sequence[str] | None = None) -> None:
     pytester.makeconftest(CONFTEST.format(params=list(params or [])))
 
 
@@ -158,7 +158,7 @@ def env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_json_passed_is_false_for_a_regression_only_failure(pytester: pytest.Pytester) -> None:
     # Old code: the report had no top-level "passed" (KeyError), and an evaluation's
     # "passed" checked thresholds, failed calls and the judge only: True for a regression.
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "golden.json", golden(40))
     write_run(pytester, "base", {i: 1 for i in range(40)})
     write_run(pytester, "worse", {i: 1 if i % 2 else None for i in range(40)})
@@ -177,7 +177,7 @@ def test_json_passed_is_false_for_a_regression_only_failure(pytester: pytest.Pyt
 
 
 def ab_setup(pytester: pytest.Pytester) -> None:
-    setup(pytester, params=["zeta", "alpha"])
+    make_project(pytester, params=["zeta", "alpha"])
     write_json(pytester, "golden.json", golden(8))
     write_run(pytester, "zeta", {i: 1 for i in range(8)})
     write_run(pytester, "alpha", {i: 2 for i in range(8)})
@@ -249,7 +249,7 @@ def ab_table(result: pytest.RunResult, markdown: str) -> tuple[list[str], list[s
 def test_ab_marks_need_significance_and_the_allowance(pytester: pytest.Pytester) -> None:
     # Old code: a rise beyond the allowance was "improved" (so "better") without any test,
     # so one query of six moving up marked mrr@3 better.
-    setup(pytester, params=["base", "up", "down"])
+    make_project(pytester, params=["base", "up", "down"])
     # six queries, one differs: Δ mrr@3 = +0.5/6 = +0.0833 (up) and -(1/2 - 1/3)/6 = -0.0278
     # (down), beyond the allowance 0.01, but one nonzero difference gives a two-sided p of 1
     write_json(pytester, "golden.json", golden(6))
@@ -289,7 +289,7 @@ def test_ab_marks_need_significance_and_the_allowance(pytester: pytest.Pytester)
 def test_ratchet_hint_needs_a_significant_improvement(pytester: pytest.Pytester) -> None:
     # Old code: any rise beyond the allowance was "improved" and printed the ratchet hint,
     # so one adjacent swap in one query of forty (mrr@10 +0.0125) asked to ratchet.
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "golden.json", golden(40, k=10))
     write_run(pytester, "base", {i: 2 for i in range(40)})
     write_run(pytester, "swap", {0: 1, **{i: 2 for i in range(1, 40)}})
@@ -319,7 +319,7 @@ def test_ratchet_hint_needs_a_significant_improvement(pytester: pytest.Pytester)
 def test_power_line_for_an_unchanged_run(pytester: pytest.Pytester) -> None:
     # Old code: with a baseline, power came from the observed differences; an unchanged run
     # has none (sd 0, detectable drop 0), so no line; and it read "power (observed): ...".
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "golden.json", golden(30))
     write_run(pytester, "base", {i: 1 for i in range(30)})
     record(pytester, "base")
@@ -340,7 +340,7 @@ def test_power_line_for_an_unchanged_run(pytester: pytest.Pytester) -> None:
 def test_holm_runs_over_the_gated_metrics_only(pytester: pytest.Pytester) -> None:
     # Old code: Holm ran over all eight reported metrics, so mrr@10's p = 11/1024 became
     # 8 * p = 0.086, "within noise", and the run passed; nor was there a --retrieval-gate.
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "golden.json", golden(63, k=10))
     # nine queries lose one rank (3 -> 4), one gains one (4 -> 3): every rank-based metric
     # moves by ±(1/3 - 1/4) on ten queries; recall, precision and hit rate do not move.
@@ -402,7 +402,7 @@ def test_golden_set_without_ids_survives_a_deleted_query(pytester: pytest.Pytest
     # Old code: a query without an id was identified by its position, so deleting the first
     # query shifted every other one: 1 removed, 40 re-judged, nothing unchanged: a stale
     # baseline that gated nothing, and the regression below passed.
-    setup(pytester)
+    make_project(pytester)
     data = golden(41, ids=False)
     write_json(pytester, "golden.json", data)
     write_run(pytester, "base", {i: 1 for i in range(41)})
@@ -433,7 +433,7 @@ def test_golden_sets_with_one_file_name_share_a_baseline_file(pytester: pytest.P
     # Old code: entries were keyed by golden name (the file stem, "golden" for both), so the
     # second recording replaced the first and a/golden.json was compared with b's entry:
     # no query in common, a stale baseline.
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "a/golden.json", golden(10, name=None, prefix="apple"))
     write_json(pytester, "b/golden.json", golden(12, name=None, prefix="berry"))
     write_run(pytester, "base", {i: 1 for i in range(10)}, prefix="apple")
@@ -466,7 +466,7 @@ def test_identical_rerun_gives_zero_delta_and_p_one(pytester: pytest.Pytester) -
     # Old code: baselines stored values rounded to 10 digits, so every value that is not a
     # short binary fraction (1/3, 1/7, 1/log2(7)...) came back off by up to 5e-11: Δ was
     # not 0 (mrr@10: -1.1e-11) and p not 1.
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "golden.json", golden(20, k=10))
     write_run(pytester, "base", {i: (3, 6, 7, None)[i % 4] for i in range(20)})
     record(pytester, "base")
@@ -487,7 +487,7 @@ def test_identical_rerun_gives_zero_delta_and_p_one(pytester: pytest.Pytester) -
 def test_small_alpha_can_fire(pytester: pytest.Pytester) -> None:
     # Old code: 10,000 sign flips floor p at 1/10001, and Holm over six metrics puts the
     # smallest adjusted p at 6/10001 = 0.0006: never below 0.0005.
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "golden.json", golden(200))
     write_run(pytester, "base", {i: 1 for i in range(200)})
     write_run(pytester, "worse", {i: 1 if i % 2 else None for i in range(200)})
@@ -547,7 +547,7 @@ def test_latency_gate_ignores_a_slow_tail_and_fails_a_slower_retriever(
     # Twenty queries at 10 or 40 ms, swapped, two of them then at 200 ms: the one-sided
     # sign-flip test on the log ratios gives p = 0.25, and stays above 0.05 while the other
     # queries are up to ~15% slower as a whole; the slower retriever gets p = 2^-20.
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "golden.json", golden(20))
     latency_runs(pytester, 20, outliers=2, base_ms=20.0, swing=2.0)
     record(pytester, "base", *LATENCY_GATE)
@@ -577,7 +577,7 @@ def test_latency_gate_ignores_a_slow_tail_of_a_stable_run(pytester: pytest.Pytes
     # the gate") for a run whose other timings are stable: 100 queries at 6.7 or 9.6 ms,
     # swapped, and 8 calls of 200 ms. The other 92 log ratios are +-0.36, too small to
     # outweigh the tail's eight of about +3.2 in a test of the mean.
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "golden.json", golden(100))
     latency_runs(pytester, 100, outliers=8, base_ms=8.0, swing=1.2)
     record(pytester, "base", *LATENCY_GATE)
@@ -598,7 +598,7 @@ def test_hand_edited_baseline_is_a_usage_error_and_left_alone(pytester: pytest.P
     # Old code refused the value too (at collection, exit 4, file untouched), but keyed the
     # entry by golden name: the pointer read /entries/gate::retriever/..., not the golden
     # file's path; that last assertion is what it fails.
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "golden.json", golden(8))
     write_run(pytester, "base", {i: 1 for i in range(8)})
     record(pytester, "base")
@@ -623,7 +623,7 @@ def test_other_metric_definitions_are_stale_never_compared(
 ) -> None:
     # Old code: a baseline carried no definitions version and read none, so the entry was
     # compared as usual: the worse run below regressed and failed instead of being stale.
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "golden.json", golden(40))
     write_run(pytester, "base", {i: 1 for i in range(40)})
     write_run(pytester, "worse", {i: 1 if i % 2 else None for i in range(40)})
@@ -657,7 +657,7 @@ def test_refresh_of_an_unchanged_retriever_changes_only_created_and_git(
 ) -> None:
     # Old code: every refresh rewrote latency p50/p95 (to the microsecond, which jitter),
     # so the file changed beyond "created" and "git".
-    setup(pytester)
+    make_project(pytester)
     write_json(pytester, "golden.json", golden(20, k=10))
     ranks = {i: (1, 3, None)[i % 3] for i in range(20)}
     write_run(pytester, "base", ranks, sleep_ms={i: 1.0 for i in range(20)})

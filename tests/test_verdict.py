@@ -315,3 +315,36 @@ def test_diff_tells_golden_sets_of_the_same_name_apart(project: pytest.Pytester)
     assert diff.returncode == 1, diff.stdout + diff.stderr
     assert diff.stdout.count("regression: recall@3 dropped") == 1  # a's, compared with a's
     assert "STALE" not in diff.stdout and "1 of 2 evaluations failed" in diff.stdout
+
+
+def test_a_gated_metric_nothing_else_names_is_computed(project: pytest.Pytester) -> None:
+    """--retrieval-gate recall@2 (not among the default metrics) is computed and gated, so a
+    drop in it fails; before, the gated set silently came out empty."""
+    record_args = ["--retrieval-gate", "recall@2"]
+    os.environ["RETRIEVAL_MODE"] = "good"
+    project.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-update-baseline", *record_args
+    )
+    out = run(project, *record_args, mode="worse")
+    evaluation = out.report["evaluations"][0]  # type: ignore[index]
+    assert evaluation["gated"] == ["recall@2"] and "recall@2" in evaluation["metrics"]
+    assert_agree(out, passed=False, kinds={"regression"})
+
+
+def test_a_bad_setting_inside_a_test_fails_it_without_a_traceback(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "golden.json").write_text(json.dumps(golden()))
+    pytester.makepyfile(
+        test_mine="""
+def test_search(retrieval_eval, retriever):
+    retrieval_eval(retriever, golden="golden.json", thresholds={"recall@3": 7})
+"""
+    )
+    result = pytester.runpytest("test_mine.py")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*retrieval_eval(thresholds=...): threshold recall@3 = 7: outside [[]0, 1[]]*"]
+    )
+    assert "session.py" not in result.stdout.str() and "contextlib" not in result.stdout.str()

@@ -318,8 +318,8 @@ def as_test_failure() -> Iterator[None]:
     traceback through the plugin."""
     try:
         yield
-    except ConfigError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    except ConfigError as exc:  # "from None": no "during handling of" chain in the report
+        raise pytest.fail.Exception(str(exc), pytrace=False) from None
 
 
 def is_worker(config: pytest.Config) -> bool:
