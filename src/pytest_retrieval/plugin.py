@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .controller import Reporter
 from .errors import ConfigError
 from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     Settings,
@@ -36,7 +37,6 @@ from .session import (
     EXPECTED_KEY,
     MARKER,
     STATE,
-    Reporter,
     SessionState,
     as_test_failure,
     check_compare_to,

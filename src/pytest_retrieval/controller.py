@@ -1,0 +1,350 @@
+"""The controller: on the main process (or the xdist controller) only, it receives every
+evaluation from the test reports, decides from the items which golden sets ran in full, and
+prints the summary, records baselines and writes the outputs once, rendering one verdict.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .session import EXPECTED_KEY, SessionState, layered_allowances
+from .verdicts import (
+    CALIBRATION,
+    NO_RESULT,
+    OUTPUT,
+    PARTIAL_RUN,
+    USAGE,
+    Reason,
+    Verdict,
+)
+
+if TYPE_CHECKING:
+    from .results import EvaluationResult
+
+
+class Reporter:
+    """Collects evaluation payloads from test reports (local or from xdist workers) and,
+    on the controller only, prints the summary, records baselines, writes the outputs."""
+
+    def __init__(self, config: pytest.Config, state: SessionState) -> None:
+        self.config = config
+        self.state = state
+        #: node id -> (declaration order, that item's evaluations from its latest attempt;
+        #: reruns replace)
+        self.received: dict[str, tuple[int, list[EvaluationResult | dict[str, Any]]]] = {}
+        #: why the session fails beyond its evaluations (baseline not written, outputs...)
+        self.reasons: list[Reason] = []
+        #: node ids of tests that failed without an evaluation (setup errors, bad settings)
+        self.broken: set[str] = set()
+        #: node ids of golden evaluations whose test body ran (passed or failed)
+        self.ran: set[str] = set()
+        self.notes: list[str] = []  # printed at the end of the summary section
+        self.rerun: set[str] = set()  # node ids whose current attempt will be run again
+        self._results: list[tuple[str, EvaluationResult]] | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if str(report.outcome) == "rerun" or report.nodeid in self.rerun:  # rerunfailures
+            self._drop_attempt(report)
+            return
+        payloads: list[EvaluationResult | dict[str, Any]] = [
+            *(getattr(report, "retrieval", None) or []),
+            *(getattr(report, "retrieval_results", None) or []),
+        ]
+        if report.failed and not payloads:  # e.g. the retriever fixture raised in setup
+            self.broken.add(report.nodeid)
+        if report.when != "call":
+            return
+        if payloads:
+            self.broken.discard(report.nodeid)
+            order = getattr(report, "retrieval_order", None)
+            if order is None:
+                order = self.state.order.get(report.nodeid, len(self.state.order))
+            self.received[report.nodeid] = (order, payloads)
+            self._results = None
+        elif report.nodeid in self.received:  # a rerun that evaluated nothing
+            del self.received[report.nodeid]
+            self._results = None
+        if not report.skipped:
+            self.ran.add(report.nodeid)
+
+    def _drop_attempt(self, report: pytest.TestReport) -> None:
+        """pytest-rerunfailures: only the last attempt counts, in JUnit too, which reads the
+        properties from the attempt's teardown report (after this hook: tryfirst)."""
+        report.user_properties = [
+            p for p in report.user_properties if not str(p[0]).startswith("retrieval.")
+        ]
+        self.rerun.add(report.nodeid)
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        """A new attempt starts (older rerunfailures log no teardown for a rerun attempt)."""
+        self.rerun.discard(nodeid)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist: the golden items each worker collected, for the partial-run check."""
+        for path, ids in (getattr(node, "workeroutput", {}) or {}).get(EXPECTED_KEY, {}).items():
+            self.state.expected.setdefault(Path(path), set()).update(ids)
+
+    def results(self, nodeids: set[str] | None = None) -> list[EvaluationResult]:
+        """Every evaluation of the session (or of the items ``nodeids``), in declaration
+        order (the same under xdist); rebuilt from worker payloads once."""
+        from .results import EvaluationResult
+
+        if self._results is None:
+            ordered = sorted(self.received.items(), key=lambda kv: (kv[1][0], kv[0]))
+            self._results = [
+                (nodeid, r if isinstance(r, EvaluationResult) else EvaluationResult.from_dict(r))
+                for nodeid, (_, payloads) in ordered
+                for r in payloads
+            ]
+        return [r for nodeid, r in self._results if nodeids is None or nodeid in nodeids]
+
+    def golden_ids(self) -> set[str]:
+        """Node ids of the golden-set evaluations collected (under xdist: by the workers)."""
+        return set().union(*self.state.expected.values())
+
+    def verdict(self) -> Verdict:
+        """The session's verdict: the golden-set evaluations' reasons, a reason for each of
+        them that failed before it produced a result, and the session's own. (What a test
+        does with a ``retrieval_eval`` result is that test's decision: its outcome counts.)"""
+        from .verdicts import session_verdict
+
+        golden = self.golden_ids()
+        missing = [
+            Reason(NO_RESULT, f"{nodeid} failed before it produced an evaluation (see its error)")
+            for nodeid in sorted(self.broken & golden)
+        ]
+        return session_verdict(self.results(golden), [*self.reasons, *missing])
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.received and not self.notes and not self.broken & self.golden_ids():
+            return
+        from .render.terminal import ab_lines, summary_lines
+
+        results = self.results()
+        terminalreporter.section("retrieval")
+        verbose = self.config.getoption("verbose") > 0
+        for result in results:
+            for line in summary_lines(result, verbose=verbose):
+                terminalreporter.write_line(line)
+            terminalreporter.write_line("")
+        for line in ab_lines(self._groups(results)):
+            terminalreporter.write_line(line)
+        for note in self.notes:
+            terminalreporter.write_line(note)
+        verdict = self.verdict()
+        terminalreporter.write_line(
+            f"retrieval verdict: {verdict.word}"
+            + (
+                f" ({_count(len(verdict.reasons), 'reason')}, listed above)"
+                if verdict.reasons
+                else ""
+            )
+        )
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: global properties
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.config.option.collectonly:
+            return
+        if not self.received and not self.broken & self.golden_ids():
+            return  # nothing of ours ran (e.g. only unit tests were selected)
+        settings = self.state.settings
+        if settings.judge is not None and settings.judge.validate is not None:
+            self._calibrate(session, settings.judge.validate)
+        self._groups(self.results(), session)  # an unknown --retrieval-compare-to: a reason
+        if settings.update is not None:
+            self._update_baselines(session)
+        self._write_outputs(session)
+        verdict = self.verdict()
+        self._junit_properties(verdict)
+        if not verdict.passed:
+            self._fail(session)
+
+    def _junit_properties(self, verdict: Verdict) -> None:
+        """The session's verdict as JUnit testsuite properties (``--junitxml``), so a reason
+        with no failing test case (a refused baseline update, an unwritable output) shows."""
+        for plugin in self.config.pluginmanager.get_plugins():
+            add = getattr(plugin, "add_global_property", None)
+            if callable(add):
+                add("retrieval.passed", verdict.passed)
+                for reason in verdict.reasons:
+                    add("retrieval.reason", f"{reason.kind}: {reason.message}")
+
+    def _fail(
+        self, session: pytest.Session, reason: Reason | None = None, usage: bool = False
+    ) -> None:
+        """Record why, and escalate the exit status only from OK (never hide an interrupt or
+        a usage error)."""
+        if reason is not None:
+            self.reasons.append(reason)
+            self.notes.append(reason.message)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = (
+                pytest.ExitCode.USAGE_ERROR if usage else pytest.ExitCode.TESTS_FAILED
+            )
+
+    def _calibrate(self, session: pytest.Session, labels: Path) -> None:
+        """``--retrieval-judge-validate``: the judge against human labels, in the summary."""
+        from .judge.calibration import LabelsError, calibrate
+
+        try:
+            calibration = calibrate(self.state.judge(), labels)
+        except LabelsError as exc:
+            self._fail(session, Reason(CALIBRATION, f"judge calibration NOT run: {exc}"))
+            return
+        self.notes.append(calibration.line(os.path.relpath(labels)))
+
+    def _write_outputs(self, session: pytest.Session) -> None:
+        """JSON, Markdown (and the GitHub step summary) and HTML, each only when asked for."""
+        settings = self.state.settings
+        results = self.results()
+        verdict = self.verdict()
+        renderers: list[tuple[Path, Callable[[], str]]] = []
+        if settings.report is not None:
+            from .render.json import dumps, json_report
+
+            document = json_report(results, verdict)
+            renderers.append((settings.report, lambda: dumps(document) + "\n"))
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if settings.markdown is not None or step_summary:
+            from .render.markdown import render_markdown
+
+            markdown = render_markdown(results, self._groups(results), verdict)
+            if settings.markdown is not None:
+                renderers.append((settings.markdown, lambda: markdown))
+        if settings.html is not None:
+            renderers.append((settings.html, lambda: self._html(results, verdict)))
+        for path, render in renderers:
+            target = path if path.is_absolute() else self.config.invocation_params.dir / path
+            self._write(session, target, render)
+        if step_summary:  # appended, as GitHub expects: other steps write there too
+            try:
+                with open(step_summary, "a", encoding="utf-8") as handle:
+                    handle.write(markdown + "\n")
+            except OSError as exc:
+                self._output_failed(session, Path(step_summary), exc)
+
+    def _write(self, session: pytest.Session, path: Path, render: Callable[[], str]) -> None:
+        from ._io import atomic_write
+
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, render())
+        except OSError as exc:
+            self._output_failed(session, path, exc)
+
+    def _output_failed(self, session: pytest.Session, path: Path, exc: OSError) -> None:
+        message = (
+            f"could not write {path}: {exc.strerror or exc}; check the folder exists and is "
+            "writable"
+        )
+        self._fail(session, Reason(OUTPUT, message))
+
+    def _groups(
+        self, results: list[EvaluationResult], session: pytest.Session | None = None
+    ) -> list[Any]:
+        """The A/B groups; an unknown --retrieval-compare-to is a usage error of the session
+        (reported once, at session finish) and no group is compared."""
+        from .compare import UnknownReference, ab_groups
+
+        settings = self.state.settings
+        allowances = {
+            golden.source: layered_allowances(settings, golden)
+            for golden in self.state.goldens.values()
+        }
+        try:
+            return ab_groups(results, settings.compare_to, settings.alpha, allowances)
+        except UnknownReference as exc:
+            if session is not None:
+                self._fail(session, Reason(USAGE, str(exc)), usage=True)
+            return []
+
+    def _html(self, results: list[EvaluationResult], verdict: Verdict) -> str:
+        from .baseline import find, golden_key
+        from .render.html import render_html
+
+        baselines = {}
+        for index, result in enumerate(results):
+            if result.baseline_path is None or self.state.settings.update is not None:
+                continue
+            path = Path(result.baseline_path)
+            entries = self.state.baseline_entries(path)
+            key = golden_key(result.golden_source, path)
+            entry = find(entries, key, result.golden_name, result.retriever_id)
+            if entry is not None:
+                baselines[index] = entry
+        return render_html(results, self._groups(results), baselines, verdict=verdict)
+
+    def partial(self) -> dict[str, list[str]]:
+        """Golden set source -> why this run cannot stand for the whole set (absent when it
+        can). Decided from the items: was each evaluation of the set collected and run?"""
+        reasons: dict[str, list[str]] = {}
+        for path, ids in self.state.expected.items():
+            golden = self.state.goldens.get(path)
+            if golden is None:
+                continue
+            missing = sorted(ids - self.ran)
+            if missing:
+                reasons.setdefault(golden.source, []).append(
+                    f"{len(missing)} of {len(ids)} evaluations of {os.path.relpath(golden.source)} "
+                    f"were deselected or did not run ({', '.join(missing[:3])})"
+                )
+            if golden.sampled_from is not None:
+                reasons.setdefault(golden.source, []).append("--retrieval-sample")
+        for result in self.results():
+            if result.errors:
+                reasons.setdefault(result.golden_source, []).append(
+                    f"{len(result.errors)} failed retriever calls in {result.golden_name} "
+                    f"[{result.retriever_id}]"
+                )
+        return reasons
+
+    def _update_baselines(self, session: pytest.Session) -> None:
+        from ._io import git_info, now
+        from .baseline import BaselineError, find, golden_key, read, update
+        from .compare import entry_from_result
+
+        partial = {} if self.state.settings.update == "force" else self.partial()
+        refused = sorted({reason for reasons in partial.values() for reason in reasons})
+        if refused:
+            message = (
+                "baseline NOT updated for "
+                + ", ".join(sorted(os.path.relpath(s) for s in partial))
+                + ": this run is partial ("
+                + "; ".join(refused)
+                + "). Run the whole golden set, or force it with "
+                "--retrieval-update-baseline=force"
+            )
+            self._fail(session, Reason(PARTIAL_RUN, message))
+        git = git_info(self.config.rootpath)
+        created = now()
+        by_path: dict[Path, list[Any]] = {}
+        for result in self.results():
+            if result.baseline_path is not None and result.golden_source not in partial:
+                path = Path(result.baseline_path)
+                key = golden_key(result.golden_source, path)
+                try:
+                    old = read(path)
+                except BaselineError:  # a corrupt file is replaced below; nothing to keep
+                    old = {}
+                previous = find(old, key, result.golden_name, result.retriever_id)
+                entry = entry_from_result(result, git, created, golden_key=key, previous=previous)
+                by_path.setdefault(path, []).append(entry)
+        for path, entries in by_path.items():
+            try:
+                update(path, entries, replace_corrupt=True)
+            except (BaselineError, OSError) as exc:
+                self._fail(session, Reason(OUTPUT, f"baseline NOT updated: {exc}"))
+                continue
+            keys = ", ".join(e.key for e in entries)
+            self.notes.append(f"baseline written: {os.path.relpath(path)} ({keys})")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
