@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import hashlib
+import importlib
 import json
 import math
 import os
@@ -48,6 +50,21 @@ PRICES: dict[str, tuple[float, float]] = {
 MAX_OUTPUT_TOKENS = 200
 REASON_CHARS = 300
 GRADED_ON_TOPIC = 2  # on the 0-3 scale, "moderately relevant" and up count as on topic
+
+
+@functools.cache
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """Transport errors some httpx / httpcore versions let through the SDK unwrapped (seen:
+    ``httpcore2.ReadTimeout`` from a server that accepts and never answers): treated like
+    the SDK's own timeout or connection error, never a crash of the evaluation."""
+    found: list[type[BaseException]] = [OSError]
+    for module in ("httpx", "httpcore", "httpcore2"):
+        for name in ("TransportError", "NetworkError", "TimeoutException", "ProtocolError"):
+            try:
+                found.append(getattr(importlib.import_module(module), name))
+            except (ImportError, AttributeError):
+                continue
+    return tuple(found)
 
 
 class JudgeConfigError(ConfigError):
@@ -416,6 +433,11 @@ class Judge:
         import openai
 
         text, truncated = self._budgeted(pair.text)
+        transient: tuple[type[BaseException], ...] = (
+            openai.APITimeoutError,
+            openai.APIConnectionError,
+            *transport_errors(),
+        )
         attempt = 0
         while True:
             stop = self._spend_allowed()
@@ -440,9 +462,11 @@ class Judge:
             except (openai.RateLimitError, openai.InternalServerError) as exc:
                 wait = self._retry_wait(exc, attempt)
                 cause = f"HTTP {exc.status_code} from the judge endpoint"
-            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            except transient as exc:
                 wait = self._backoff(attempt)
-                timed_out = isinstance(exc, openai.APITimeoutError)
+                timed_out = (
+                    isinstance(exc, openai.APITimeoutError) or "Timeout" in type(exc).__name__
+                )
                 cause = (
                     f"no answer within {self.config.timeout:g} s (--retrieval-judge-timeout)"
                     if timed_out
