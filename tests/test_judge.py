@@ -311,3 +311,15 @@ def test_wilson_interval() -> None:
     assert wilson_interval(0, 10) == (0.0, pytest.approx(z2 / (10 + z2)))
     low, high = wilson_interval(50, 100)
     assert low == pytest.approx(0.40383, abs=1e-5) and high == pytest.approx(0.59617, abs=1e-5)
+
+
+def test_transport_errors_are_told_by_package_not_by_class_identity() -> None:
+    """httpcore2's classes can be loaded twice in one process (pytester re-imports): an
+    isinstance check against classes held from the first load missed a ReadTimeout in CI."""
+    from pytest_retrieval.judge.client import is_transport_error
+
+    reloaded = type("ReadTimeout", (Exception,), {"__module__": "httpcore2._exceptions"})
+    assert is_transport_error(reloaded("timed out"))
+    assert is_transport_error(ConnectionResetError())
+    assert not is_transport_error(ValueError("not JSON"))
+    assert not is_transport_error(type("Boom", (Exception,), {"__module__": "mylib"})())

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import functools
 import hashlib
-import importlib
 import json
 import math
 import os
@@ -52,19 +50,18 @@ REASON_CHARS = 300
 GRADED_ON_TOPIC = 2  # on the 0-3 scale, "moderately relevant" and up count as on topic
 
 
-@functools.cache
-def transport_errors() -> tuple[type[BaseException], ...]:
-    """Transport errors some httpx / httpcore versions let through the SDK unwrapped (seen:
-    ``httpcore2.ReadTimeout`` from a server that accepts and never answers): treated like
-    the SDK's own timeout or connection error, never a crash of the evaluation."""
-    found: list[type[BaseException]] = [OSError]
-    for module in ("httpx", "httpcore", "httpcore2"):
-        for name in ("TransportError", "NetworkError", "TimeoutException", "ProtocolError"):
-            try:
-                found.append(getattr(importlib.import_module(module), name))
-            except (ImportError, AttributeError):
-                continue
-    return tuple(found)
+#: packages whose exceptions are transport failures (a timeout, a reset connection)
+TRANSPORT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "anyio"})
+
+
+def is_transport_error(exc: BaseException) -> bool:
+    """A transport error some httpx / httpcore versions let through the SDK unwrapped (seen:
+    ``httpcore2.ReadTimeout`` from a server that accepts and never answers), told by the
+    package that raised it: its classes can be loaded twice in one process (pytester
+    re-imports), so an ``isinstance`` against classes held from earlier can miss."""
+    return isinstance(exc, OSError) or any(
+        cls.__module__.split(".")[0] in TRANSPORT_PACKAGES for cls in type(exc).__mro__
+    )
 
 
 class JudgeConfigError(ConfigError):
@@ -433,11 +430,6 @@ class Judge:
         import openai
 
         text, truncated = self._budgeted(pair.text)
-        transient: tuple[type[BaseException], ...] = (
-            openai.APITimeoutError,
-            openai.APIConnectionError,
-            *transport_errors(),
-        )
         attempt = 0
         while True:
             stop = self._spend_allowed()
@@ -462,20 +454,16 @@ class Judge:
             except (openai.RateLimitError, openai.InternalServerError) as exc:
                 wait = self._retry_wait(exc, attempt)
                 cause = f"HTTP {exc.status_code} from the judge endpoint"
-            except transient as exc:
-                wait = self._backoff(attempt)
-                timed_out = (
-                    isinstance(exc, openai.APITimeoutError) or "Timeout" in type(exc).__name__
-                )
-                cause = (
-                    f"no answer within {self.config.timeout:g} s (--retrieval-judge-timeout)"
-                    if timed_out
-                    else "cannot connect to the judge endpoint"
-                )
+            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                wait, cause = self._backoff(attempt), self._transient(exc)
             except openai.APIStatusError as exc:
                 return self._ungraded(f"HTTP {exc.status_code} from the judge endpoint")
             except (openai.APIError, ValueError) as exc:  # e.g. a body that is not JSON
                 return self._ungraded(f"malformed response: {_scrub(str(exc))[:120]}")
+            except Exception as exc:
+                if not is_transport_error(exc):
+                    raise
+                wait, cause = self._backoff(attempt), self._transient(exc)
             else:
                 return self._read(response, truncated)
             if attempt >= self.config.max_retries:
@@ -488,6 +476,12 @@ class Judge:
             attempt += 1
             self.counts["retries"] += 1
             await asyncio.sleep(wait)
+
+    def _transient(self, exc: BaseException) -> str:
+        """Why a call that may succeed when retried failed: a timeout, or no connection."""
+        if "Timeout" in type(exc).__name__:  # openai.APITimeoutError, httpcore's ReadTimeout
+            return f"no answer within {self.config.timeout:g} s (--retrieval-judge-timeout)"
+        return "cannot connect to the judge endpoint"
 
     async def _create(self, client: Any, messages: list[dict[str, str]]) -> Any:
         """One request; structured output, falling back to JSON mode once a server says it
