@@ -11,13 +11,29 @@ the injection checks) and injects faults on demand:
   that fault on every request;
 - ``server.api_key``: requests without ``Authorization: Bearer <key>`` get 401;
 - ``server.reject_json_schema``: ``response_format`` of type json_schema gets a 400, as on
-  servers without structured outputs.
+  servers without structured outputs;
+- ``server.fault``: a fault for every request (after the script), one of the above or
+  ``"503html"`` (503, HTML body), ``"reset"`` (close the connection unanswered), ``"never"``
+  (never answer until the server stops), ``"quota"`` (OpenAI's insufficient_quota 429),
+  ``"nullmsg"`` (``message: null``), ``"badusage"`` (usage with strings), ``"retrysoon"``
+  (429 with ``Retry-After: soon``), ``"400"`` (the same 400 every time);
+- ``server.override``: fields merged into every answer (``{"score": 1.7}``, NaN, ``"yes"``);
+- ``server.echo_auth``: error messages and answers' reasons echo the Authorization header;
+- ``server.reasoning``: answers like gpt-5-mini / the o-series: 400 for ``max_tokens`` and
+  for a ``temperature`` other than 1;
+- ``server.refuse_share``: refuse that share of the pairs, chosen by a hash of query and
+  document (a rerun refuses the same ones);
+- ``server.hold_after``: after that many answers, hold every request until the server stops
+  (to kill a run after N paid answers); ``server.answers`` counts the answers sent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +42,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+RUNNING = {"validating", "in_progress", "finalizing", "cancelling"}  # Batch API states
 STOP = {"the", "a", "an", "of", "on", "in", "for", "to", "and", "is", "are", "what", "how"}
 
 
@@ -50,6 +67,10 @@ class Seen:
     response_format: str | None
     authorized: bool
     outside_tags: str = ""  # the user message with every tagged section removed
+    body: dict[str, Any] = field(default_factory=dict)  # the whole request body
+    arrived: float = 0.0  # time.monotonic() when the request was read
+    finished: float = 0.0  # time.monotonic() when the response was written
+    status: int = 0  # the HTTP status answered (0: none, the connection was dropped)
 
 
 @dataclass
@@ -59,9 +80,26 @@ class JudgeServer:
     reject_json_schema: bool = False
     graded: bool = False
     script: list[str] = field(default_factory=list)
+    fault: str | None = None
+    override: dict[str, Any] = field(default_factory=dict)
+    echo_auth: bool = False
+    reasoning: bool = False
+    refuse_share: float = 0.0
+    hold_after: int | None = None
+    answers: int = 0
     requests: list[Seen] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The Batch API (see ``batch_end``): what a new batch reports; how many of its requests
+    # ran (None: all), of which the first ``batch_failed`` are error-file lines; a failed
+    # batch's errors.data messages; a (status, message) answer to POST /v1/batches, where
+    # "{authorization}" in the message echoes the request's Authorization header.
+    batch_status: str = "completed"
+    batch_ran: int | None = None
+    batch_failed: int = 0
+    batch_errors: list[str] = field(default_factory=list)
+    batch_create_error: tuple[int, str] | None = None
+    batch_results: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> on end
     in_flight: int = 0
     max_in_flight: int = 0
     port: int = 0
@@ -72,16 +110,37 @@ class JudgeServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def batch_end(self, status: str = "completed") -> None:
+        """Every batch still running ends in ``status`` (completed, expired, cancelled),
+        with the output and error files of the requests it ran."""
+        for batch_id, batch in self.batches.items():
+            if batch["status"] in RUNNING:
+                batch.update(self.batch_results[batch_id], status=status)
+
     def answer(self, seen: Seen) -> dict[str, Any]:
-        """The verdict this server gives: term overlap of query and document."""
+        """The verdict this server gives: term overlap of query and document (with a
+        confidence when the request's schema asks for one), then ``override``."""
         score = overlap(seen.query or "", seen.document or "")
-        if seen.system.find("grade: 0, 1, 2 or 3") >= 0:
-            return {"grade": round(score * 3), "reason": f"{score:.0%} of the query terms"}
-        return {
-            "on_topic": score >= 0.5,
-            "score": round(score, 3),
-            "reason": f"{score:.0%} of the query terms appear",
-        }
+        wanted = (seen.body.get("response_format") or {}).get("json_schema") or {}
+        schema = wanted.get("schema") or {}
+        fields = schema.get("properties") or {}
+        answer: dict[str, Any]
+        if "grade" in fields or seen.system.find("grade: 0, 1, 2 or 3") >= 0:
+            answer = {"grade": round(score * 3), "reason": f"{score:.0%} of the query terms"}
+        else:
+            answer = {
+                "on_topic": score >= 0.5,
+                "score": round(score, 3),
+                "reason": f"{score:.0%} of the query terms appear",
+            }
+        if "confidence" in fields:
+            answer["confidence"] = 0.9
+        return {**answer, **self.override}
+
+    def refuses(self, seen: Seen) -> bool:
+        """Whether ``refuse_share`` picks this pair (the same pairs on every run)."""
+        digest = hashlib.sha256(f"{seen.query}\n{seen.document}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64 < self.refuse_share
 
 
 def _parse(body: dict[str, Any], authorization: str | None, key: str | None) -> Seen:
@@ -100,7 +159,7 @@ def _parse(body: dict[str, Any], authorization: str | None, key: str | None) -> 
         outside = re.sub(rf"<{tag}(-\w+)?>.*?</{tag}(-\w+)?>", "", user, flags=re.S)
     fmt = (body.get("response_format") or {}).get("type")
     authorized = key is None or authorization == f"Bearer {key}"
-    return Seen(system, user, tag, query, document, fmt, authorized, outside)
+    return Seen(system, user, tag, query, document, fmt, authorized, outside, body)
 
 
 def _completion(content: str | None, finish: str = "stop", refusal: str | None = None) -> bytes:
@@ -133,18 +192,36 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
-    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
+        self.status = status
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
-    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        body = json.dumps({"error": {"message": message, "type": "test", "code": None}})
-        self._send(status, body.encode(), headers)
+    def _error(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        kind: str = "test",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        """An OpenAI-shaped error body (echoing the Authorization header with ``echo_auth``)."""
+        if self.server_state.echo_auth:
+            message += f" (you sent Authorization: {self.headers.get('Authorization')})"
+        error = {"message": message, "type": kind, "param": param, "code": code}
+        self._send(status, json.dumps({"error": error}).encode(), headers)
 
     def do_GET(self) -> None:
         """``/stats`` for benchmarks; the Batch API's batch status and file contents."""
@@ -187,35 +264,56 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, json.dumps(info).encode())
 
     def _batch(self, body: dict[str, Any]) -> None:
-        """``POST /v1/batches``: grade every request of the input file at once."""
+        """``POST /v1/batches``: answer the input file's requests now (the first
+        ``batch_ran``, of which ``batch_failed`` go to the error file); the batch shows
+        them when it reports an ended status (at once, or at ``batch_end``)."""
         state = self.server_state
-        lines = []
-        for line in state.files[body["input_file_id"]].decode().splitlines():
-            request = json.loads(line)
+        if state.batch_create_error is not None:
+            status, message = state.batch_create_error
+            authorization = self.headers.get("Authorization") or ""
+            return self._error(status, message.replace("{authorization}", authorization))
+        requests = [json.loads(line) for line in state.files[body["input_file_id"]].splitlines()]
+        ran = requests[: state.batch_ran]
+        outputs, errors = [], []
+        for number, request in enumerate(ran):
+            if number < state.batch_failed:
+                error = {"error": {"message": "injected line failure", "type": "test"}}
+                response = {"status_code": 400, "body": error}
+                errors.append({"custom_id": request["custom_id"], "response": response})
+                continue
             seen = _parse(request["body"], None, None)
-            answer = json.dumps(state.answer(seen))
-            completion = json.loads(_completion(answer))
-            lines.append(
-                json.dumps(
-                    {
-                        "custom_id": request["custom_id"],
-                        "response": {"status_code": 200, "body": completion},
-                    }
-                )
-            )
-        output_id = f"file-{len(state.files) + 1}"
-        state.files[output_id] = ("\n".join(lines) + "\n").encode()
+            completion = json.loads(_completion(json.dumps(state.answer(seen))))
+            response = {"status_code": 200, "body": completion}
+            outputs.append({"custom_id": request["custom_id"], "response": response})
         batch_id = f"batch-{len(state.batches) + 1}"
+        ended: dict[str, Any] = {
+            "request_counts": {
+                "total": len(requests),
+                "completed": len(outputs),
+                "failed": len(errors),
+            }
+        }
+        for kind, records in (("output_file_id", outputs), ("error_file_id", errors)):
+            if records:
+                file_id = f"file-{len(state.files) + 1}"
+                state.files[file_id] = "".join(json.dumps(r) + "\n" for r in records).encode()
+                ended[kind] = file_id
+        if state.batch_status == "failed":
+            data = [{"code": "invalid", "message": m, "line": 1} for m in state.batch_errors]
+            ended = {"errors": {"object": "list", "data": data}}
+        state.batch_results[batch_id] = ended
         state.batches[batch_id] = {
             "id": batch_id,
             "object": "batch",
             "endpoint": body["endpoint"],
             "input_file_id": body["input_file_id"],
             "completion_window": "24h",
-            "status": "completed",
-            "output_file_id": output_id,
+            "status": state.batch_status,
             "created_at": 0,
+            "request_counts": {"total": len(requests), "completed": 0, "failed": 0},
         }
+        if state.batch_status not in RUNNING:
+            state.batches[batch_id].update(ended)
         self._send(200, json.dumps(state.batches[batch_id]).encode())
 
     def do_POST(self) -> None:
@@ -228,16 +326,19 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/v1/batches":
             return self._batch(body)
         seen = _parse(body, self.headers.get("Authorization"), state.api_key)
+        seen.arrived = time.monotonic()
         with state._lock:
             state.requests.append(seen)
             state.in_flight += 1
             state.max_in_flight = max(state.max_in_flight, state.in_flight)
-            fault = state.script.pop(0) if state.script else None
+            fault = state.script.pop(0) if state.script else state.fault
+        self.status = 0
         try:
             if state.latency:
                 time.sleep(state.latency)
             self._respond(state, seen, body, fault)
         finally:
+            seen.status, seen.finished = self.status, time.monotonic()
             with state._lock:
                 state.in_flight -= 1
 
@@ -246,6 +347,24 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(401, "Incorrect API key provided")
         if state.reject_json_schema and seen.response_format == "json_schema":
             return self._error(400, "response_format json_schema is not supported")
+        if state.reasoning and "max_tokens" in body:
+            return self._error(
+                400,
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.",
+                kind="invalid_request_error",
+                param="max_tokens",
+                code="unsupported_parameter",
+            )
+        if state.reasoning and body.get("temperature", 1) != 1:
+            return self._error(
+                400,
+                f"Unsupported value: 'temperature' does not support {body['temperature']} "
+                "with this model. Only the default (1) value is supported.",
+                kind="invalid_request_error",
+                param="temperature",
+                code="unsupported_value",
+            )
         if fault is None and seen.document:
             marker = re.search(r"\[\[(\w+)\]\]", seen.document)
             fault = marker.group(1) if marker else None
@@ -266,8 +385,58 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(200, _completion('{"on_topic": tr', finish="length"))
             if kind == "schema":
                 return self._send(200, _completion('{"verdict": "yes"}'))
+            if kind == "503html":
+                page = b"<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"
+                return self._send(503, page, content_type="text/html")
+            if kind == "reset":
+                return self._drop()
+            if kind == "never":
+                state._release.wait()
+                return self._drop()
+            if kind == "quota":
+                return self._error(
+                    429,
+                    "You exceeded your current quota, please check your plan and billing details.",
+                    kind="insufficient_quota",
+                    code="insufficient_quota",
+                )
+            if kind == "retrysoon":
+                return self._error(429, "slow down", {"Retry-After": "soon"})
+            if kind == "400":
+                return self._error(
+                    400,
+                    "This model is not available for chat completions on this project.",
+                    kind="invalid_request_error",
+                    code="model_not_available",
+                )
+            if kind in {"nullmsg", "badusage"}:
+                completion = json.loads(_completion(json.dumps(state.answer(seen))))
+                if kind == "nullmsg":
+                    completion["choices"][0]["message"] = None
+                else:
+                    completion["usage"] = {"prompt_tokens": "many", "completion_tokens": "n/a"}
+                return self._answer(state, json.dumps(completion).encode())
+        if state.refuses(seen):
+            return self._answer(state, _completion(None, refusal="I can't help with that."))
         answer = state.answer(seen)
-        self._send(200, _completion(json.dumps(answer)))
+        if state.echo_auth:
+            answer["reason"] = f"{answer['reason']}; {self.headers.get('Authorization')}"
+        self._answer(state, _completion(json.dumps(answer)))
+
+    def _answer(self, state: JudgeServer, body: bytes) -> None:
+        """A 200 answer, counted; held unanswered once ``hold_after`` answers were sent."""
+        with state._lock:
+            hold = state.hold_after is not None and state.answers >= state.hold_after
+            state.answers += not hold
+        if hold:
+            state._release.wait()
+            return self._drop()
+        self._send(200, body)
+
+    def _drop(self) -> None:
+        """Close the connection without an answer (an RST: linger 0)."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 @contextmanager
