@@ -13,6 +13,7 @@ import argparse
 import csv
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -399,11 +400,20 @@ def _add_judge_batch(commands: Any) -> None:
         "judge-batch",
         _judge_batch,
         help="grade a report's hits through OpenAI's Batch API, into the judge cache",
-        description="submit: send every uncached top-k hit of a --retrieval-report file as "
-        "one Batch API job and write a state file; collect: when the job is done, store its "
-        "verdicts in the judge cache. Then run pytest with --retrieval-judge "
-        "(--retrieval-judge-cache-only to make sure nothing else is called), with the same "
-        "model, scale and cache folder.",
+        description="submit: send every uncached top-k hit of a --retrieval-report file "
+        "(with its query's criteria) as Batch API jobs, split at the per-batch request and "
+        "file-size limits, and write a state file listing them; collect: store the verdicts "
+        "of every batch that has ended in the judge cache, including the partial output of a "
+        "batch that expired or was cancelled, and count what failed or never ran. Submitting "
+        "the same report again sends only the pairs not in the cache. Then run pytest with "
+        "--retrieval-judge (--retrieval-judge-cache-only to make sure nothing else is "
+        "called), with the same model, scale and cache folder.",
+        epilog="exit status: 0 done (every batch completed; requests that failed inside a "
+        "completed batch are counted, not fatal); 1 a batch failed, expired or was "
+        "cancelled (submit again for the missing pairs), an unreadable file, or an API error "
+        "worth retrying (429, 5xx, no connection); 2 bad arguments or an API error that "
+        "repeating cannot fix (400, 401, 403, 404, 413, 422); 3 collect: a batch is still "
+        "running (validating, in_progress, finalizing, cancelling), collect again later.",
     )
     sub.add_argument("action", choices=["submit", "collect"])
     sub.add_argument("source", type=Path, help="submit: a JSON report; collect: the state file")
@@ -418,6 +428,9 @@ def _add_judge_batch(commands: Any) -> None:
     sub.add_argument(
         "--cache", type=Path, default=DEFAULT_JUDGE_CACHE, help=f"default {DEFAULT_JUDGE_CACHE}"
     )
+
+
+STILL_RUNNING = 3  # judge-batch collect: exit status while a batch has not ended
 
 
 def _batch_judge(settings: dict[str, Any]) -> Any:
@@ -440,50 +453,137 @@ def _batch_judge(settings: dict[str, Any]) -> Any:
 
 
 def _judge_batch(args: argparse.Namespace) -> int:
-    import openai
-
-    from .judge.batch import collect, pairs_from_report, save_state, submit
+    from .judge.batch import BatchAPIError
 
     try:
         if args.action == "collect":
-            state = json.loads(args.source.read_text(encoding="utf-8"))
-            collected = collect(_batch_judge(state["judge"]), state["batch_id"])
-            if collected.status != "completed":
-                print(f"batch {state['batch_id']} is {collected.status}; collect again later")
-                return 0
-            print(
-                f"batch {state['batch_id']}: {collected.stored} verdicts stored in "
-                f"{state['judge']['cache']}, {collected.ungraded} ungraded"
-            )
-            return 0
-        if args.state is None:
-            raise CliError("submit needs -o STATE.json (where to remember the batch id)")
-        report = json.loads(args.source.read_text(encoding="utf-8"))
-        settings = {
-            "model": args.model,
-            "scale": args.scale,
-            "min_score": args.min_score,
-            "base_url": args.base_url,
-            "prompt": str(args.prompt) if args.prompt else None,
-            "text_budget": args.text_budget,
-            "cache": str(args.cache),
-        }
+            return _batch_collect(args)
+        return _batch_submit(args)
+    except BatchAPIError as exc:
+        print(f"pytest-retrieval judge-batch: {exc}", file=sys.stderr)
+        return 2 if exc.usage_like else 1
+
+
+def _batch_submit(args: argparse.Namespace) -> int:
+    from .judge.batch import pairs_from_report, save_state, submit
+
+    if args.state is None:
+        raise CliError("submit needs -o STATE.json (where to remember the batch ids)")
+    report = _batch_json(args.source)
+    settings = {
+        "model": args.model,
+        "scale": args.scale,
+        "min_score": args.min_score,
+        "base_url": args.base_url,
+        "prompt": str(args.prompt) if args.prompt else None,
+        "text_budget": args.text_budget,
+        "cache": str(args.cache),
+    }
+    try:
         pairs = pairs_from_report(report, _batch_corpus(args, report))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise CliError(f"{args.source}: not a pytest-retrieval report ({exc!r})") from None
+    try:
         submitted = submit(_batch_judge(settings), pairs)
-    except (OSError, json.JSONDecodeError, KeyError) as exc:
-        raise CliError(f"{args.source}: {exc}") from None
-    except openai.OpenAIError as exc:
-        raise CliError(f"the Batch API said: {type(exc).__name__}") from None
-    if not submitted.batch_id:
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if not submitted.batch_ids:
         print(f"nothing to submit: all {submitted.cached} hits are in the cache")
         return 0
-    save_state(args.state, submitted, {"judge": settings})
+    save_state(args.state, submitted, {"report": str(args.source), "judge": settings})
+    count = len(submitted.batch_ids)
     print(
-        f"submitted batch {submitted.batch_id}: {submitted.requests} requests "
+        f"submitted {count} batch{'es' if count > 1 else ''} "
+        f"({', '.join(submitted.batch_ids)}): {submitted.requests} requests "
         f"({submitted.cached} already cached); collect with: "
         f"pytest-retrieval judge-batch collect {args.state}"
     )
-    return 0
+    if submitted.error is None:
+        return 0
+    print(
+        f"pytest-retrieval judge-batch: {submitted.error}; {submitted.unsent} requests not "
+        f"sent: collect {args.state}, then submit again to send them",
+        file=sys.stderr,
+    )
+    return 2 if submitted.error.usage_like else 1
+
+
+def _batch_collect(args: argparse.Namespace) -> int:
+    """Every batch of the state file in turn, then the sum and what to do next."""
+    from .judge.batch import batch_ids, collect
+
+    state = _batch_json(args.source)
+    try:
+        ids = batch_ids(state)
+        judge = _batch_judge(state["judge"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CliError(f"{args.source}: not a judge-batch state file ({exc})") from None
+    stored = never_run = 0
+    failed: Counter[str] = Counter()
+    running = ended_early = 0
+    for batch_id in ids:
+        outcome = collect(judge, batch_id)
+        stored += outcome.stored
+        failed.update(outcome.failed)
+        never_run += outcome.never_run or 0
+        if outcome.running:
+            running += 1
+            done = "" if outcome.done is None else f" ({outcome.done} of {outcome.total} done)"
+            print(f"batch {batch_id}: still {outcome.status}{done}; collect again later")
+            continue
+        ended_early += outcome.status != "completed"
+        print(f"batch {batch_id}: {outcome.status}: {_batch_counts(outcome)}")
+        for error in outcome.errors:
+            print(f"  batch error: {error}")
+    if len(ids) > 1:
+        print(
+            f"{len(ids)} batches: "
+            + _batch_counts_text(stored, failed, never_run if ended_early else None)
+        )
+    print(f"verdicts are in {state['judge']['cache']}")
+    if running:
+        print(f"{running} still running: pytest-retrieval judge-batch collect {args.source}")
+        return STILL_RUNNING
+    if ended_early or failed:
+        report = state.get("report", "REPORT")
+        print(
+            "to send the missing pairs again (stored verdicts are cache hits): "
+            f"pytest-retrieval judge-batch submit {report} -o NEW_STATE.json"
+        )
+    return 1 if ended_early else 0
+
+
+def _batch_counts(outcome: Any) -> str:
+    never_run = None if outcome.status == "completed" else outcome.never_run
+    return _batch_counts_text(outcome.stored, outcome.failed, never_run)
+
+
+def _batch_counts_text(stored: int, failed: Counter[str], never_run: int | None) -> str:
+    """E.g. ``120 verdicts stored, 5 failed: HTTP 400: too long (3); refusal (2), 7 never run``."""
+    text = f"{stored} verdicts stored, {sum(failed.values())} failed"
+    if failed:
+        top = failed.most_common(3)
+        if len(top) == 1:
+            text += f": {top[0][0]}"
+        else:
+            text += ": " + "; ".join(f"{cause} ({n})" for cause, n in top)
+            if len(failed) > 3:
+                text += f"; {len(failed) - 3} more causes"
+    if never_run is not None:
+        text += f", {never_run} never run"
+    return text
+
+
+def _batch_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read it ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise CliError(f"{path}: not a JSON object")
+    return data
 
 
 def _batch_corpus(args: argparse.Namespace, report: dict[str, Any]) -> dict[str, str]:
