@@ -24,7 +24,10 @@ the injection checks) and injects faults on demand:
 - ``server.refuse_share``: refuse that share of the pairs, chosen by a hash of query and
   document (a rerun refuses the same ones);
 - ``server.hold_after``: after that many answers, hold every request until the server stops
-  (to kill a run after N paid answers); ``server.answers`` counts the answers sent.
+  (to kill a run after N paid answers); ``server.answers`` counts the answers sent;
+- the Batch API (``POST /v1/files``, ``/v1/batches``): ``batch_*`` fields set a new batch's
+  status, partial output, error-file lines, a failed batch's errors and a 4xx on create;
+  ``batch_end(status)`` ends the batches still running.
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ class JudgeServer:
     batch_failed: int = 0
     batch_errors: list[str] = field(default_factory=list)
     batch_create_error: tuple[int, str] | None = None
+    batch_create_ok: int = 0  # batches created before batch_create_error applies
     batch_results: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> on end
     in_flight: int = 0
     max_in_flight: int = 0
@@ -268,7 +272,7 @@ class _Handler(BaseHTTPRequestHandler):
         ``batch_ran``, of which ``batch_failed`` go to the error file); the batch shows
         them when it reports an ended status (at once, or at ``batch_end``)."""
         state = self.server_state
-        if state.batch_create_error is not None:
+        if state.batch_create_error is not None and len(state.batches) >= state.batch_create_ok:
             status, message = state.batch_create_error
             authorization = self.headers.get("Authorization") or ""
             return self._error(status, message.replace("{authorization}", authorization))
