@@ -288,6 +288,6 @@ def collect(judge: Judge, batch_id: str) -> Collected:
             with api_errors(f"reading the {kind.replace('_id', '')} {file_id} of {batch_id}"):
                 text = client.files.content(file_id).text
             _read_lines(judge, text, outcome)
-    if outcome.total is not None:
+    if outcome.total:  # a batch that failed validation may report 0: unknown
         outcome.never_run = max(0, outcome.total - outcome.stored - sum(outcome.failed.values()))
     return outcome
