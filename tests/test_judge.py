@@ -131,7 +131,9 @@ def test_retry_after_beyond_the_max_wait_gives_up(server: JudgeServer, waits: li
 def test_server_errors_are_retried_then_ungraded(server: JudgeServer, waits: list[float]) -> None:
     judge = make(server, concurrency=1, max_retries=2)
     verdict = judge.judge([JudgePair(QUERY, None, "x", f"{ON} [[500]]")])[0]
-    assert verdict.error == "HTTP 500 from the judge endpoint; gave up after 3 attempts"
+    assert verdict.error == (
+        "HTTP 500 from the judge endpoint: injected 500; gave up after 3 attempts"
+    )
     assert len(server.requests) == 3 and len(waits) == 2
 
 
@@ -169,7 +171,10 @@ def test_auth_error_names_the_fix_and_stops_calling(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-0123456789")
     judge = make(server, concurrency=2)
     verdicts = judge.judge(pairs(30))
-    assert {v.error for v in verdicts} == {"401 from the judge endpoint: check OPENAI_API_KEY"}
+    assert {v.error for v in verdicts} == {
+        f"stopped calling the judge at {server.base_url}: HTTP 401 from the judge endpoint: "
+        "Incorrect API key provided (check OPENAI_API_KEY)"
+    }
     assert len(server.requests) <= 2  # no point asking 30 times
     assert "sk-wrong" not in json.dumps(judge.summary())
 

@@ -2,16 +2,40 @@
 
 SQLite (WAL mode, busy timeout) because several processes write at once — xdist workers,
 parallel CI jobs on one cache folder — and a reader must never see half a record. Values
-are JSON text, never pickle: a cache file is safe to share and to inspect.
+are JSON text, never pickle: a cache file is safe to share and to inspect. Each ``put``
+commits on its own, so a run that is killed keeps every answer it had paid for.
+
+A cache file that is not a database (truncated, overwritten) is moved aside to
+``<file>.corrupt`` with a :class:`CacheWarning` and a new one is started; a file that breaks
+later in the run turns the cache off for the rest of it (with a warning). A cache is a
+convenience: it never stops an evaluation.
+
+``claim``/``release`` let processes sharing the file agree who asks the judge about a key,
+so a pair needed by two xdist workers is paid for once.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import threading
+import time
+import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+    "at REAL NOT NULL)",
+)
+
+
+class CacheWarning(UserWarning):
+    """The cache file could not be used as it was (the run goes on)."""
 
 
 class JsonCache:
@@ -21,8 +45,46 @@ class JsonCache:
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"{name}.sqlite"
         self._local = threading.local()
-        self._db().execute(
-            "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        self.broken: str | None = None  # why the cache is off for the rest of the run
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        try:
+            self._create()
+        except sqlite3.DatabaseError as exc:
+            self._set_aside(exc)
+
+    def _create(self) -> None:
+        db = self._db()
+        for statement in _SCHEMA:
+            db.execute(statement)
+        db.execute("SELECT COUNT(*) FROM entries").fetchone()  # reads a page: finds garbage
+
+    def _set_aside(self, exc: sqlite3.DatabaseError) -> None:
+        """Move a file that is not a database to ``<file>.corrupt`` and start anew."""
+        self._close()
+        aside = self.path.with_name(self.path.name + ".corrupt")
+        try:
+            os.replace(self.path, aside)
+            for suffix in ("-wal", "-shm"):
+                extra = self.path.with_name(self.path.name + suffix)
+                if extra.exists():
+                    os.replace(extra, aside.with_name(aside.name + suffix))
+            self._create()
+        except (OSError, sqlite3.DatabaseError) as again:
+            self._off(f"cannot use {self.path} ({exc}), nor start a new one ({again})")
+            return
+        warnings.warn(
+            CacheWarning(
+                f"pytest-retrieval: the cache {self.path} was not a usable SQLite database "
+                f"({exc}); moved it aside to {aside} and started an empty cache "
+                "(delete the .corrupt file once you no longer need it)"
+            ),
+            stacklevel=3,
+        )
+
+    def _off(self, why: str) -> None:
+        self.broken = why
+        warnings.warn(
+            CacheWarning(f"pytest-retrieval: cache off for this run: {why}"), stacklevel=3
         )
 
     def _db(self) -> sqlite3.Connection:
@@ -35,24 +97,113 @@ class JsonCache:
             self._local.db = db
         return db
 
+    def _close(self) -> None:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
     def get(self, key: str) -> Any:
-        row = self._db().execute("SELECT value FROM entries WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        if self.broken is not None:
+            return None
+        try:
+            row = self._db().execute("SELECT value FROM entries WHERE key = ?", (key,)).fetchone()
+            return None if row is None else json.loads(row[0])
+        except sqlite3.DatabaseError as exc:
+            self._off(f"{self.path} broke while reading it ({exc}); delete it to start anew")
+        except ValueError:  # a row that is not JSON: treat as missing
+            pass
+        return None
 
     def put(self, key: str, value: Any) -> None:
-        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
-        self._db().execute("INSERT OR REPLACE INTO entries (key, value) VALUES (?, ?)", (key, text))
+        self.put_many([(key, value)])
 
-    def put_many(self, items: list[tuple[str, Any]]) -> None:
+    def put_many(self, items: Iterable[tuple[str, Any]]) -> None:
+        """Store several values in one transaction (committed before this returns), and
+        drop this object's claims on their keys."""
+        if self.broken is not None:
+            return
         rows = [(key, json.dumps(v, sort_keys=True, ensure_ascii=False)) for key, v in items]
+        if not rows:
+            return
         db = self._db()
-        db.execute("BEGIN IMMEDIATE")
         try:
-            db.executemany("INSERT OR REPLACE INTO entries (key, value) VALUES (?, ?)", rows)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("INSERT OR REPLACE INTO entries (key, value) VALUES (?, ?)", rows)
+                db.executemany(  # answered: this object's claims on them are done
+                    "DELETE FROM claims WHERE key = ? AND owner = ?",
+                    [(key, self.owner) for key, _ in rows],
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            self._off(f"{self.path} broke while writing it ({exc}); delete it to start anew")
+
+    def claim(self, keys: Iterable[str], stale_after: float) -> set[str]:
+        """The ``keys`` this cache object may now ask for: nobody else holds them, or the
+        holder died (same host, process gone) or has held them over ``stale_after`` s."""
+        wanted = list(keys)
+        if self.broken is not None:
+            return set(wanted)
+        now = time.time()
+        db = self._db()
+        mine: set[str] = set()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for key in wanted:
+                    row = db.execute(
+                        "SELECT owner, at FROM claims WHERE key = ?", (key,)
+                    ).fetchone()
+                    if row is None or row[0] == self.owner or _stale(row, now, stale_after):
+                        mine.add(key)
+                db.executemany(
+                    "INSERT OR REPLACE INTO claims (key, owner, at) VALUES (?, ?, ?)",
+                    [(key, self.owner, now) for key in mine],
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            self._off(f"{self.path} broke while writing it ({exc}); delete it to start anew")
+            return set(wanted)
+        return mine
+
+    def release(self, keys: Iterable[str]) -> None:
+        """Give up this object's claims on ``keys`` (answered or not)."""
+        if self.broken is not None:
+            return
+        rows = [(key, self.owner) for key in keys]
+        if not rows:
+            return
+        try:
+            self._db().executemany("DELETE FROM claims WHERE key = ? AND owner = ?", rows)
+        except sqlite3.DatabaseError as exc:
+            self._off(f"{self.path} broke while writing it ({exc}); delete it to start anew")
 
     def __len__(self) -> int:
+        if self.broken is not None:
+            return 0
         return int(self._db().execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+
+
+def _stale(claim: tuple[str, float], now: float, stale_after: float) -> bool:
+    """A claim whose holder is gone: held too long, or its process died (same host)."""
+    owner, at = claim
+    if now - at > stale_after:
+        return True
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, another user's
+        return False
+    return False

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .validators import existing_file, fraction, positive_float, positive_int
+from .validators import existing_file, fraction, positive_float, positive_int, seconds_or_zero
 
 DEFAULT_JUDGE_MODEL = "gpt-4.1-mini"
+#: seconds after its first call that a process stops calling the judge (0: never)
+DEFAULT_DEADLINE = 1800.0
 
 
 def add_judge_options(group: Any) -> None:
@@ -45,6 +47,23 @@ def add_judge_options(group: Any) -> None:
         help="a hit is on topic when the judge says yes with at least this score (default 0.5)",
     )
     group.addoption(
+        "--retrieval-judge-relevance-level",
+        type=int,
+        choices=[1, 2, 3],
+        default=2,
+        help="on the 0-3 scale, the lowest grade that counts as relevant / on topic for "
+        "otr@k, llm_precision@k and llm_mrr@k (default 2: grade 1 would not satisfy the "
+        "searcher)",
+    )
+    group.addoption(
+        "--retrieval-judge-samples",
+        type=positive_int,
+        metavar="N",
+        default=1,
+        help="ask N times per hit (seeds 0..N-1) and report how often the answers agree; "
+        "the verdict is the majority (default 1)",
+    )
+    group.addoption(
         "--retrieval-judge-min-coverage",
         type=fraction,
         metavar="FRACTION",
@@ -64,6 +83,23 @@ def add_judge_options(group: Any) -> None:
         metavar="SECONDS",
         default=60.0,
         help="timeout of one judge request (default 60)",
+    )
+    group.addoption(
+        "--retrieval-judge-deadline",
+        type=seconds_or_zero,
+        metavar="SECONDS",
+        default=None,
+        help=f"stop calling the judge this long after its first call; the hits left count "
+        f"as ungraded (default {DEFAULT_DEADLINE:g}; 0: no deadline). ini: "
+        "retrieval_judge_deadline",
+    )
+    group.addoption(
+        "--retrieval-judge-max-failures",
+        type=positive_int,
+        metavar="N",
+        default=8,
+        help="circuit breaker: stop calling the judge after N consecutive connection "
+        "errors, timeouts or 5xx answers (default 8)",
     )
     group.addoption(
         "--retrieval-judge-max-wait",

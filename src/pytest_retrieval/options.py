@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .errors import ConfigError
-from .judge_options import DEFAULT_JUDGE_MODEL, add_judge_options
+from .judge_options import DEFAULT_DEADLINE, DEFAULT_JUDGE_MODEL, add_judge_options
 from .validators import (
     alpha_arg,
     cutoff,
@@ -24,6 +24,7 @@ from .validators import (
     metric_arg,
     positive_float,
     positive_int,
+    seconds_or_zero,
     threshold_arg,
 )
 
@@ -236,6 +237,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("retrieval_judge_model", "LLM judge model", default="")
     parser.addini("retrieval_judge_cache", "LLM judge cache folder", default="")
     parser.addini(
+        "retrieval_judge_deadline",
+        "seconds after its first call that the LLM judge stops calling (0: no deadline)",
+        default="",
+    )
+    parser.addini(
         "retrieval_judge_prices",
         "MODEL=INPUT,OUTPUT lines: US$ per million tokens, for the cost estimate",
         type="linelist",
@@ -320,6 +326,10 @@ class JudgeSettings:
     validate: Path | None
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
     fallback: str = "error"  # without credentials: "error" or "cache-only"
+    relevance_level: int = 2
+    samples: int = 1
+    deadline: float | None = DEFAULT_DEADLINE  # None: no deadline
+    max_failures: int = 8
 
 
 def _ini_number(config: pytest.Config, name: str, kind: Callable[[str], Any]) -> Any:
@@ -486,7 +496,22 @@ def _judge_settings(config: pytest.Config) -> JudgeSettings:
         validate=Path(validate).resolve() if validate else None,
         prices=_prices(list(config.getini("retrieval_judge_prices"))),
         fallback=_fallback(config),
+        relevance_level=option("relevance_level"),
+        samples=option("samples"),
+        deadline=_deadline(config),
+        max_failures=option("max_failures"),
     )
+
+
+def _deadline(config: pytest.Config) -> float | None:
+    """--retrieval-judge-deadline, else ini retrieval_judge_deadline, else the default;
+    0 means none."""
+    chosen = config.getoption("retrieval_judge_deadline")
+    if chosen is None:
+        chosen = _ini_number(config, "retrieval_judge_deadline", seconds_or_zero)
+    if chosen is None:
+        chosen = DEFAULT_DEADLINE
+    return float(chosen) or None
 
 
 def _fallback(config: pytest.Config) -> str:

@@ -115,6 +115,10 @@ def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> 
                 prompt_file=settings.prompt_file,
                 text_budget_chars=settings.text_budget,
                 prices=settings.prices,
+                relevance_level=settings.relevance_level,
+                samples=settings.samples,
+                deadline=settings.deadline,
+                max_failures=settings.max_failures,
             )
         )
 

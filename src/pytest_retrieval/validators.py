@@ -84,6 +84,10 @@ def positive_float(text: str) -> float:
     return _number(text, float, lambda v: v > 0, "a number of seconds > 0")
 
 
+def seconds_or_zero(text: str) -> float:
+    return _number(text, float, lambda v: 0 <= v < float("inf"), "a number of seconds >= 0")
+
+
 def fraction(text: str) -> float:
     return _number(text, float, lambda v: 0 <= v <= 1, "a number between 0 and 1")
 

@@ -1,35 +1,50 @@
 """The LLM judge: grades (query, document) pairs through the official ``openai`` client.
 
+Built to be left running in CI:
+
+- **Faults are never verdicts.** A pair that cannot be graded — refusal, malformed or
+  out-of-range answer, exhausted retries, budget or deadline spent — gets a Verdict with
+  ``error`` set, and the metrics leave it out (see :mod:`.answers` for the reading rules).
+- **Paid answers are never lost.** Each answer is committed to the cache as it arrives;
+  the cache keeps the model's observation and the policy (min score, relevance level) is
+  applied on reading, so a threshold change never needs a new call. Processes sharing the
+  cache claim a pair before asking, so xdist workers do not pay twice.
+- **A dead endpoint stops fast.** Consecutive transport/5xx failures open a circuit
+  breaker; an identical 4xx repeating stops the calls; fatal errors (bad key, unknown model,
+  no quota) stop them at once; a deadline ends the phase. A 429 pauses every task at once
+  (one shared pause), and a backing-off task does not hold a concurrency slot.
+
 Concurrency is bounded by a semaphore on a private event loop (so it works whether or not
-the caller runs one). The SDK's own retries are off: this module retries 429/5xx/timeouts
-itself, honouring Retry-After even beyond the SDK's 120 s cap (up to ``max_retry_wait``),
-and counts every request. A pair that cannot be graded — refusal, malformed or truncated
-output, exhausted retries, auth error, budget spent — gets a Verdict with ``error`` set:
-failures are never turned into "off topic".
+the caller runs one). The SDK's own retries are off: this module retries and counts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import hashlib
 import json
-import math
 import os
 import random
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .._loop import run_private
 from ..cache import JsonCache
 from ..errors import ConfigError
+from .answers import (
+    Observation,
+    Verdict,
+    apply_policy,
+    combine,
+    read_completion,
+    read_usage,
+    strict_schema,
+)
+from .calls import Failure, RequestShape, classify, is_transport_error, scrub
 from .prompts import Prompt
 
 ProgressCallback = Callable[[int, int], None]
@@ -45,23 +60,10 @@ PRICES: dict[str, tuple[float, float]] = {
     "gpt-5-nano": (0.05, 0.40),
 }
 
-MAX_OUTPUT_TOKENS = 200
-REASON_CHARS = 300
-GRADED_ON_TOPIC = 2  # on the 0-3 scale, "moderately relevant" and up count as on topic
-
-
-#: packages whose exceptions are transport failures (a timeout, a reset connection)
-TRANSPORT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "anyio"})
-
-
-def is_transport_error(exc: BaseException) -> bool:
-    """A transport error some httpx / httpcore versions let through the SDK unwrapped (seen:
-    ``httpcore2.ReadTimeout`` from a server that accepts and never answers), told by the
-    package that raised it: its classes can be loaded twice in one process (pytester
-    re-imports), so an ``isinstance`` against classes held from earlier can miss."""
-    return isinstance(exc, OSError) or any(
-        cls.__module__.split(".")[0] in TRANSPORT_PACKAGES for cls in type(exc).__mro__
-    )
+#: the same 4xx (status and message) this many times in a row stops every call
+REPEATED_4XX = 3
+#: the cache key's layout; bump when what it covers changes
+KEY_VERSION = 2
 
 
 class JudgeConfigError(ConfigError):
@@ -87,6 +89,14 @@ class JudgeConfig:
     prompt_file: Path | None = None
     text_budget_chars: int = 4000
     prices: Mapping[str, tuple[float, float]] | None = None
+    #: on the 0-3 scale, the lowest grade that counts as relevant / on topic
+    relevance_level: int = 2
+    #: ask this many times per pair and report the agreement (majority verdict)
+    samples: int = 1
+    #: seconds after its first call that this process stops calling (None: never)
+    deadline: float | None = 1800.0
+    #: consecutive transport / 5xx failures that stop every call
+    max_failures: int = 8
 
 
 @dataclass(frozen=True)
@@ -99,57 +109,8 @@ class JudgePair:
     text: str
 
 
-#: the fields of a :class:`Verdict` that its record keeps
-_RECORDED = ("on_topic", "score", "grade", "reason", "error")
-
-
-@dataclass
-class Verdict:
-    on_topic: bool | None = None
-    score: float | None = None
-    grade: int | None = None
-    reason: str = ""
-    error: str | None = None  # why it is ungraded; None when graded
-    cached: bool = False
-    truncated: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """The verdict as cached and reported (``cached``/``truncated`` describe this run)."""
-        return {name: getattr(self, name) for name in _RECORDED}
-
-
-class BinaryAnswer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    on_topic: bool
-    score: float
-    reason: str
-
-
-class GradedAnswer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    grade: int
-    reason: str
-
-
-def _strict_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema in the strict form OpenAI's structured outputs require."""
-    schema = model.model_json_schema()
-    for prop in schema["properties"].values():
-        prop.pop("title", None)
-        prop.pop("maximum", None)
-        prop.pop("minimum", None)
-    schema.pop("title", None)
-    schema["additionalProperties"] = False
-    schema["required"] = list(schema["properties"])
-    return schema
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
-_KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{6,})")
-
-
-class _Fatal(Exception):
-    """Stops every remaining call: the endpoint refuses us (auth, unknown model)."""
+#: a unit of work: the pair, and which of its samples
+_Unit = tuple[JudgePair, int]
 
 
 class Judge:
@@ -160,6 +121,12 @@ class Judge:
         self.config = config
         if config.scale not in {"binary", "0-3"}:
             raise JudgeConfigError(f"unknown scale {config.scale!r}: use binary or 0-3")
+        if config.relevance_level not in {1, 2, 3}:
+            raise JudgeConfigError(
+                f"relevance level {config.relevance_level!r}: use 1, 2 or 3 (grades 0-3)"
+            )
+        if config.samples < 1:
+            raise JudgeConfigError(f"samples {config.samples!r}: ask at least once")
         try:
             self.prompt = Prompt.load(self.graded, config.prompt_file)
         except OSError as exc:
@@ -167,15 +134,16 @@ class Judge:
                 f"cannot read the prompt file {config.prompt_file}: {exc.strerror}"
             ) from None
         self._client_args = {} if config.cache_only else self._credentials()
-        self.cache = (
-            JsonCache(config.cache_dir, "judge")
-            if config.use_cache and config.cache_dir is not None
-            else None
-        )
+        self._cache: JsonCache | None = None
         self.counts: Counter[str] = Counter()
         self.causes: Counter[str] = Counter()
-        self.json_schema_supported = True
-        self._fatal: str | None = None
+        self.shape = RequestShape.for_model(config.model)
+        self.stopped: str | None = None  # why no more calls are made in this process
+        self._failures = 0  # consecutive transport / 5xx failures
+        self._repeat: tuple[str, int] = ("", 0)  # the last 4xx and how often in a row
+        self._pause_until = 0.0  # monotonic time before which nobody calls (a 429)
+        self._started: float | None = None  # monotonic time of the first call
+        self._agreement: list[float] = []
 
     # ------------------------------------------------------------------ configuration
 
@@ -187,6 +155,29 @@ class Judge:
     def min_coverage(self) -> float:
         return self.config.min_coverage
 
+    @property
+    def relevance_level(self) -> int:
+        return self.config.relevance_level
+
+    @property
+    def json_schema_supported(self) -> bool:
+        return self.shape.json_schema
+
+    @property
+    def endpoint(self) -> str:
+        """Where requests go (for messages; never carries a key)."""
+        if self._client_args.get("azure"):
+            return os.environ.get("AZURE_OPENAI_ENDPOINT", "Azure OpenAI")
+        return str(self._client_args.get("base_url") or "https://api.openai.com/v1")
+
+    @property
+    def cache(self) -> JsonCache | None:
+        """The verdict cache, opened on first use (so a warning about a broken file is
+        raised inside the run that meets it)."""
+        if self._cache is None and self.config.use_cache and self.config.cache_dir is not None:
+            self._cache = JsonCache(self.config.cache_dir, "judge")
+        return self._cache
+
     def _credentials(self) -> dict[str, Any]:
         """Client arguments from the config and environment; never stored anywhere else."""
         base_url = self.config.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -194,6 +185,12 @@ class Judge:
         azure_key = os.environ.get("AZURE_OPENAI_API_KEY")
         azure_endpoint = os.environ.get("AZURE_OPENAI_ENDPOINT")
         if azure_key and azure_endpoint and not base_url:
+            if not os.environ.get("OPENAI_API_VERSION"):
+                raise JudgeConfigError(
+                    "Azure OpenAI needs OPENAI_API_VERSION as well as AZURE_OPENAI_API_KEY "
+                    "and AZURE_OPENAI_ENDPOINT: set it to the API version of your deployment "
+                    "(e.g. OPENAI_API_VERSION=2024-10-21)"
+                )
             return {"azure": True}
         if key:
             return {"api_key": key, "base_url": base_url}
@@ -221,35 +218,6 @@ class Judge:
             api_key=args["api_key"], base_url=args["base_url"], timeout=self.config.timeout
         )
 
-    def request_body(self, pair: JudgePair) -> dict[str, Any]:
-        """The chat-completions request for one pair, as the Batch API takes it."""
-        model = GradedAnswer if self.graded else BinaryAnswer
-        messages, _ = self.prompt.messages(pair.query, pair.criteria, self._budgeted(pair.text)[0])
-        return {
-            "model": self.config.model,
-            "messages": messages,
-            "temperature": 0,
-            "max_tokens": MAX_OUTPUT_TOKENS,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": "verdict", "strict": True, "schema": _strict_schema(model)},
-            },
-        }
-
-    def verdict_from_body(self, body: Mapping[str, Any]) -> Verdict:
-        """A verdict from a chat-completion response body (a Batch API output line)."""
-        from openai.types.chat import ChatCompletion
-
-        try:
-            response = ChatCompletion.model_validate(body)
-        except ValidationError:
-            return self._ungraded("malformed response: not a chat completion")
-        return self._read(response, truncated=False)
-
-    def store(self, key: str, verdict: Verdict) -> None:
-        if self.cache is not None and verdict.error is None:
-            self.cache.put(key, verdict.to_dict())
-
     def _client(self) -> Any:
         import openai
 
@@ -264,22 +232,66 @@ class Judge:
             max_retries=retries,
         )
 
+    # ------------------------------------------------------------------ requests
+
+    def request_body(self, pair: JudgePair, sample: int = 0) -> dict[str, Any]:
+        """The chat-completions request for one pair (as sent, and as the Batch API takes
+        it): the prompt with the query, criteria and document, and this model's parameters."""
+        messages, _ = self.prompt.messages(pair.query, pair.criteria, self._budgeted(pair.text)[0])
+        if self.shape.json_schema:
+            response_format: dict[str, Any] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "verdict",
+                    "strict": True,
+                    "schema": strict_schema(self.graded),
+                },
+            }
+        else:
+            fields = ", ".join(strict_schema(self.graded)["properties"])
+            messages[0] = {
+                **messages[0],
+                "content": messages[0]["content"] + f"\nReply as JSON with {fields}.",
+            }
+            response_format = {"type": "json_object"}
+        return {
+            "model": self.config.model,
+            "messages": messages,
+            **self.shape.params(sample),
+            "response_format": response_format,
+        }
+
+    def verdict_from_body(self, body: Mapping[str, Any]) -> Verdict:
+        """A verdict from a chat-completion response body (a Batch API output line)."""
+        return self._read(body, truncated=False)
+
+    def store(self, key: str, verdict: Verdict) -> None:
+        """Keep a fresh answer's observation under ``key`` (nothing for an ungraded one)."""
+        cache = self.cache
+        if cache is not None and verdict.observation is not None:
+            cache.put(key, verdict.observation.to_record())
+
     # ------------------------------------------------------------------ public API
 
     def pair(self, query: Any, doc_id: str, text: str) -> JudgePair:
         """A pair for a golden query (anything with ``query`` and ``criteria``)."""
         return JudgePair(query.query, getattr(query, "criteria", None), doc_id, text)
 
-    def cache_key(self, pair: JudgePair) -> str:
-        material = [
+    def cache_key(self, pair: JudgePair, sample: int = 0) -> str:
+        """What changes the model's answer: model, prompt (version and scale), the pair as
+        sent, and which sample. Not the min score or relevance level (applied on reading),
+        nor timeouts, concurrency or the parameter shape a server forced on us."""
+        material: list[Any] = [
+            KEY_VERSION,
             self.config.model,
             self.prompt.version,
             self.config.scale,
-            {"temperature": 0, "max_tokens": MAX_OUTPUT_TOKENS},
             pair.query,
             pair.criteria,
             self._budgeted(pair.text)[0],
         ]
+        if sample:
+            material.append({"sample": sample})
         text = json.dumps(material, ensure_ascii=False, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -291,41 +303,55 @@ class Judge:
         self, pairs: Sequence[JudgePair], progress: ProgressCallback | None = None
     ) -> list[Verdict]:
         """A verdict per pair, in order: from the cache, else from the endpoint."""
-        verdicts: list[Verdict | None] = [None] * len(pairs)
-        todo: list[int] = []
+        samples = self.config.samples
+        found: list[list[Verdict | None]] = [[None] * samples for _ in pairs]
+        waiting: dict[str, list[tuple[int, int]]] = {}  # key -> (pair, sample) slots
+        todo: dict[str, _Unit] = {}
         for index, pair in enumerate(pairs):
-            cached = self.cache.get(self.cache_key(pair)) if self.cache else None
             truncated = self._budgeted(pair.text)[1]
             self.counts["truncated"] += truncated
-            if cached is not None:
-                verdicts[index] = self._verdict(cached, cached=True, truncated=truncated)
-                self.counts["cache_hits"] += 1
-            elif self.config.cache_only:
-                verdicts[index] = self._ungraded("not in the cache (--retrieval-judge-cache-only)")
-            else:
-                todo.append(index)
-                self.counts["cache_misses"] += 1
-        done = len(pairs) - len(todo)
+            for sample in range(samples):
+                key = self.cache_key(pair, sample)
+                if key in waiting:  # the same pair twice in one call: asked once
+                    waiting[key].append((index, sample))
+                    continue
+                observation = self._cached(key)
+                if observation is not None:
+                    found[index][sample] = self._policy(observation, True, truncated)
+                    self.counts["cache_hits"] += 1
+                elif self.config.cache_only:
+                    found[index][sample] = Verdict(
+                        error="not in the cache (--retrieval-judge-cache-only)"
+                    )
+                else:
+                    waiting[key] = [(index, sample)]
+                    todo[key] = (pair, sample)
+                    self.counts["cache_misses"] += 1
+        total = len(pairs) * samples
+        done = total - sum(len(slots) for slots in waiting.values())
         if progress is not None and pairs:
-            progress(done, len(pairs))
+            progress(done, total)
         if todo:
-            asked = [pairs[i] for i in todo]
             fresh = run_private(
-                lambda: self._gather(asked, done, len(pairs), progress), "pytest-retrieval-judge"
+                lambda: self._gather(todo, waiting, done, total, progress),
+                "pytest-retrieval-judge",
             )
-            for index, verdict in zip(todo, fresh, strict=True):
-                verdicts[index] = verdict
-            if self.cache is not None:
-                self.cache.put_many(
-                    [
-                        (self.cache_key(pairs[i]), v.to_dict())
-                        for i, v in zip(todo, fresh, strict=True)
-                        if v.error is None
-                    ]
-                )
-        result = [v if v is not None else self._ungraded("internal: no verdict") for v in verdicts]
-        self.counts["graded"] += sum(1 for v in result if v.error is None)
-        self.counts["ungraded"] += sum(1 for v in result if v.error is not None)
+            for key, slots in waiting.items():
+                for index, sample in slots:
+                    truncated = self._budgeted(pairs[index].text)[1]
+                    found[index][sample] = replace(fresh[key], truncated=truncated)
+        result = [
+            combine([v or Verdict(error="internal: no verdict") for v in row], self.graded)
+            for row in found
+        ]
+        for verdict in result:
+            if verdict.error is None:
+                self.counts["graded"] += 1
+            else:
+                self.counts["ungraded"] += 1
+                self.causes[verdict.error] += 1
+            if samples > 1 and verdict.agreement is not None:
+                self._agreement.append(verdict.agreement)
         return result
 
     def summary(self) -> dict[str, Any]:
@@ -337,11 +363,18 @@ class Judge:
                 self.counts["prompt_tokens"] * price[0]
                 + self.counts["completion_tokens"] * price[1]
             ) / 1e6
+        agreement = self._agreement
         return {
             "model": self.config.model,
             "prompt_version": self.prompt.version,
             "scale": self.config.scale,
             "min_score": self.config.min_score,
+            "relevance_level": self.config.relevance_level,
+            "samples": self.config.samples,
+            "agreement": sum(agreement) / len(agreement) if agreement else None,
+            "unanimous": sum(1 for a in agreement if a == 1.0) if agreement else None,
+            "deadline": self.config.deadline,
+            "stopped": self.stopped,
             "calls": self.counts["calls"],
             "retries": self.counts["retries"],
             "cache_hits": self.counts["cache_hits"],
@@ -351,72 +384,140 @@ class Judge:
             "causes": dict(self.causes),
             "prompt_tokens": self.counts["prompt_tokens"],
             "completion_tokens": self.counts["completion_tokens"],
+            "usage_unreadable": self.counts["usage_unreadable"],
             "estimated_cost_usd": cost,
             "truncated_docs": self.counts["truncated"],
-            "structured_output": "json_schema" if self.json_schema_supported else "json_object",
+            "structured_output": "json_schema" if self.shape.json_schema else "json_object",
+            "request_shape": list(self.shape.learned),
         }
 
     # ------------------------------------------------------------------ verdicts
 
-    def _ungraded(self, cause: str) -> Verdict:
-        self.causes[cause] += 1
-        return Verdict(error=cause)
+    def _cached(self, key: str) -> Observation | None:
+        cache = self.cache
+        return None if cache is None else Observation.from_record(cache.get(key), self.graded)
 
-    def _verdict(self, data: Mapping[str, Any], *, cached: bool, truncated: bool) -> Verdict:
-        """From a validated answer (or a cached one): clamp, and decide on-topic in code."""
-        reason = _CONTROL.sub(" ", str(data.get("reason", ""))).strip()[:REASON_CHARS]
-        if self.graded:
-            grade = min(3, max(0, int(data["grade"])))
-            return Verdict(
-                on_topic=grade >= GRADED_ON_TOPIC,
-                score=grade / 3,
-                grade=grade,
-                reason=reason,
-                cached=cached,
-                truncated=truncated,
-            )
-        raw = float(data["score"])
-        score = min(1.0, max(0.0, raw)) if math.isfinite(raw) else 0.0
-        decided = bool(data["on_topic"])
-        return Verdict(
-            on_topic=decided and score >= self.config.min_score,
-            score=score,
-            reason=reason,
+    def _policy(self, observation: Observation, cached: bool, truncated: bool) -> Verdict:
+        return apply_policy(
+            observation,
+            graded=self.graded,
+            min_score=self.config.min_score,
+            relevance_level=self.config.relevance_level,
             cached=cached,
             truncated=truncated,
         )
+
+    def _read(self, response: Any, truncated: bool) -> Verdict:
+        usage = read_usage(response)
+        if usage is None:
+            self.counts["usage_unreadable"] += 1
+        else:
+            self.counts["prompt_tokens"] += usage[0]
+            self.counts["completion_tokens"] += usage[1]
+        observation = read_completion(response, self.graded)
+        if isinstance(observation, str):
+            return Verdict(error=observation)
+        observation = replace(observation, reason=scrub(observation.reason, *self._secrets()))
+        return replace(self._policy(observation, False, truncated), observation=observation)
+
+    def _secrets(self) -> tuple[str, ...]:
+        key = self._client_args.get("api_key")
+        return (key,) if isinstance(key, str) and key != "not-needed" else ()
 
     # ------------------------------------------------------------------ the calls
 
     async def _gather(
         self,
-        pairs: Sequence[JudgePair],
+        todo: Mapping[str, _Unit],
+        waiting: Mapping[str, list[tuple[int, int]]],
         done_before: int,
         total: int,
         progress: ProgressCallback | None,
-    ) -> list[Verdict]:
+    ) -> dict[str, Verdict]:
+        """Ask for every key in ``todo`` (claiming it in the shared cache first); what is
+        left when the deadline passes is ungraded."""
         client = self._client()
         limit = asyncio.Semaphore(self.config.concurrency)
+        out: dict[str, Verdict] = {}
+        cache = self.cache
+        stale_after = self.config.timeout * (self.config.max_retries + 1) + 60
         done = done_before
+        if self._started is None:
+            self._started = time.monotonic()
 
-        async def one(pair: JudgePair) -> Verdict:
+        def finish(key: str, verdict: Verdict) -> None:
             nonlocal done
-            async with limit:
-                verdict = await self._grade(client, pair)
-            done += 1
+            out[key] = verdict
+            done += len(waiting[key])
             if progress is not None:
                 progress(done, total)
-            return verdict
 
+        async def ask(key: str) -> None:
+            pair, sample = todo[key]
+            verdict = await self._grade(client, limit, pair, sample)
+            self.store(key, verdict)  # committed now: a killed run keeps what it paid for
+            if cache is not None and verdict.observation is None:
+                cache.release([key])
+            finish(key, verdict)
+
+        async def await_others(keys: list[str]) -> None:
+            """Keys another process claimed: wait for its answers, or take them over
+            when it gives up or dies."""
+            asked: list[asyncio.Task[None]] = []
+            left = set(keys)
+            while left and self.stopped is None:
+                await asyncio.sleep(0.2)
+                for key in sorted(left):
+                    observation = self._cached(key)
+                    if observation is not None:
+                        left.discard(key)
+                        self.counts["cache_hits"] += 1
+                        self.counts["cache_misses"] -= 1
+                        finish(key, self._policy(observation, True, False))
+                    elif cache is not None and cache.claim([key], stale_after):
+                        left.discard(key)
+                        asked.append(asyncio.ensure_future(ask(key)))
+            await asyncio.gather(*asked)
+
+        claimed = set(todo) if cache is None else cache.claim(todo, stale_after)
+        mine = [key for key in todo if key in claimed]
+        theirs = [key for key in todo if key not in claimed]
+        tasks = [asyncio.ensure_future(ask(key)) for key in mine]
+        if theirs:
+            tasks.append(asyncio.ensure_future(await_others(theirs)))
         try:
-            return list(await asyncio.gather(*(one(pair) for pair in pairs)))
+            _, pending = await asyncio.wait(tasks, timeout=self._time_left())
+            if pending:
+                self._stop(
+                    f"judge deadline of {self.config.deadline:g} s reached "
+                    "(--retrieval-judge-deadline)"
+                )
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
         finally:
+            if cache is not None:
+                cache.release(todo)
             await client.close()
+        for key in todo:
+            if key not in out:
+                out[key] = Verdict(error=self.stopped or "internal: no verdict")
+        return out
+
+    def _time_left(self) -> float | None:
+        if self.config.deadline is None or self._started is None:
+            return None
+        return max(0.0, self._started + self.config.deadline - time.monotonic())
+
+    def _stop(self, why: str) -> None:
+        """No more calls in this process; the first reason given is kept."""
+        if self.stopped is None:
+            self.stopped = why
 
     def _spend_allowed(self) -> str | None:
         """Why no more requests may be made, or None."""
-        if self._fatal is not None:
-            return self._fatal
+        if self.stopped is not None:
+            return self.stopped
         budget = self.config.max_calls
         if budget is not None and self.counts["calls"] >= budget:
             return f"call budget exhausted (--retrieval-judge-max-calls {budget})"
@@ -426,153 +527,96 @@ class Judge:
             return f"token budget exhausted (--retrieval-judge-max-tokens {tokens})"
         return None
 
-    async def _grade(self, client: Any, pair: JudgePair) -> Verdict:
-        import openai
-
-        text, truncated = self._budgeted(pair.text)
+    async def _grade(
+        self, client: Any, limit: asyncio.Semaphore, pair: JudgePair, sample: int
+    ) -> Verdict:
+        """One pair: ask, retrying what may succeed; never raises."""
+        truncated = self._budgeted(pair.text)[1]
         attempt = 0
+        rested = 0.0  # the end of the last shared pause this task waited out
         while True:
-            stop = self._spend_allowed()
-            if stop is not None:
-                return self._ungraded(stop)
-            messages, _ = self.prompt.messages(pair.query, pair.criteria, text)
-            self.counts["calls"] += 1
-            try:
-                response = await self._create(client, messages)
-            except openai.AuthenticationError:
-                self._fatal = "401 from the judge endpoint: check OPENAI_API_KEY"
-                return self._ungraded(self._fatal)
-            except openai.PermissionDeniedError:
-                self._fatal = "403 from the judge endpoint: this key may not use the model"
-                return self._ungraded(self._fatal)
-            except openai.NotFoundError:
-                self._fatal = (
-                    f"404 from the judge endpoint: no model {self.config.model!r} there "
-                    "(check --retrieval-judge-model and the base URL)"
-                )
-                return self._ungraded(self._fatal)
-            except (openai.RateLimitError, openai.InternalServerError) as exc:
-                wait = self._retry_wait(exc, attempt)
-                cause = f"HTTP {exc.status_code} from the judge endpoint"
-            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                wait, cause = self._backoff(attempt), self._transient(exc)
-            except openai.APIStatusError as exc:
-                return self._ungraded(f"HTTP {exc.status_code} from the judge endpoint")
-            except (openai.APIError, ValueError) as exc:  # e.g. a body that is not JSON
-                return self._ungraded(f"malformed response: {_scrub(str(exc))[:120]}")
-            except Exception as exc:
-                if not is_transport_error(exc):
+            if self._pause_until > rested:  # a 429's pause: everyone waits, holding no slot
+                rested = self._pause_until
+                if (pause := rested - time.monotonic()) > 0:
+                    await asyncio.sleep(pause)
+            async with limit:
+                stop = self._spend_allowed()
+                if stop is not None:
+                    return Verdict(error=stop)
+                self.counts["calls"] += 1
+                try:
+                    response = await client.chat.completions.create(
+                        **self.request_body(pair, sample)
+                    )
+                except asyncio.CancelledError:
                     raise
-                wait, cause = self._backoff(attempt), self._transient(exc)
-            else:
-                return self._read(response, truncated)
+                except Exception as exc:
+                    failure = classify(exc, self.config.model, self.config.timeout, attempt)
+                else:
+                    self._failures, self._repeat = 0, ("", 0)
+                    return self._read(response, truncated)
+            outcome = self._after(failure)
+            if outcome == "again":
+                continue
+            if outcome is not None:
+                return Verdict(error=outcome)
             if attempt >= self.config.max_retries:
-                return self._ungraded(f"{cause}; gave up after {attempt + 1} attempts")
+                return Verdict(error=f"{failure.cause}; gave up after {attempt + 1} attempts")
+            wait = failure.wait if failure.wait is not None else self._backoff(attempt)
             if wait > self.config.max_retry_wait:
-                return self._ungraded(
-                    f"{cause}; Retry-After {wait:g} s exceeds --retrieval-judge-max-wait "
-                    f"{self.config.max_retry_wait:g}"
+                return Verdict(
+                    error=f"{failure.cause}; Retry-After {wait:g} s exceeds "
+                    f"--retrieval-judge-max-wait {self.config.max_retry_wait:g}"
                 )
             attempt += 1
             self.counts["retries"] += 1
-            await asyncio.sleep(wait)
+            if failure.rate_limited:
+                self._pause_until = max(self._pause_until, time.monotonic() + wait)
+                rested = self._pause_until
+            await asyncio.sleep(wait)  # outside the slot: others go on meanwhile
 
-    def _transient(self, exc: BaseException) -> str:
-        """Why a call that may succeed when retried failed: a timeout, or no connection."""
-        if "Timeout" in type(exc).__name__:  # openai.APITimeoutError, httpcore's ReadTimeout
-            return f"no answer within {self.config.timeout:g} s (--retrieval-judge-timeout)"
-        return "cannot connect to the judge endpoint"
-
-    async def _create(self, client: Any, messages: list[dict[str, str]]) -> Any:
-        """One request; structured output, falling back to JSON mode once a server says it
-        does not support json_schema (remembered for the rest of the run)."""
-        import openai
-
-        model = GradedAnswer if self.graded else BinaryAnswer
-        if self.json_schema_supported:
-            response_format: dict[str, Any] = {
-                "type": "json_schema",
-                "json_schema": {"name": "verdict", "strict": True, "schema": _strict_schema(model)},
-            }
-            try:
-                return await client.chat.completions.create(
-                    model=self.config.model,
-                    messages=messages,
-                    temperature=0,
-                    max_tokens=MAX_OUTPUT_TOKENS,
-                    response_format=response_format,
+    def _after(self, failure: Failure) -> str | None:
+        """Decide on a failed request: "again" (re-send at once, the request shape was
+        adapted), the pair's cause (give it up), or None (retry after a wait)."""
+        if failure.shape is not None and self.shape.adapt(*failure.shape):
+            return "again"
+        if failure.action == "fatal":
+            self._stop(f"stopped calling the judge at {self.endpoint}: {failure.cause}")
+            return self.stopped
+        if failure.signature is not None:
+            last, times = self._repeat
+            times = times + 1 if last == failure.signature else 1
+            self._repeat = (failure.signature, times)
+            if times >= REPEATED_4XX:
+                status, message, _ = failure.shape or (0, failure.cause, None)
+                self._stop(
+                    f"stopped calling the judge at {self.endpoint}: the same HTTP {status} "
+                    f"{times} times: {message}"
                 )
-            except openai.BadRequestError as exc:
-                if "response_format" not in str(exc) and "json_schema" not in str(exc):
-                    raise
-                self.json_schema_supported = False
-                self.counts["calls"] += 1
-        fields = ", ".join(model.model_fields)
-        fallback = [
-            {**messages[0], "content": messages[0]["content"] + f"\nReply as JSON with {fields}."},
-            messages[1],
-        ]
-        return await client.chat.completions.create(
-            model=self.config.model,
-            messages=fallback,
-            temperature=0,
-            max_tokens=MAX_OUTPUT_TOKENS,
-            response_format={"type": "json_object"},
-        )
-
-    def _read(self, response: Any, truncated: bool) -> Verdict:
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            self.counts["prompt_tokens"] += int(usage.prompt_tokens or 0)
-            self.counts["completion_tokens"] += int(usage.completion_tokens or 0)
-        if not response.choices:
-            return self._ungraded("malformed response: no choices")
-        choice = response.choices[0]
-        message = choice.message
-        if getattr(message, "refusal", None):
-            return self._ungraded("the judge refused to grade")
-        if choice.finish_reason == "length":
-            return self._ungraded("truncated output (finish_reason=length)")
-        if choice.finish_reason == "content_filter":
-            return self._ungraded("blocked by the endpoint's content filter")
-        model = GradedAnswer if self.graded else BinaryAnswer
-        try:
-            answer = model.model_validate_json(message.content or "")
-        except ValidationError as exc:
-            problem = exc.errors()[0]
-            where = ".".join(str(p) for p in problem["loc"]) or "answer"
-            return self._ungraded(f"verdict does not match the schema ({where}: {problem['msg']})")
-        if self.graded and not 0 <= answer.model_dump()["grade"] <= 3:
-            return self._ungraded("verdict does not match the schema (grade outside 0-3)")
-        return self._verdict(answer.model_dump(), cached=False, truncated=truncated)
+            return failure.cause
+        if failure.action == "pair":
+            return failure.cause
+        if failure.counts:
+            self._failures += 1
+            if self._failures >= self.config.max_failures:
+                self._stop(
+                    f"stopped calling the judge at {self.endpoint}: {self._failures} "
+                    f"consecutive failures (last: {failure.cause})"
+                )
+                return self.stopped
+        return None
 
     def _backoff(self, attempt: int) -> float:
         return min(self.config.max_retry_wait, 0.5 * 2.0**attempt) * (0.5 + random.random() / 2)
 
-    def _retry_wait(self, exc: Any, attempt: int) -> float:
-        """Retry-After (seconds or an HTTP date; also retry-after-ms), else backoff."""
-        headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-        milliseconds = headers.get("retry-after-ms")
-        if milliseconds:
-            try:
-                return float(str(milliseconds)) / 1000
-            except ValueError:
-                pass
-        value = headers.get("retry-after")
-        if value:
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                when = email.utils.parsedate_to_datetime(value)
-                if when is not None:
-                    return max(0.0, when.timestamp() - time.time())
-        return self._backoff(attempt)
 
-
-def _scrub(text: str) -> str:
-    """No API key, whole or partial, in anything we print or store."""
-    for name in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"):
-        secret = os.environ.get(name)
-        if secret:
-            text = text.replace(secret, "***")
-    return _KEYLIKE.sub("sk-***", text)
+__all__ = [
+    "PRICES",
+    "Judge",
+    "JudgeConfig",
+    "JudgeConfigError",
+    "JudgePair",
+    "Verdict",
+    "is_transport_error",
+    "scrub",
+]

@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-PROMPT_VERSION = "otr-2026-11-1"
+PROMPT_VERSION = "otr-2026-11-2"
 
 BINARY_INSTRUCTIONS = """\
 You grade search results. For one search query and one retrieved document, decide whether
@@ -24,40 +24,50 @@ the document is ON TOPIC: it is primarily about the query, or it is strongly rel
 (a reader who typed the query would be glad to see it). Sharing a few words with the query,
 or being about a neighbouring subject, is not enough.
 
-Answer with:
+Answer with, in this order:
+- reason: one short sentence on what the document is about and how that meets the query
+  (decide after writing it);
 - on_topic: true or false;
 - score: how relevant the document is to the query, from 0.0 (unrelated) to 1.0 (exactly
-  what was asked for);
-- reason: one short sentence saying why.
+  what was asked for).
 
 Examples (query -> document -> verdict):
 - "reset a forgotten router password" -> a guide to factory-resetting that router model ->
-  on_topic true, score 0.9, "explains how to regain access by resetting the router".
-- "reset a forgotten router password" -> a review comparing router prices -> on_topic
-  false, score 0.1, "about prices, not about recovering access".
+  "explains how to regain access by resetting the router", on_topic true, score 0.9.
+- "reset a forgotten router password" -> a review comparing router prices -> "about
+  prices, not about recovering access", on_topic false, score 0.1.
 - "heat transfer in hypersonic boundary layers" -> a paper measuring wall heating at Mach 7
-  -> on_topic true, score 0.8, "measures boundary-layer heat transfer at hypersonic speed".
+  -> "measures boundary-layer heat transfer at hypersonic speed", on_topic true, score 0.8.
 - "heat transfer in hypersonic boundary layers" -> a paper on subsonic wing flutter ->
-  on_topic false, score 0.05, "different flow regime and a different problem".
+  "different flow regime and a different problem", on_topic false, score 0.05.
 """
 
 GRADED_INSTRUCTIONS = """\
 You grade search results. For one search query and one retrieved document, give a relevance
-grade on this scale, using the checklist:
+grade from 0 to 3. Go through the checklist of each level, answering each question yes or no
+for this document, and give the highest level whose questions are mostly yes.
 
-3 Highly relevant: the document is primarily about the query and answers it directly.
-2 Moderately relevant: it substantially addresses the query, with part of the answer or
-  useful detail, though it is not its main subject.
-1 Partially relevant: it touches the query's subject but would not satisfy the searcher.
-0 Not relevant: it is about something else, or only shares words with the query.
+3 Highly relevant
+  - Does it answer the core need the query expresses, directly?
+  - Does it cover the query's key points, not just one of them?
+  - Is it mostly about the query, with little unrelated material?
+2 Moderately relevant
+  - Does it address a substantial part of the query, even if some points are missing?
+  - Is what it says useful to the searcher as it stands?
+  - Is the unrelated material minor?
+1 Partially relevant
+  - Does it touch the query's subject, but only briefly or on a side aspect?
+  - Would the searcher need other documents to get what they asked for?
+  - Is most of it about something else?
+0 Not relevant
+  - Does it fail to address the query at all, or only share words with it?
 
-Checklist: (a) is the document's main subject the query's subject? (b) does it contain
-information the searcher asked for? (c) would the searcher be glad to see it among the top
-results? Three yes -> 3, two -> 2, one -> 1, none -> 0.
+Grades 2 and 3 would satisfy the searcher; grade 1 would not.
 
-Answer with:
+Answer with, in this order:
+- reason: one short sentence on which checklist questions it meets (decide after writing it);
 - grade: 0, 1, 2 or 3;
-- reason: one short sentence saying why.
+- confidence: how sure you are of the grade, from 0.0 (a guess) to 1.0 (certain).
 """
 
 DATA_RULES = """\
