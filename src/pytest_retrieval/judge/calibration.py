@@ -29,14 +29,26 @@ class Calibration:
     fn: int
     tn: int
     ungraded: int
+    #: with several samples per pair: the judge's mean agreement with its own majority,
+    #: and how many pairs it answered the same way every time
+    samples: int = 1
+    self_agreement: float | None = None
+    unanimous: int | None = None
 
     def line(self, source: str) -> str:
         weak = "" if self.kappa >= 0.6 else "; below 0.6 is weak agreement: fix the prompt first"
+        repeat = ""
+        if self.samples > 1 and self.self_agreement is not None:
+            repeat = (
+                f"; asked {self.samples} times, it agreed with itself {self.self_agreement:.1%} "
+                f"of the time ({self.unanimous} of {self.n + self.ungraded} pairs unanimous)"
+            )
         return (
             f"judge calibration on {source}: {self.n} pairs, accuracy {self.accuracy:.3f}, "
             f"Cohen's kappa {self.kappa:.3f} (judge on topic: {self.tp} of the humans' on-topic, "
             f"{self.fp} of their off-topic)"
             + (f", {self.ungraded} ungraded" if self.ungraded else "")
+            + repeat
             + weak
         )
 
@@ -91,6 +103,7 @@ def calibrate(judge: Judge, path: Path) -> Calibration:
         else:
             fn, tn = (fn + 1, tn) if human else (fn, tn + 1)
     n = tp + fp + fn + tn
+    agreements = [v.agreement for v in verdicts if v.agreement is not None]
     return Calibration(
         n=n,
         accuracy=(tp + tn) / n if n else float("nan"),
@@ -100,4 +113,7 @@ def calibrate(judge: Judge, path: Path) -> Calibration:
         fn=fn,
         tn=tn,
         ungraded=ungraded,
+        samples=judge.config.samples,
+        self_agreement=sum(agreements) / len(agreements) if agreements else None,
+        unanimous=sum(1 for a in agreements if a == 1.0) if agreements else None,
     )

@@ -94,8 +94,11 @@ class RequestShape:
         text = message.lower()
 
         def names(name: str) -> bool:
-            return param == name or f"'{name}'" in text or f'"{name}"' in text or (
-                f" {name}" in text and ("unsupported" in text or "unrecognized" in text)
+            return (
+                param == name
+                or f"'{name}'" in text
+                or f'"{name}"' in text
+                or (f" {name}" in text and ("unsupported" in text or "unrecognized" in text))
             )
 
         if self.json_schema and (

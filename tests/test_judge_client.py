@@ -1,0 +1,312 @@
+"""The judge client's parts one by one: reading answers, request shapes, retry waits, the
+cache's claims and repair, samples, deadlines (the end-to-end faults: test_judge_faults)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from judge_server import JudgeServer, serve
+
+from pytest_retrieval.cache import CacheWarning, JsonCache
+from pytest_retrieval.judge import Judge, JudgeConfig, JudgeConfigError, JudgePair
+from pytest_retrieval.judge.answers import (
+    SPLIT,
+    Observation,
+    Verdict,
+    apply_policy,
+    combine,
+    read_completion,
+    read_usage,
+)
+from pytest_retrieval.judge.calibration import calibrate
+from pytest_retrieval.judge.calls import RequestShape, classify, retry_after, scrub
+
+KEY = "sk-test-CLIENT-0123456789abcdef"
+QUERY = "apple pie recipe"
+ON = "a classic apple pie recipe with butter crust"
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[JudgeServer]:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with serve(api_key=KEY) as running:
+        yield running
+
+
+def make(server: JudgeServer, tmp_path: Path | None = None, **options: Any) -> Judge:
+    options.setdefault("cache_dir", tmp_path / "cache" if tmp_path else None)
+    options.setdefault("use_cache", tmp_path is not None)
+    return Judge(JudgeConfig(base_url=server.base_url, **options))
+
+
+def pairs(n: int, text: str = ON) -> list[JudgePair]:
+    return [JudgePair(QUERY, None, f"d{i}", f"{text} {i}") for i in range(n)]
+
+
+def completion(content: Any, **extra: Any) -> dict[str, Any]:
+    message = None if content is None else {"role": "assistant", "content": content}
+    return {
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        **extra,
+    }
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+@pytest.mark.parametrize(
+    ("answer", "cause"),
+    [
+        ({"reason": "r", "on_topic": True, "score": 1.7}, "score: Input should be less than"),
+        ({"reason": "r", "on_topic": True, "score": float("nan")}, "score: Input should be"),
+        ({"reason": "r", "on_topic": "yes", "score": 0.9}, "on_topic: Input should be a valid"),
+        ({"reason": "r", "on_topic": True, "score": "0.5"}, "score: Input should be a valid"),
+        ({"reason": "r", "on_topic": True}, "score: Field required"),
+        (["not", "an", "object"], "answer: not a JSON object"),
+    ],
+)
+def test_out_of_range_and_wrong_types_are_ungraded_never_coerced(answer: Any, cause: str) -> None:
+    outcome = read_completion(completion(json.dumps(answer)), graded=False)
+    assert isinstance(outcome, str)
+    assert outcome.startswith("verdict does not match the schema") and cause in outcome
+
+
+def test_grades_out_of_range_are_ungraded_like_scores() -> None:
+    for grade in (7, -1, 2.0, "2"):
+        answer = json.dumps({"reason": "r", "grade": grade, "confidence": 0.5})
+        outcome = read_completion(completion(answer), graded=True)
+        assert isinstance(outcome, str) and outcome.startswith("verdict does not match")
+
+
+def test_extra_keys_are_ignored_and_confidence_is_optional() -> None:
+    answer = {"reason": "ok", "on_topic": True, "score": 0.8, "explanation": "more"}
+    outcome = read_completion(completion(json.dumps(answer)), graded=False)
+    assert outcome == Observation(reason="ok", on_topic=True, score=0.8, model="m")
+    graded = read_completion(completion('{"reason": "x", "grade": 2}'), graded=True)
+    assert isinstance(graded, Observation) and graded.confidence is None
+
+
+@pytest.mark.parametrize(
+    ("response", "cause"),
+    [
+        (completion(None), "malformed response: the choice has no message"),
+        ({"choices": []}, "malformed response: no choices"),
+        ({"choices": "nope"}, "malformed response: no choices"),
+        (completion(""), "malformed response: the message has no text"),
+        (completion("{not json"), "verdict does not match the schema (answer: not JSON)"),
+    ],
+)
+def test_odd_response_shapes_are_a_cause_not_a_crash(response: Any, cause: str) -> None:
+    assert read_completion(response, graded=False) == cause
+
+
+def test_usage_that_is_not_numbers_is_unreadable_not_an_error() -> None:
+    assert read_usage({"usage": {"prompt_tokens": 10, "completion_tokens": 3}}) == (10, 3)
+    assert read_usage({"usage": {"prompt_tokens": "many", "completion_tokens": 3}}) is None
+    assert read_usage({"usage": {"prompt_tokens": True, "completion_tokens": 3}}) is None
+    assert read_usage({}) is None
+
+
+def test_policy_is_applied_on_read() -> None:
+    seen = Observation(reason="r", on_topic=True, score=0.6)
+    assert apply_policy(seen, graded=False, min_score=0.5, relevance_level=2).on_topic
+    assert not apply_policy(seen, graded=False, min_score=0.7, relevance_level=2).on_topic
+    grade = Observation(reason="r", grade=1, confidence=0.9)
+    assert not apply_policy(grade, graded=True, min_score=0.5, relevance_level=2).on_topic
+    assert apply_policy(grade, graded=True, min_score=0.5, relevance_level=1).on_topic
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+def test_reasoning_models_get_no_sampling_parameters() -> None:
+    for model in ("gpt-5-mini", "gpt-5-nano", "o3-mini", "o4-mini", "azure/o1"):
+        params = RequestShape.for_model(model).params(0)
+        assert "temperature" not in params and "max_tokens" not in params, model
+        assert params["max_completion_tokens"] >= 1000  # thinking is paid from it
+    params = RequestShape.for_model("gpt-4.1-mini").params(2)
+    assert params == {"max_completion_tokens": 300, "temperature": 0, "seed": 2}
+
+
+def test_request_shape_learns_from_the_specific_400() -> None:
+    shape = RequestShape.for_model("my-deployment")
+    message = (
+        "Unsupported value: 'temperature' does not support 0 with this model. "
+        "Only the default (1) value is supported."
+    )
+    assert shape.adapt(400, message, "temperature") and "temperature" not in shape.params(0)
+    old_azure = "Unrecognized request argument supplied: max_completion_tokens"
+    assert shape.adapt(400, old_azure, None) and "max_tokens" in shape.params(0)
+    assert not shape.adapt(400, old_azure, None)  # no third spelling: the pair's error
+    assert not shape.adapt(400, "Invalid 'messages[1].content': string too long", None)
+    assert not shape.adapt(500, message, "temperature")
+
+
+def test_retry_after_garbage_is_ignored() -> None:
+    class Response:
+        def __init__(self, headers: dict[str, str]) -> None:
+            self.headers = headers
+
+    class Exc:
+        def __init__(self, headers: dict[str, str]) -> None:
+            self.response = Response(headers)
+
+    assert retry_after(Exc({"retry-after": "soon"})) is None
+    assert retry_after(Exc({"retry-after": "nan"})) is None
+    assert retry_after(Exc({"retry-after": "2"})) == 2.0
+    assert retry_after(Exc({"retry-after-ms": "250"})) == 0.25
+    assert retry_after(Exc({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
+
+
+def test_quota_is_fatal_and_keeps_the_servers_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    import openai
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    body = {
+        "message": f"You exceeded your current quota (key {KEY}, Bearer {KEY}).",
+        "type": "insufficient_quota",
+        "code": "insufficient_quota",
+    }
+    response = httpx.Response(429, request=request, json={"error": body})
+    error = openai.RateLimitError("quota", response=response, body=body)
+    failure = classify(error, "gpt-4.1-mini", 60, 0)
+    assert failure.action == "fatal" and "insufficient_quota" in failure.cause
+    assert "You exceeded your current quota" in failure.cause and KEY not in failure.cause
+
+
+def test_scrub_masks_keys_and_bearer_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "plain-secret-value")
+    text = scrub("a plain-secret-value b Bearer abc.def sk-live-123456789 c")
+    assert text == "a *** b Bearer *** sk-*** c"
+
+
+def test_azure_without_api_version_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_VERSION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-key")
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://example.openai.azure.com")
+    with pytest.raises(JudgeConfigError, match="OPENAI_API_VERSION"):
+        Judge(JudgeConfig())
+    monkeypatch.setenv("OPENAI_API_VERSION", "2024-10-21")
+    assert Judge(JudgeConfig()).endpoint == "https://example.openai.azure.com"
+
+
+# ---------------------------------------------------------------------------- samples
+
+
+def test_samples_ask_n_times_and_report_agreement(server: JudgeServer, tmp_path: Path) -> None:
+    judge = make(server, tmp_path, samples=3)
+    verdicts = judge.judge(pairs(4))
+    assert len(server.requests) == 12
+    assert sorted({r.body.get("seed") for r in server.requests}) == [0, 1, 2]
+    assert all(v.on_topic and v.agreement == 1.0 for v in verdicts)
+    summary = judge.summary()
+    assert (summary["samples"], summary["agreement"], summary["unanimous"]) == (3, 1.0, 4)
+    make(server, tmp_path, samples=1).judge(pairs(4))  # sample 0 is the one-sample answer
+    assert len(server.requests) == 12
+
+
+def test_combining_samples_takes_the_majority_and_measures_agreement() -> None:
+    yes = Verdict(on_topic=True, score=0.9, reason="yes")
+    no = Verdict(on_topic=False, score=0.1, reason="no")
+    broken = Verdict(error="the judge refused to grade")
+    two_to_one = combine([yes, no, yes], graded=False)
+    assert two_to_one.on_topic and two_to_one.agreement == pytest.approx(2 / 3)
+    assert two_to_one.score == pytest.approx((0.9 + 0.1 + 0.9) / 3)
+    tie = combine([yes, no, broken], graded=False)
+    assert tie.error == SPLIT and tie.on_topic is None
+    assert combine([broken, broken], graded=False).error == broken.error
+    grades = [Verdict(on_topic=g >= 2, grade=g, score=g / 3) for g in (3, 1, 2, 2)]
+    median = combine(grades, graded=True)
+    assert (median.grade, median.agreement) == (2, 0.5)
+
+
+def test_calibration_reports_the_judges_agreement_with_itself(
+    server: JudgeServer, tmp_path: Path
+) -> None:
+    labels = tmp_path / "labels.json"
+    labels.write_text(
+        json.dumps([{"query": QUERY, "text": ON, "on_topic": True}] * 2), encoding="utf-8"
+    )
+    result = calibrate(make(server, samples=3), labels)
+    assert (result.samples, result.self_agreement, result.unanimous) == (3, 1.0, 2)
+    assert len(server.requests) == 3  # the same pair twice is asked once per sample
+    assert "asked 3 times, it agreed with itself 100.0% of the time (2 of 2 pairs" in (
+        result.line("labels.json")
+    )
+
+
+# ---------------------------------------------------------------------------- the cache
+
+
+def test_answers_are_committed_as_they_arrive_and_the_deadline_ends_the_phase(
+    server: JudgeServer, tmp_path: Path
+) -> None:
+    server.hold_after = 5
+    judge = make(server, tmp_path, concurrency=1, deadline=1.5)
+    started = time.monotonic()
+    verdicts = judge.judge(pairs(20))
+    assert time.monotonic() - started < 6
+    assert sum(v.error is None for v in verdicts) == 5
+    assert {v.error for v in verdicts[5:]} == {
+        "judge deadline of 1.5 s reached (--retrieval-judge-deadline)"
+    }
+    assert judge.summary()["stopped"] == verdicts[-1].error
+    assert len(JsonCache(tmp_path / "cache", "judge")) == 5
+
+
+def test_min_score_change_with_a_warm_cache_equals_a_cold_run(
+    server: JudgeServer, tmp_path: Path
+) -> None:
+    partly = [JudgePair(QUERY, None, "d", "apple pie")]  # 2 of 3 terms: score 0.667
+    assert make(server, tmp_path, min_score=0.9).judge(partly)[0].on_topic is False
+    warm = make(server, tmp_path, min_score=0.5).judge(partly)[0]
+    cold = make(server, min_score=0.5).judge(partly)[0]
+    assert (warm.cached, warm.on_topic) == (True, cold.on_topic) == (True, True)
+
+
+def test_a_corrupt_cache_file_is_set_aside_with_a_warning(tmp_path: Path) -> None:
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    (folder / "judge.sqlite").write_bytes(b"this is not a database" * 100)
+    with pytest.warns(CacheWarning, match=r"judge\.sqlite.*moved it aside to .*\.corrupt"):
+        cache = JsonCache(folder, "judge")
+    cache.put("k", {"v": 1})
+    assert cache.get("k") == {"v": 1}
+    assert (folder / "judge.sqlite.corrupt").read_bytes().startswith(b"this is not")
+
+
+def test_a_cache_that_breaks_mid_run_turns_itself_off(tmp_path: Path) -> None:
+    cache = JsonCache(tmp_path, "judge")
+    cache.put("k", 1)
+    cache._db().execute("DROP TABLE entries")  # as if another tool broke the file
+    with pytest.warns(CacheWarning, match="cache off for this run"):
+        assert cache.get("k") is None
+    cache.put("k", 2)  # no error: the run goes on without a cache
+    assert cache.broken is not None
+
+
+def test_claims_let_one_process_ask_and_expire_with_their_owner(tmp_path: Path) -> None:
+    first, second = JsonCache(tmp_path, "judge"), JsonCache(tmp_path, "judge")
+    assert first.claim(["a", "b"], stale_after=60) == {"a", "b"}
+    assert second.claim(["a", "c"], stale_after=60) == {"c"}
+    first.put("a", {"answer": 1})  # answered: the claim goes with it
+    assert second.claim(["a"], stale_after=60) == {"a"}
+    assert second.claim(["b"], stale_after=0) == {"b"}  # held too long: stale
+    db = sqlite3.connect(tmp_path / "judge.sqlite")
+    dead = f"{os.uname().nodename}:999999999:x"
+    db.execute("UPDATE claims SET owner = ? WHERE key = 'c'", (dead,))
+    db.commit()
+    assert first.claim(["c"], stale_after=60) == {"c"}  # its owner's process is gone
