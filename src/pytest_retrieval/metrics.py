@@ -8,6 +8,14 @@ Every kernel works on a grade matrix ``G`` (queries x K): ``G[i, r]`` is the jud
 the document at rank ``r + 1`` of query ``i`` (0 when unjudged, judged non-relevant, or past
 the end of the list). A grade >= 1 is relevant, as with trec_eval's default relevance level;
 a negative grade counts as 0, as trec_eval's nDCG does.
+
+The LLM judge's metrics (``otr``, ``llm_*``) work on a slot matrix instead
+(:func:`slot_matrix`): the judge's label at each rank 1..k, NaN where it could not grade the
+hit. An ungraded hit is no label: it is left out (neither on nor off topic), so precision-like
+rates divide by the graded slots (k less the ungraded hits; a slot past the end of the list is
+a graded miss, as trec_eval's precision divides by k), and mrr / ndcg run on the condensed
+list (ungraded hits removed, the rest ranked up, as Sakai's condensed lists do for unjudged
+documents). A query whose top k has ungraded hits and no graded one has no value (NaN).
 """
 
 from __future__ import annotations
@@ -32,6 +40,15 @@ IntArray = NDArray[np.intp]
 #: reported, not compared
 DEFINITIONS_VERSION = 1
 
+#: bump when a judge metric's definition changes; a baseline's judge metrics recorded under
+#: another version are reported as "judge changed", not compared (2: ungraded hits left out,
+#: graded metrics relevant at the relevance level)
+JUDGE_METRICS_VERSION = 2
+
+#: the judge's grade from which a hit counts as relevant for llm_precision / llm_mrr (the
+#: 0-3 scale's "would satisfy the searcher"; ``--retrieval-judge-relevance-level``)
+DEFAULT_RELEVANCE_LEVEL = 2
+
 #: metric family -> one-line definition (shown by the README and error messages)
 FAMILIES: dict[str, str] = {
     "recall": "relevant docs in the top k / all relevant docs",
@@ -41,10 +58,14 @@ FAMILIES: dict[str, str] = {
     "ndcg": "DCG@k / ideal DCG@k, gain = grade, discount = log2(rank + 1)",
     "ndcg_exp": "as ndcg with gain = 2**grade - 1",
     "map": "sum of precision@rank at each relevant rank <= k / all relevant docs",
-    "otr": "on-topic rate: hits the LLM judge found on topic in the top k / k",
-    "llm_precision": "precision on the LLM judge's 0-3 grades (grade >= 1 relevant)",
-    "llm_mrr": "mrr on the LLM judge's 0-3 grades",
-    "llm_ndcg": "ndcg on the LLM judge's 0-3 grades of the returned hits",
+    "otr": "on-topic rate: hits the LLM judge found on topic in the top k / graded slots "
+    "(k less the hits it could not grade)",
+    "llm_precision": "precision on the LLM judge's 0-3 grades: grade >= the relevance level "
+    "(default 2) in the top k / graded slots",
+    "llm_mrr": "mrr on the LLM judge's 0-3 grades (grade >= the relevance level, default 2), "
+    "ungraded hits removed",
+    "llm_ndcg": "ndcg on the LLM judge's 0-3 grades of the returned hits (gain = grade), "
+    "ungraded hits removed",
     "erag_precision": "precision on downstream (eRAG) labels (label >= 0.5 relevant)",
     "erag_hit_rate": "hit_rate on downstream (eRAG) labels",
     "erag_mrr": "mrr on downstream (eRAG) labels",
@@ -64,6 +85,9 @@ LABELS: dict[str, str] = {
     "erag_mrr": "downstream",
     "erag_ndcg": "downstream_gain",
 }
+
+#: the label sources of the LLM judge: NaN labels (ungraded hits) are left out of these
+JUDGED: tuple[str, ...] = ("on_topic", "llm_grade")
 
 #: the families scored on the golden set's own judgments (the ones trec_eval can check)
 GOLDEN_FAMILIES: tuple[str, ...] = tuple(f for f in FAMILIES if f not in LABELS)
@@ -373,6 +397,77 @@ def compute_from_matrix(matrix: GradeMatrix, metrics: Sequence[Metric]) -> dict[
     return {m.name: _KERNELS[m.kernel](matrix, m.k) for m in metrics}
 
 
+@dataclass(frozen=True)
+class SlotMatrix:
+    """The LLM judge's label at each rank 1..depth of each query's list (:func:`slot_matrix`)."""
+
+    labels: FloatArray  # (n, depth): NaN for an ungraded hit, 0 past the end of the list
+    hits: NDArray[np.bool_]  # (n, depth): a hit is at that rank (the list is that long)
+
+    def graded(self, k: int) -> IntArray:
+        """Graded slots in each query's top k: k less its ungraded hits."""
+        graded: IntArray = np.isfinite(self.labels[:, :k]).sum(axis=1)
+        return graded
+
+
+def slot_matrix(
+    runs: Sequence[Sequence[str]], labels: Sequence[Mapping[str, float]], depth: int
+) -> SlotMatrix:
+    """The slots of ``runs`` cut at ``depth`` (duplicates dropped first): each hit's label, a
+    hit missing from ``labels`` being a graded 0 and a NaN label an ungraded hit."""
+    if len(runs) != len(labels):
+        raise ValueError(f"{len(runs)} ranked lists for {len(labels)} labelled queries")
+    matrix = np.zeros((len(runs), depth), dtype=np.float64)
+    hits = np.zeros((len(runs), depth), dtype=bool)
+    for row, (run, labelled) in enumerate(zip(runs, labels, strict=True)):
+        top = list(dict.fromkeys(run))[:depth]
+        matrix[row, : len(top)] = [labelled.get(doc, 0.0) for doc in top]
+        hits[row, : len(top)] = True
+    return SlotMatrix(matrix, hits)
+
+
+def slot_values(
+    metrics: Sequence[Metric],
+    slots: SlotMatrix,
+    relevance_level: float = DEFAULT_RELEVANCE_LEVEL,
+) -> dict[str, FloatArray]:
+    """Per-query values of judge metrics on the graded slots of ``slots`` (module docstring).
+
+    On ``llm_grade`` labels, llm_precision and llm_mrr count grade >= ``relevance_level``;
+    on binary labels a label > 0 is relevant. llm_ndcg's gain is the grade, its ideal the
+    graded grades of the whole matrix (every judged hit) sorted descending.
+    """
+    graded_all = np.isfinite(slots.labels)
+    values_all = np.where(graded_all, slots.labels, 0.0)
+    ideal_all = -np.sort(-values_all, axis=1)
+    found: dict[str, FloatArray] = {}
+    for metric in metrics:
+        k = min(metric.k, slots.labels.shape[1])
+        graded, values, hits = graded_all[:, :k], values_all[:, :k], slots.hits[:, :k]
+        if metric.labels == "llm_grade" and metric.kernel != "ndcg":
+            relevant = graded & (values >= relevance_level)
+        else:
+            relevant = graded & (values > 0)
+        counted = graded.sum(axis=1).astype(np.float64)
+        # ungraded hits and no graded one: nothing to score (an empty list still scores 0)
+        undefined = ~(graded & hits).any(axis=1) & (hits & ~graded).any(axis=1)
+        condensed = np.cumsum(graded, axis=1)  # 1-based rank among the graded slots
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if metric.kernel == "precision":
+                value = relevant.sum(axis=1) / counted
+            elif metric.kernel == "mrr":
+                first = np.argmax(relevant, axis=1)
+                rank = condensed[np.arange(len(first)), first]
+                value = np.where(relevant.any(axis=1), 1.0 / rank, 0.0)
+            else:
+                discount = np.where(graded, 1.0 / np.log2(condensed + 1.0), 0.0)
+                dcg = (values * discount).sum(axis=1)
+                ideal = (ideal_all[:, :k] / np.log2(np.arange(k) + 2.0)).sum(axis=1)
+                value = np.where(ideal > 0, dcg / ideal, 0.0)
+        found[metric.name] = np.where(undefined, np.nan, value).astype(np.float64)
+    return found
+
+
 #: labels of the judge / downstream metrics, ``{source: [{doc: label}, ...]}`` by position
 PositionalLabels = Mapping[str, Sequence[Mapping[str, float]]]
 #: the same by query id, ``{source: {qid: {doc: label}}}``, for the dict form of runs and qrels
@@ -384,6 +479,8 @@ def compute(
     runs: Sequence[Sequence[str]] | Mapping[str, Mapping[str, float]],
     qrels: Sequence[Mapping[str, int]] | Mapping[str, Mapping[str, int]],
     labels: Labels | None = None,
+    *,
+    relevance_level: float = DEFAULT_RELEVANCE_LEVEL,
 ) -> dict[str, FloatArray]:
     """Per-query values of each metric: ``{name: array with one value per query}``.
 
@@ -391,7 +488,9 @@ def compute(
     judgments ``{doc_id: grade}`` (grade >= 1 relevant, 0 judged not relevant). Judge and
     downstream metrics take their per-query labels from ``labels[source]`` instead (see
     :data:`LABELS`); a query none of whose hits is labelled relevant scores 0 there, since
-    those labels only ever cover what came back.
+    those labels only ever cover what came back. A judge label of NaN is a hit the judge
+    could not grade: it is left out (see the module docstring), and a query with nothing
+    graded has no value (NaN). llm_precision and llm_mrr count a grade >= ``relevance_level``.
 
     Also takes the pytrec_eval / ranx form: ``runs = {qid: {doc_id: score}}`` and
     ``qrels = {qid: {doc_id: grade}}`` (both dicts; ``labels[source]`` then by qid too). Each
@@ -409,6 +508,10 @@ def compute(
     for source in dict.fromkeys(m.labels for m in parsed):
         group = [m for m in parsed if m.labels == source]
         depth = max(m.k for m in group)
+        if source in JUDGED:
+            slots = slot_matrix(runs, _labels(positional, source), depth)
+            values.update(slot_values(group, slots, relevance_level))
+            continue
         if source == "golden":
             matrix = grade_matrix(runs, qrels, depth)
         else:
