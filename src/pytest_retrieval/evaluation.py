@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +17,7 @@ from .adapters import adapt
 from .golden import GoldenQuery, GoldenSet, load_golden
 from .hits import QueryRun, error_key
 from .metrics import FloatArray
-from .results import EvaluationResult, QueryResult, Threshold
+from .results import EvaluationResult, QueryResult, Threshold, is_graded
 from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, Retriever, run_retriever
 from .verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, RETRIEVER_ERRORS, THRESHOLD
 
@@ -67,6 +68,7 @@ def with_metrics(result: EvaluationResult, names: Sequence[str]) -> EvaluationRe
         qrels=[q.relevant for q in result.queries],
         wanted=wanted,
         thresholds=result.thresholds,
+        relevance_level=result.relevance_level,
     )
     return gate.decide(
         replace(
@@ -76,6 +78,7 @@ def with_metrics(result: EvaluationResult, names: Sequence[str]) -> EvaluationRe
             ci_method=rescored.ci_method,
             per_tag=rescored.per_tag,
             queries=rescored.queries,
+            label_coverage=rescored.label_coverage,
         )
     )
 
@@ -175,7 +178,15 @@ def evaluate(
         )
     with paused_gc():
         result = _score(
-            golden_set, runs, retriever_id, cutoff, wanted, chosen, judgments, downstream_labels
+            golden_set,
+            runs,
+            retriever_id,
+            cutoff,
+            wanted,
+            chosen,
+            judgments,
+            downstream_labels,
+            kernels.DEFAULT_RELEVANCE_LEVEL if judge is None else judge.relevance_level,
         )
     result = replace(
         result,
@@ -198,6 +209,10 @@ class Judge(Protocol):
 
     @property
     def min_coverage(self) -> float: ...
+
+    @property
+    def relevance_level(self) -> int:
+        """The grade (0-3 scale) from which a hit counts as relevant and on topic."""
 
     def judge(
         self, pairs: Sequence[Any], progress: ProgressCallback | None = None
@@ -260,6 +275,7 @@ def _judge_hits(
         causes=causes,
         coverage=graded / total if total else 1.0,
         min_coverage=judge.min_coverage,
+        relevance_level=judge.relevance_level,
     )
     return judgments, summary
 
@@ -307,6 +323,7 @@ def _score(
     chosen: Sequence[Threshold],
     judgments: Sequence[dict[str, dict[str, Any]]],
     downstream: Sequence[dict[str, float]],
+    level: int,
 ) -> EvaluationResult:
     base = [
         QueryResult(
@@ -322,6 +339,7 @@ def _score(
             fingerprint=golden_set.query_fingerprints[q.id],
             judgments=verdicts,
             downstream=labels,
+            criteria=q.criteria,
         )
         for q, run, verdicts, labels in zip(
             golden_set.queries, runs, judgments, downstream, strict=True
@@ -338,6 +356,7 @@ def _score(
         qrels=[q.relevant for q in golden_set.queries],
         wanted=wanted,
         thresholds=chosen,
+        relevance_level=level,
     )
     tracebacks: dict[str, str] = {}
     for run in runs:
@@ -365,17 +384,33 @@ def _aggregate(
     qrels: Sequence[Mapping[str, int]],
     wanted: Sequence[str],
     thresholds: Sequence[Threshold],
+    relevance_level: int = kernels.DEFAULT_RELEVANCE_LEVEL,
 ) -> EvaluationResult:
     parsed = [kernels.parse_metric(metric) for metric in wanted]
-    labelled = any(m.labels != "golden" for m in parsed)
+    judged = [m for m in parsed if m.labels in kernels.JUDGED]
+    others = [m for m in parsed if m.labels not in kernels.JUDGED]
     open_rows = np.array([not qrel for qrel in qrels], dtype=bool)
     with np.errstate(invalid="ignore", divide="ignore"):
-        per_query = kernels.compute(
-            parsed,
+        found = kernels.compute(
+            others,
             runs,
             [qrel or {"": 1} for qrel in qrels],  # open queries: masked out just below
-            _labels_of(base) if labelled else None,
+            {"downstream": [dict(q.downstream) for q in base]},
         )
+    coverage: dict[str, tuple[int, int]] = {}
+    graded: dict[str, np.ndarray] = {}
+    if judged:
+        depth = max(m.k for m in judged)
+        for kind, labels in _judge_labels(base, depth).items():
+            group = [m for m in judged if m.labels == kind]
+            if not group:
+                continue
+            slots = kernels.slot_matrix(runs, labels, depth)
+            found.update(kernels.slot_values(group, slots, relevance_level))
+            for m in group:
+                graded[m.name] = slots.graded(m.k)
+                coverage[m.name] = (int(graded[m.name].sum()), m.k * len(base))
+    per_query = {m.name: found[m.name] for m in parsed}
     human = {m.name for m in parsed if m.labels == "golden"}
     if open_rows.any():
         for metric in human:
@@ -383,12 +418,15 @@ def _aggregate(
     intervals, method = stats.bootstrap_ci(
         {m: v[~open_rows] for m, v in per_query.items() if m in human}
     )
-    judged, _ = stats.bootstrap_ci({m: v for m, v in per_query.items() if m not in human})
-    intervals.update(judged)
-    for rate in parsed:
-        if rate.family == "otr":  # a rate over k slots per query: Wilson, as in the paper
-            on_topic = float(per_query[rate.name].sum()) * rate.k
-            intervals[rate.name] = stats.wilson_interval(on_topic, rate.k * len(base))
+    for m in parsed:  # the others, over the queries that have a value (none: no interval)
+        values = per_query[m.name]
+        defined = values[np.isfinite(values)]
+        if m.name not in human and defined.size:
+            intervals.update(stats.bootstrap_ci({m.name: defined})[0])
+        if m.family == "otr" and defined.size:  # a rate over graded slots: Wilson, as in the paper
+            counted = graded[m.name][np.isfinite(values)]
+            on_topic = float(np.rint(defined * counted).sum())
+            intervals[m.name] = stats.wilson_interval(on_topic, float(counted.sum()))
     columns = [(metric, values.tolist()) for metric, values in per_query.items()]
     queries = [
         replace(q, metrics={metric: column[i] for metric, column in columns})
@@ -418,6 +456,7 @@ def _aggregate(
         latency_p50_ms=stats.percentile(latencies, 50),
         latency_p95_ms=stats.percentile(latencies, 95),
         thresholds=list(thresholds),
+        label_coverage=coverage,
     )
 
 
@@ -430,16 +469,20 @@ def _mean(values: FloatArray) -> float:
     return float(finite.mean()) if finite.size else float("nan")
 
 
-def _labels_of(queries: Sequence[QueryResult]) -> dict[str, list[dict[str, float]]]:
-    """The judge's and the downstream labels of each query's hits, as the kernels take them."""
-    return {
-        "on_topic": [
-            {doc: float(v.get("on_topic") is True) for doc, v in q.judgments.items()}
-            for q in queries
-        ],
-        "llm_grade": [
-            {doc: float(v["grade"]) for doc, v in q.judgments.items() if v.get("grade")}
-            for q in queries
-        ],
-        "downstream": [dict(q.downstream) for q in queries],
-    }
+def _judge_labels(queries: Sequence[QueryResult], depth: int) -> dict[str, list[dict[str, float]]]:
+    """The judge's labels of each query's top ``depth`` hits, as the slot kernels take them:
+    on topic 1/0 and the 0-3 grade; NaN for a hit it did not grade (an error, or no verdict:
+    a deeper metric than the judge was asked about), which the judge metrics leave out."""
+    on_topic: list[dict[str, float]] = []
+    grades: list[dict[str, float]] = []
+    for query in queries:
+        binary, graded = {}, {}
+        for doc in query.returned[:depth]:
+            verdict = query.judgments.get(doc) or {}
+            decided = is_graded(verdict)
+            grade = verdict.get("grade")
+            binary[doc] = float(verdict["on_topic"]) if decided else math.nan
+            graded[doc] = float(grade) if decided and isinstance(grade, int) else math.nan
+        on_topic.append(binary)
+        grades.append(graded)
+    return {"on_topic": on_topic, "llm_grade": grades}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from .errors import AllowanceError as AllowanceError  # raised here; public from here too
 from .errors import MetricNameError
 from .errors import ThresholdError as ThresholdError
-from .metrics import Metric, parse_metric
+from .metrics import JUDGED, Metric, parse_metric
 from .results import LATENCY, EvaluationResult, GateOutcome, Threshold
 from .verdicts import (
     DOWNSTREAM_LABELS,
@@ -32,6 +32,9 @@ from .verdicts import (
     Reason,
     Verdict,
 )
+
+#: ungraded causes a judge coverage reason names, the commonest first
+TOP_CAUSES = 3
 
 _KEY = re.compile(r"^\s*(?P<metric>[^\[\]=\s]+)\s*(?:\[(?P<tag>[^\]]+)\])?\s*$")
 
@@ -231,15 +234,17 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
         if not outcome.passed:
             t = outcome.threshold
             scope = f" on tag {t.tag!r}" if t.tag else ""
-            value = "n/a" if math.isnan(outcome.value) else f"{outcome.value:.4f}"
-            reasons.append(
-                Reason(
-                    THRESHOLD,
-                    f"{t.metric.name}{scope} = {value} is below {t.minimum:g} "
-                    f"(threshold from {t.source})",
-                    t.key,
+            if math.isnan(outcome.value):
+                why = (
+                    f"{t.metric.name}{scope} is n/a ({_unscored(t.metric)}): the threshold "
+                    f"{t.minimum:g} (from {t.source}) cannot pass on it"
                 )
-            )
+            else:
+                why = (
+                    f"{t.metric.name}{scope} = {outcome.value:.4f} is below {t.minimum:g} "
+                    f"(threshold from {t.source})"
+                )
+            reasons.append(Reason(THRESHOLD, why, t.key))
     if result.errors:
         reasons.append(
             Reason(
@@ -265,6 +270,13 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
     if stale is not None:
         (reasons if strict_baseline else warnings).append(stale)
     return replace(result, verdict=Verdict(tuple(reasons), tuple(warnings), outcomes))
+
+
+def _unscored(metric: Metric) -> str:
+    """Why ``metric`` has no value: a judge metric when the judge graded none of its slots."""
+    if metric.labels in JUDGED:
+        return "nothing was graded: the LLM judge could not grade any hit of its top k"
+    return "no query has golden judgments to score it on"
 
 
 def _stale(result: EvaluationResult) -> Reason | None:
@@ -301,7 +313,10 @@ def _label_problems(result: EvaluationResult) -> list[Reason]:
         coverage, needed = judge.get("coverage", 1.0), judge.get("min_coverage", 0.0)
         if coverage < needed:
             causes = sorted((judge.get("causes") or {}).items(), key=lambda kv: -kv[1])
-            why = f"; most often: {causes[0][0]} ({causes[0][1]}x)" if causes else ""
+            why = f"; {judge['stopped']}" if judge.get("stopped") else ""
+            if causes:
+                top = ", ".join(f"{cause} ({count}x)" for cause, count in causes[:TOP_CAUSES])
+                why += f"; most often: {top}"
             problems.append(
                 Reason(
                     JUDGE_COVERAGE,

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._gc import paused_gc
 from .hits import error_key
-from .metrics import Metric, parse_metric
+from .metrics import DEFAULT_RELEVANCE_LEVEL, Metric, parse_metric
 from .verdicts import REGRESSION, UNDECIDED, Reason, Verdict
 
 if TYPE_CHECKING:
@@ -27,6 +27,12 @@ LATENCY = "latency_p95"
 
 
 # ---------------------------------------------------------------------------- per query
+
+
+def is_graded(verdict: Mapping[str, Any]) -> bool:
+    """The judge graded the hit (no ``error``, a decision); else the judge metrics leave the
+    hit out: an ungraded hit is neither on nor off topic."""
+    return verdict.get("error") is None and isinstance(verdict.get("on_topic"), bool)
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,9 @@ class QueryResult:
     judgments: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: doc id -> downstream (eRAG) label in [0, 1], for the top-k hits; empty without one
     downstream: dict[str, float] = field(default_factory=dict)
+    #: the golden query's relevance criteria for the judge (carried so a report alone can
+    #: rebuild the judge's prompts, e.g. ``judge-batch submit REPORT``)
+    criteria: str | None = None
 
     @property
     def missed(self) -> list[str]:
@@ -80,6 +89,7 @@ class QueryResult:
             "fingerprint": self.fingerprint,
             "judgments": self.judgments,
             "downstream": self.downstream,
+            "criteria": self.criteria,
         }
 
 
@@ -272,6 +282,9 @@ class EvaluationResult:
     erag: dict[str, Any] | None = None
     #: error kind (``QueryResult.error_key``) -> the first traceback the run kept of it
     tracebacks: dict[str, str] = field(default_factory=dict)
+    #: judge metric -> (graded slots, slots) over its top k of every query: the share of the
+    #: value that rests on the judge's labels (ungraded hits are left out of judge metrics)
+    label_coverage: dict[str, tuple[int, int]] = field(default_factory=dict)
     verdict: Verdict = UNDECIDED
 
     @property
@@ -327,6 +340,32 @@ class EvaluationResult:
         return sum(q.duplicates for q in self.queries)
 
     @property
+    def relevance_level(self) -> int:
+        """The grade from which the judge's 0-3 verdicts count as relevant, as its summary
+        recorded it (no judge, or a report older than the setting: the default)."""
+        level = (self.judge or {}).get("relevance_level")
+        return level if type(level) is int else DEFAULT_RELEVANCE_LEVEL
+
+    def judge_slots(self, query: QueryResult, depth: int) -> list[int | None] | None:
+        """The judge's label of each hit of ``query``'s top ``depth``, by rank: 1/0 on the
+        binary scale, the grade on the 0-3 scale, None where it gave no verdict; None when
+        no judge ran."""
+        if not self.judge:
+            return None
+        graded = self.judge.get("scale") == "0-3"
+        labels: list[int | None] = []
+        for doc in query.returned[:depth]:
+            verdict = query.judgments.get(doc) or {}
+            grade = verdict.get("grade")
+            if not is_graded(verdict):
+                labels.append(None)
+            elif graded:
+                labels.append(grade if type(grade) is int else None)
+            else:
+                labels.append(int(verdict["on_topic"]))
+        return labels
+
+    @property
     def open_queries(self) -> int:
         """Queries without golden judgments (scored by the judge or downstream labels only)."""
         return sum(1 for q in self.queries if not q.relevant)
@@ -374,6 +413,10 @@ class EvaluationResult:
             "metrics": self.metrics,
             "ci": {name: list(bounds) for name, bounds in self.ci.items()},
             "ci_method": self.ci_method,
+            "coverage": {
+                name: {"graded": graded, "slots": slots}
+                for name, (graded, slots) in self.label_coverage.items()
+            },
             "per_tag": {
                 tag: {"n_queries": self.tag_counts[tag], "metrics": values}
                 for tag, values in self.per_tag.items()
@@ -458,6 +501,7 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
             fingerprint=q.get("fingerprint", ""),
             judgments=dict(q.get("judgments") or {}),
             downstream=dict(q.get("downstream") or {}),
+            criteria=q.get("criteria"),
         )
         for q in data["queries"]
     ]
@@ -489,6 +533,10 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
             error_key(group["error"]): group["traceback"]
             for group in data.get("error_groups") or []
             if group.get("traceback")
+        },
+        label_coverage={
+            name: (int(entry["graded"]), int(entry["slots"]))
+            for name, entry in (data.get("coverage") or {}).items()
         },
         verdict=verdict,
     )
