@@ -39,12 +39,19 @@ LATENCY_SIGNIFICANT = 3  # per-query latency: enough for a paired test on log ra
 
 @dataclass
 class BaselineQuery:
-    """One query as recorded: its golden fingerprint, metric values, top k and latency."""
+    """One query as recorded: its golden fingerprint, metric values, top k and latency.
+
+    ``judged``: when a judge ran, its label of each hit of the top k of the deepest judge
+    metric, by rank: 1/0 (binary) or the 0-3 grade, None for a hit it could not grade. Judge
+    metrics are then compared on the slots graded in both runs (None: an older file, or no
+    judge; the stored values are compared).
+    """
 
     fingerprint: str
     metrics: dict[str, float]
     ranked: list[str]
     latency_ms: float | None = None
+    judged: list[int | None] | None = None
 
 
 @dataclass
@@ -390,12 +397,21 @@ def _entry(key: str, raw: _Field) -> BaselineEntry:
 
 
 def _query(raw: _Field) -> BaselineQuery:
+    judged = raw.child("judged", None)
     return BaselineQuery(
         raw.child("fingerprint").string(empty=False),
         _metrics(raw.child("metrics")),
         [doc.string() for doc in raw.child("ranked").elements()],
         _latency(raw.child("latency_ms", None)),
+        None if judged.value is None else [_label(slot) for slot in judged.elements()],
     )
+
+
+def _label(slot: _Field) -> int | None:
+    """A judge's label of one slot: null (ungraded), or a whole number from 0 to 3."""
+    if slot.value is not None and (type(slot.value) is not int or not 0 <= slot.value <= 3):
+        slot.fail("is not a judge label (0 or 1, a grade 0-3, or null for ungraded)")
+    return slot.value
 
 
 # ---------------------------------------------------------------------------- writing
@@ -428,6 +444,8 @@ def _query_dict(query: BaselineQuery) -> dict[str, Any]:
     latency = _significant(query.latency_ms)
     if latency is not None:  # absent rather than null: files without latencies stay as they were
         row["latency_ms"] = latency
+    if query.judged is not None:  # only when a judge ran
+        row["judged"] = query.judged
     return row
 
 

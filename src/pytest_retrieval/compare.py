@@ -13,7 +13,7 @@ not gated are reported with their unadjusted p and never fail a run.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import Any
@@ -23,7 +23,15 @@ import numpy as np
 from . import stats
 from .baseline import BaselineEntry, BaselineQuery
 from .gate import Allowance, default_allowance
-from .metrics import DEFINITIONS_VERSION, parse_metric
+from .metrics import (
+    DEFINITIONS_VERSION,
+    JUDGE_METRICS_VERSION,
+    JUDGED,
+    Metric,
+    SlotMatrix,
+    parse_metric,
+    slot_values,
+)
 from .results import (
     LATENCY,
     Comparison,
@@ -40,8 +48,9 @@ TOLERANCE = 1e-9  # a drop of exactly the allowance is allowed, whatever the flo
 #: this many ms (or not significantly): per-query timings jitter from run to run
 KEPT_LATENCY_SHIFT = 0.5
 KEPT_LATENCY_MS = 1.0
-#: what must match for LLM-judged values to be comparable across runs
-JUDGE_DEFINITION = ("model", "prompt_version", "scale", "min_score")
+#: what must match for LLM-judged values to be comparable across runs (judge_definition
+#: adds the judge metrics' definition version, JUDGE_METRICS_VERSION)
+JUDGE_DEFINITION = ("model", "prompt_version", "scale", "min_score", "relevance_level")
 
 
 def compare_to_baseline(
@@ -85,9 +94,9 @@ def compare_to_baseline(
             m for m in result.metrics if parse_metric(m).labels != "golden" and m not in missing
         ]
         judge_changed = {
-            key: [entry.judge.get(key), judge_now[key]]
-            for key in JUDGE_DEFINITION
-            if entry.judge.get(key) != judge_now[key]
+            key: [entry.judge.get(key), value]
+            for key, value in judge_now.items()
+            if entry.judge.get(key) != value
         }
     before = {
         m: np.array([entry.queries[q].metrics[m] for q in common])
@@ -95,6 +104,14 @@ def compare_to_baseline(
         if m not in missing
     }
     after = {m: np.array([current[q].metrics[m] for q in common]) for m in before}
+    _on_common_slots(
+        before,
+        after,
+        [entry.queries[q].judged for q in common],
+        [result.judge_slots(current[q], _judge_depth(result.metrics)) for q in common],
+        graded=(result.judge or {}).get("scale") == "0-3",
+        level=result.relevance_level,
+    )
     changes = judge_changes(before, after, allowances, alpha, result.gated)
     changes += [
         MetricChange(
@@ -113,7 +130,9 @@ def compare_to_baseline(
     if latency is not None and entry.latency_p95_ms is not None:
         changes.append(latency_change(result, entry, common, latency, alpha))
     worse = {
-        c.metric: worse_queries(result, entry, common, c.metric)
+        c.metric: worse_queries(
+            result, entry, common, c.metric, (before[c.metric], after[c.metric])
+        )
         for c in changes
         if c.verdict == "regressed" and c.metric != LATENCY
     }
@@ -126,6 +145,69 @@ def compare_to_baseline(
         if missing and len(missing) == len(result.metrics)
         else None,
     )
+
+
+def _judge_depth(metrics: Iterable[str]) -> int:
+    """The deepest k of the judge metrics among ``metrics`` (0: none)."""
+    return max((m.k for m in map(parse_metric, metrics) if m.labels in JUDGED), default=0)
+
+
+def _on_common_slots(
+    before: dict[str, np.ndarray],
+    after: dict[str, np.ndarray],
+    old: Sequence[list[int | None] | None],
+    new: Sequence[list[int | None] | None],
+    *,
+    graded: bool,
+    level: int,
+) -> None:
+    """Replace, in place, the per-query values of the judge metrics in ``before`` / ``after``
+    by both runs' values on the slots graded in both, for the queries whose judge labels
+    both runs hold (``old`` / ``new``, by rank): a hit one judge could not grade is left out
+    of both sides, so refusals alone change nothing. Queries without labels keep their
+    stored values (a baseline older than the labels)."""
+    rows = [
+        i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a is not None and b is not None
+    ]
+    if not rows:
+        return
+    for name in before:
+        metric = parse_metric(name)
+        if metric.labels not in JUDGED:
+            continue
+        pairs = [(old[i], new[i]) for i in rows]
+        sides = _common_slots(metric, pairs, graded=graded, level=level)
+        for values, slots in zip((before, after), sides, strict=True):
+            column = values[name].astype(np.float64)
+            column[rows] = slot_values([metric], slots, level)[name]
+            values[name] = column
+
+
+def _common_slots(
+    metric: Metric,
+    pairs: Sequence[tuple[list[int | None] | None, list[int | None] | None]],
+    *,
+    graded: bool,
+    level: int,
+) -> tuple[SlotMatrix, SlotMatrix]:
+    """The two runs' slot matrices of ``metric``'s top k, each slot graded in both or left
+    out (NaN) in both; on the 0-3 scale otr is on topic at grade >= ``level``."""
+    k = metric.k
+    shape = (len(pairs), k)
+    matrices = [np.zeros(shape), np.zeros(shape)]
+    hits = [np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)]
+    binary = graded and metric.labels == "on_topic"
+    for row, pair in enumerate(pairs):
+        top = [list(labels or [])[:k] for labels in pair]
+        for side, labels in enumerate(top):
+            hits[side][row, : len(labels)] = True
+            for rank, label in enumerate(labels):
+                if label is not None:
+                    matrices[side][row, rank] = float(label >= level) if binary else label
+        for rank in range(k):
+            if any(rank < len(labels) and labels[rank] is None for labels in top):
+                matrices[0][row, rank] = matrices[1][row, rank] = np.nan
+    return SlotMatrix(matrices[0], hits[0]), SlotMatrix(matrices[1], hits[1])
 
 
 def _stale_reason(entry: BaselineEntry, common: Sequence[str]) -> str | None:
@@ -272,16 +354,24 @@ def latency_unchanged(
 
 
 def worse_queries(
-    result: EvaluationResult, entry: BaselineEntry, common: Sequence[str], metric: str
+    result: EvaluationResult,
+    entry: BaselineEntry,
+    common: Sequence[str],
+    metric: str,
+    compared: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[QueryChange]:
     """Every query that got worse on ``metric``, the largest drop first, with the relevant
-    ids that left the top k (and their rank now)."""
+    ids that left the top k (and their rank now). ``compared``: the per-query values of
+    ``common`` the test compared (judge metrics: on the slots graded in both runs), by
+    default the stored ones."""
     current = {q.id: q for q in result.queries}
     k = parse_metric(metric).k
     changes = []
-    for qid in common:
+    for i, qid in enumerate(common):
         query = current[qid]
         before, after = entry.queries[qid].metrics[metric], query.metrics[metric]
+        if compared is not None:
+            before, after = float(compared[0][i]), float(compared[1][i])
         if not after < before:  # NaN (open queries) never counts
             continue
         ranks = {doc: rank for rank, doc in enumerate(query.returned, 1)}
@@ -308,6 +398,15 @@ def compare_runs(
     metrics = [m for m in reference.metrics if m in other.metrics]
     before = {m: np.array([ours[q].metrics[m] for q in common]) for m in metrics}
     after = {m: np.array([theirs[q].metrics[m] for q in common]) for m in metrics}
+    depth = _judge_depth(metrics)
+    _on_common_slots(
+        before,
+        after,
+        [reference.judge_slots(ours[q], depth) for q in common],
+        [other.judge_slots(theirs[q], depth) for q in common],
+        graded=(reference.judge or {}).get("scale") == "0-3",
+        level=reference.relevance_level,
+    )
     gated = [m for m in reference.gated if m in other.gated] or list(reference.gated)
     changes = judge_changes(before, after, allowances, alpha, gated, two_sided=True)
     return Comparison(
@@ -397,12 +496,14 @@ def entry_from_result(
     rewrites nothing but ``created`` and the git info."""
     keep = previous is not None and latency_unchanged(result, previous)
     old = previous.queries if previous is not None and keep else {}
+    depth = _judge_depth(result.metrics)
     queries = {
         q.id: BaselineQuery(
             q.fingerprint,
             dict(q.metrics),
             q.returned[: result.k],
             old[q.id].latency_ms if q.id in old else (None if q.error else q.latency_ms),
+            result.judge_slots(q, depth) if depth else None,
         )
         for q in result.queries
     }
@@ -427,9 +528,18 @@ def entry_from_result(
 
 
 def judge_definition(result: EvaluationResult) -> dict[str, Any] | None:
+    """What must match for this run's judge metrics to be compared with a baseline's: the
+    judge's settings that change its labels (the relevance level on the 0-3 scale only) and
+    the judge metrics' definitions version."""
     if not result.judge:
         return None
-    return {key: result.judge.get(key) for key in JUDGE_DEFINITION}
+    definition = {key: result.judge.get(key) for key in JUDGE_DEFINITION}
+    if definition["scale"] == "0-3":
+        definition["relevance_level"] = result.relevance_level
+    else:
+        definition["relevance_level"] = None  # binary verdicts have no relevance level
+    definition["judge_metrics_version"] = JUDGE_METRICS_VERSION
+    return definition
 
 
 @dataclass(frozen=True)
