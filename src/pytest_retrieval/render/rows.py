@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, Reason, Verdict
-from .text import ci, command, delta, num, p_value
+from .text import ci, command, delta, metric_value, num, p_value
 
 if TYPE_CHECKING:
     from ..compare import ABGroup
@@ -136,9 +136,13 @@ def metric_rows(result: EvaluationResult) -> list[list[Cell]]:
         changes = {c.metric: c for c in result.comparison.changes}
     header = ["metric", "value", "95% CI", "threshold", "baseline", "Δ", "p", "verdict"]
     rows = [[plain(name) for name in header]]
-    for name, value in result.metrics.items():
+    for name, number in result.metrics.items():
         outcome = gates.pop(name, None)
-        rows.append(_metric_row(name, num(value), ci(result.ci.get(name)), outcome, changes))
+        rows.append(
+            _metric_row(
+                name, metric_value(result, name, number), ci(result.ci.get(name)), outcome, changes
+            )
+        )
     for key, outcome in gates.items():  # tag thresholds
         rows.append(_metric_row(key, num(outcome.value), "", outcome, {}))
     latency = changes.get("latency_p95")
@@ -160,7 +164,7 @@ def metric_rows(result: EvaluationResult) -> list[list[Cell]]:
 
 def _metric_row(
     name: str,
-    value: str,
+    shown: str,
     interval: str,
     outcome: GateOutcome | None,
     changes: dict[str, MetricChange],
@@ -179,7 +183,7 @@ def _metric_row(
         marks += _change_marks(change)
     return [
         [("code", name)],
-        plain(value),
+        plain(shown),
         plain(interval),
         plain(threshold),
         plain(baseline),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..metrics import parse_metric
 from ..verdicts import REGRESSION
 from .rows import WORST_QUERIES, judge_bill, label_problems, power_lines, recorded, worst_queries
-from .text import ci, command, delta, num, p_value, short, text_table, title
+from .text import ci, command, delta, metric_value, num, p_value, short, text_table, title
 
 if TYPE_CHECKING:
     from ..compare import ABGroup
@@ -23,21 +23,21 @@ def metric_table(result: EvaluationResult) -> list[str]:
     """metric | value | 95% CI | threshold | status, every metric then each tag threshold."""
     gates = {o.threshold.key: o for o in result.verdict.outcomes}
     rows = [["metric", "value", "95% CI", "threshold", "status"]]
-    for name, value in result.metrics.items():
+    for name, number in result.metrics.items():
         outcome = gates.pop(name, None)
-        rows.append(_row(name, value, result.ci.get(name), outcome))
+        rows.append(_row(name, metric_value(result, name, number), result.ci.get(name), outcome))
     for key, outcome in gates.items():  # tag thresholds
-        rows.append(_row(key, outcome.value, None, outcome))
+        rows.append(_row(key, num(outcome.value), None, outcome))
     return text_table(rows)
 
 
 def _row(
-    name: str, value: float, bounds: tuple[float, float] | None, outcome: GateOutcome | None
+    name: str, shown: str, bounds: tuple[float, float] | None, outcome: GateOutcome | None
 ) -> list[str]:
     if outcome is None:
-        return [name, num(value), ci(bounds), "", ""]
+        return [name, shown, ci(bounds), "", ""]
     status = "PASS" if outcome.passed else "FAIL"
-    return [name, num(value), ci(bounds), f">= {outcome.threshold.minimum:g}", status]
+    return [name, shown, ci(bounds), f">= {outcome.threshold.minimum:g}", status]
 
 
 def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[str]:

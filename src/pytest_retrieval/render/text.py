@@ -18,6 +18,19 @@ def num(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.4f}"
 
 
+def graded(result: EvaluationResult, metric: str) -> str:
+    """A judge metric's coverage, ``graded 952/1000`` (its graded slots of all its slots),
+    shown beside its value; empty for the other metrics."""
+    counts = result.label_coverage.get(metric)
+    return "" if counts is None else f"graded {counts[0]}/{counts[1]}"
+
+
+def metric_value(result: EvaluationResult, metric: str, number: float) -> str:
+    """A metric's value as the tables show it: the number, then a judge metric's coverage."""
+    shown = graded(result, metric)
+    return f"{num(number)} · {shown}" if shown else num(number)
+
+
 def delta(value: float, places: int) -> str:
     """Signed, and never "-0.0000" for a difference that rounds to nothing."""
     if math.isnan(value):
