@@ -36,6 +36,7 @@ class FakeVerdict:
     grade: int | None = None
     reason: str = ""
     error: str | None = None
+    agreement: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +45,7 @@ class FakeVerdict:
             "grade": self.grade,
             "reason": self.reason,
             "error": self.error,
+            "agreement": self.agreement,
         }
 
 
@@ -92,6 +94,7 @@ class FakeJudge:
                 )
             else:
                 verdicts.append(FakeVerdict(bool(answer), float(answer), None, "binary"))
+            verdicts[-1].agreement = None if answer is None else 0.5
         return verdicts
 
     def summary(self) -> dict[str, Any]:
@@ -101,6 +104,9 @@ class FakeJudge:
             "scale": "0-3" if self.graded else "binary",
             "min_score": 0.5,
             "relevance_level": self.relevance_level,
+            "samples": 3,
+            "deadline": 1800.0,
+            "agreement": 0.9,  # over the judge's whole process
             "stopped": self.stopped,
             "causes": dict(self.causes),
             **self.counts,
@@ -375,3 +381,13 @@ def test_a_bad_slot_label_in_the_baseline_file_names_its_place(tmp_path: Path) -
     path.write_text(path.read_text().replace('"judged": [0, ', '"judged": [7, '))
     with pytest.raises(baseline.BaselineError, match=r"/queries/q0/judged/0: 7 is not a judge"):
         baseline.read(path)
+
+
+def test_each_evaluation_keeps_the_judges_settings_and_its_own_counts() -> None:
+    judge = FakeJudge(on_topic_rule())
+    evaluate(retriever(), golden(2), judge=judge)
+    second = evaluate(retriever(), golden(1), judge=judge).judge
+    assert second is not None
+    assert (second["calls"], second["graded"], second["pairs"]) == (10, 10, 10)
+    assert (second["samples"], second["deadline"], second["relevance_level"]) == (3, 1800.0, 2)
+    assert second["agreement"] == 0.5  # of this evaluation's verdicts

@@ -265,6 +265,9 @@ def _judge_hits(
     summary = _since(before, judge.summary())
     total = len(pairs) + no_text
     graded = sum(1 for v in verdicts if v.error is None)
+    shares = [a for v in judgments for d in v.values() if (a := d.get("agreement")) is not None]
+    if shares:  # the judge's own average covers its whole process: this evaluation's
+        summary["agreement"] = sum(shares) / len(shares)
     causes = dict(summary.get("causes") or {})
     if no_text:
         causes[NO_TEXT] = causes.get(NO_TEXT, 0) + no_text
@@ -280,13 +283,17 @@ def _judge_hits(
     return judgments, summary
 
 
+#: numbers of the judge's summary that are settings or averages, not counters to difference
+_NOT_COUNTERS = frozenset({"min_score", "relevance_level", "samples", "deadline", "agreement"})
+
+
 def _since(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
     """``after`` with its counters (numbers, and the causes tally) less ``before``."""
     summary = dict(after)
     for key, value in after.items():
         old = before.get(key)
         if isinstance(value, int | float) and isinstance(old, int | float):
-            if not isinstance(value, bool) and key != "min_score":
+            if not isinstance(value, bool) and key not in _NOT_COUNTERS:
                 summary[key] = value - old
         elif key == "causes" and isinstance(value, Mapping):
             earlier = before.get("causes") or {}
