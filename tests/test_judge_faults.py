@@ -178,7 +178,8 @@ def test_five_percent_refusals_against_a_baseline_of_the_same_judge_pass(
     assert again.ret == pytest.ExitCode.OK, again.stdout.str()
     # over the graded hits only: every one of them is on topic, as in the baseline
     assert evaluation(pytester)["metrics"]["otr@5"] == 1.0
-    assert "coverage" in metric_line(again, "otr@5").lower()
+    line = metric_line(again, "otr@5")  # the coverage beside the metric
+    assert f"{pairs - refused}/{pairs}" in line or f"{(pairs - refused) / pairs:.1%}" in line
 
 
 def test_zero_coverage_prints_na_and_fails_on_judge_coverage(
@@ -236,10 +237,17 @@ def test_dead_endpoint_on_200_pairs_stops_fast_with_one_message(
     assert_no_crash(result)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # judge coverage
     assert wall < 20
+    judging = time.monotonic() - server.requests[0].arrived  # without pytest's start-up
+    assert judging < 10
     text = output(result)
     assert f"stopped calling the judge at {server.base_url}: " in text
     assert "consecutive failures" in text
-    assert 1 <= text.count("stopped calling the judge at") <= 3  # one message, not one a pair
+    # one message (the report may repeat it), not one a pair
+    stops = re.findall(
+        r"stopped calling the judge at \S+: \d+ consecutive failures \(last: [^)]*\)", text
+    )
+    assert len(set(stops)) == 1
+    assert text.count("stopped calling the judge at") < 20
     assert len(server.requests) < pairs / 2  # far fewer than 5 requests a pair
 
 
@@ -254,7 +262,9 @@ def test_never_answering_endpoint_ends_at_the_deadline(
     assert_no_crash(result)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # nothing graded
     assert "judge deadline of 5 s reached (--retrieval-judge-deadline)" in output(result)
-    assert 5 <= wall < 5 + 12  # the deadline, plus starting pytest on a loaded machine
+    # from the first request (pytest's start-up takes up to ~9 s on a loaded 2-core box)
+    judging = time.monotonic() - server.requests[0].arrived
+    assert 4 <= judging < 5 + 5 and wall < 5 + 30
 
 
 def test_retry_after_is_one_shared_pause(pytester: pytest.Pytester, server: JudgeServer) -> None:
