@@ -116,7 +116,9 @@ def evaluate(
     ``thresholds`` default to the golden file's; metrics default to the golden file's list or
     recall/precision/hit_rate/mrr/ndcg/map at its k. With a ``judge`` (see
     :mod:`pytest_retrieval.judge`) the top-k hits are graded too and ``otr@k`` (and, on the 0-3
-    scale, ``llm_*@k``) added; hit texts come from the hits or from ``corpus`` (id -> text).
+    scale, ``llm_*@k``) added, over the hits it graded (a hit it could not grade is left out,
+    never counted off topic; ``label_coverage`` says how many slots were graded); hit texts
+    come from the hits or from ``corpus`` (id -> text).
     With ``downstream`` (a :class:`~pytest_retrieval.downstream.DownstreamRunner`) each top-k
     hit gets an eRAG label and ``erag_*@k`` are added. Open queries (no ``relevant``) need
     one of the two.
