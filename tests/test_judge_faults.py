@@ -473,6 +473,30 @@ def test_unknown_model_on_a_reasoning_endpoint_falls_back_on_the_400(
     assert all(s.status == 200 for s in server.requests[-pairs // 2 :])
 
 
+def test_requests_carry_seed_and_max_completion_tokens_and_ask_the_reason_first(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    pairs = fruit(pytester)
+    result = pytester.runpytest(*judge_args(server))
+    result.assert_outcomes(passed=1)
+    assert len(server.requests) == pairs
+    for seen in server.requests:
+        assert "max_completion_tokens" in seen.body and "max_tokens" not in seen.body
+        assert "seed" in seen.body
+        schema = seen.body["response_format"]["json_schema"]["schema"]
+        assert next(iter(schema["properties"])) == "reason"  # the model reasons first
+
+
+def test_samples_report_the_agreement_per_pair(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    pairs = fruit(pytester)
+    result = pytester.runpytest(*judge_args(server, "--retrieval-judge-samples", "3"))
+    result.assert_outcomes(passed=1)
+    assert len(server.requests) == 3 * pairs
+    assert all(v["agreement"] == 1.0 for v in verdicts(pytester))  # the server is deterministic
+
+
 def test_a_repeated_identical_400_stops_calls_with_the_server_message(
     pytester: pytest.Pytester, server: JudgeServer
 ) -> None:
@@ -501,6 +525,14 @@ def test_graded_precision_and_mrr_do_not_count_grade_1(
     assert metrics["otr@3"] == 0.0
     assert metrics["llm_precision@3"] == 0.0
     assert metrics["llm_mrr@3"] == 0.0
+    lenient = pytester.runpytest(
+        *judge_args(
+            server, "--retrieval-judge-scale", "0-3", "--retrieval-judge-relevance-level", "1"
+        )
+    )
+    lenient.assert_outcomes(passed=1)
+    metrics = evaluation(pytester)["metrics"]
+    assert metrics["otr@3"] == metrics["llm_precision@3"] == metrics["llm_mrr@3"] == 1.0
 
 
 @pytest.mark.parametrize(
