@@ -443,12 +443,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
+def _quiet(server: ThreadingHTTPServer, request: Any, client_address: Any) -> None:
+    """A client that hung up (the judge gave up on a request) is no server error; anything
+    else is printed as usual. Quiet, because an in-process pytester run captures this
+    thread's stderr too and would show the traceback as the judge's."""
+    import sys
+
+    if not isinstance(sys.exc_info()[1], ConnectionError):
+        ThreadingHTTPServer.handle_error(server, request, client_address)
+
+
 @contextmanager
 def serve(**options: Any) -> Iterator[JudgeServer]:
     """Run a JudgeServer on 127.0.0.1 (a free port) for the duration of the block."""
     state = JudgeServer(**options)
     handler = type("Handler", (_Handler,), {"server_state": state})
-    server_class = type("Server", (ThreadingHTTPServer,), {"request_queue_size": 256})
+    server_class = type(
+        "Server", (ThreadingHTTPServer,), {"request_queue_size": 256, "handle_error": _quiet}
+    )
     httpd = server_class(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     state.port = httpd.server_address[1]
