@@ -86,6 +86,11 @@ class RequestShape:
             params["reasoning_effort"] = "low"
         return params
 
+    def version(self) -> int:
+        """How many times the shape changed: a 400 about a request sent with an older
+        shape is answered by sending it again as it is now."""
+        return len(self.learned)
+
     def adapt(self, status: int, message: str, param: str | None) -> bool:
         """Change the shape after a 400 that names one of our optional parameters; False
         when the 400 is about something else (then it is the pair's error)."""

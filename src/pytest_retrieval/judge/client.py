@@ -540,10 +540,13 @@ class Judge:
                 if (pause := rested - time.monotonic()) > 0:
                     await asyncio.sleep(pause)
             async with limit:
+                if self._pause_until > rested:  # a 429 came while this task queued
+                    continue
                 stop = self._spend_allowed()
                 if stop is not None:
                     return Verdict(error=stop)
                 self.counts["calls"] += 1
+                shape = self.shape.version()
                 try:
                     response = await client.chat.completions.create(
                         **self.request_body(pair, sample)
@@ -555,7 +558,7 @@ class Judge:
                 else:
                     self._failures, self._repeat = 0, ("", 0)
                     return self._read(response, truncated)
-            outcome = self._after(failure)
+            outcome = self._after(failure, shape)
             if outcome == "again":
                 continue
             if outcome is not None:
@@ -575,10 +578,13 @@ class Judge:
                 rested = self._pause_until
             await asyncio.sleep(wait)  # outside the slot: others go on meanwhile
 
-    def _after(self, failure: Failure) -> str | None:
-        """Decide on a failed request: "again" (re-send at once, the request shape was
-        adapted), the pair's cause (give it up), or None (retry after a wait)."""
-        if failure.shape is not None and self.shape.adapt(*failure.shape):
+    def _after(self, failure: Failure, shape: int) -> str | None:
+        """Decide on a failed request: "again" (re-send at once: the request shape was
+        adapted, now or by another task since it was sent), the pair's cause (give it
+        up), or None (retry after a wait)."""
+        if failure.shape is not None and (
+            self.shape.version() != shape or self.shape.adapt(*failure.shape)
+        ):
             return "again"
         if failure.action == "fatal":
             self._stop(f"stopped calling the judge at {self.endpoint}: {failure.cause}")
