@@ -250,3 +250,16 @@ def test_api_errors_are_one_scrubbed_line_with_the_servers_message(
     assert err.startswith("pytest-retrieval judge-batch: reading batch batch-1: ")
     assert "onnect" in err  # "Connection error." or the transport's ConnectError
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_samples_are_batched_keyed_and_seeded_as_the_online_run_asks_them(
+    server: JudgeServer, tmp_path: Path
+) -> None:
+    assert main([*SUBMIT, "--cache", "jc", "--samples", "3"]) == 0
+    lines = [json.loads(line) for line in server.files["file-1"].splitlines()]
+    assert len(lines) == 36 and {r["body"]["seed"] for r in lines} == {0, 1, 2}
+    assert main(COLLECT) == 0
+    online = Judge(JudgeConfig(model="gpt-4.1-mini", cache_dir=tmp_path / "jc", samples=3))
+    verdicts = online.judge(report_pairs())
+    assert server.requests == [] and online.summary()["cache_hits"] == 36
+    assert all(v.error is None and v.agreement == 1.0 for v in verdicts)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .validators import alpha_arg
+from .validators import alpha_arg, positive_int
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -426,6 +426,12 @@ def _add_judge_batch(commands: Any) -> None:
     sub.add_argument("--prompt", type=Path, default=None)
     sub.add_argument("--text-budget", type=int, default=4000)
     sub.add_argument(
+        "--samples",
+        type=positive_int,
+        default=1,
+        help="answers per hit, as --retrieval-judge-samples in the pytest run (default 1)",
+    )
+    sub.add_argument(
         "--cache", type=Path, default=DEFAULT_JUDGE_CACHE, help=f"default {DEFAULT_JUDGE_CACHE}"
     )
 
@@ -446,6 +452,7 @@ def _batch_judge(settings: dict[str, Any]) -> Any:
                 prompt_file=Path(settings["prompt"]) if settings["prompt"] else None,
                 text_budget_chars=settings["text_budget"],
                 cache_dir=Path(settings["cache"]),
+                samples=int(settings.get("samples", 1)),
             )
         )
     except JudgeConfigError as exc:
@@ -478,6 +485,7 @@ def _batch_submit(args: argparse.Namespace) -> int:
         "prompt": str(args.prompt) if args.prompt else None,
         "text_budget": args.text_budget,
         "cache": str(args.cache),
+        "samples": args.samples,
     }
     try:
         pairs = pairs_from_report(report, _batch_corpus(args, report))

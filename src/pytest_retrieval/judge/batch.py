@@ -132,20 +132,21 @@ def submit(
     cached = 0
     keys: set[str] = set()
     for pair in pairs:
-        key = judge.cache_key(pair)
-        if judge.cache is not None and judge.cache.get(key) is not None:
-            cached += 1
-            continue
-        if key in keys:  # same query, criteria and text under two doc ids: one answer
-            continue
-        keys.add(key)
-        request = {
-            "custom_id": key,
-            "method": "POST",
-            "url": "/v1/chat/completions",
-            "body": judge.request_body(pair),
-        }
-        lines.append((json.dumps(request, ensure_ascii=False) + "\n").encode())
+        for sample in range(judge.config.samples):  # sample i: keyed and seeded as online
+            key = judge.cache_key(pair, sample)
+            if judge.cache is not None and judge.cache.get(key) is not None:
+                cached += 1
+                continue
+            if key in keys:  # same query, criteria and text under two doc ids: one answer
+                continue
+            keys.add(key)
+            request = {
+                "custom_id": key,
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": judge.request_body(pair, sample),
+            }
+            lines.append((json.dumps(request, ensure_ascii=False) + "\n").encode())
     submitted = Submitted([], 0, cached)
     if not lines:
         return submitted
