@@ -302,8 +302,11 @@ def test_claims_let_one_process_ask_and_expire_with_their_owner(tmp_path: Path) 
     first, second = JsonCache(tmp_path, "judge"), JsonCache(tmp_path, "judge")
     assert first.claim(["a", "b"], stale_after=60) == {"a", "b"}
     assert second.claim(["a", "c"], stale_after=60) == {"c"}
-    first.put("a", {"answer": 1})  # answered: the claim goes with it
-    assert second.claim(["a"], stale_after=60) == {"a"}
+    first.put("a", {"answer": 1})  # answered: read it, nobody asks again
+    assert second.claim(["a"], stale_after=60) == set()
+    assert first.claim(["d"], stale_after=60) == {"d"}
+    first.release(["d"])  # given up unanswered: free for the next one
+    assert second.claim(["d"], stale_after=60) == {"d"}
     assert second.claim(["b"], stale_after=0) == {"b"}  # held too long: stale
     db = sqlite3.connect(tmp_path / "judge.sqlite")
     dead = f"{os.uname().nodename}:999999999:x"

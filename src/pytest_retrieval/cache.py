@@ -143,8 +143,10 @@ class JsonCache:
             self._off(f"{self.path} broke while writing it ({exc}); delete it to start anew")
 
     def claim(self, keys: Iterable[str], stale_after: float) -> set[str]:
-        """The ``keys`` this cache object may now ask for: nobody else holds them, or the
-        holder died (same host, process gone) or has held them over ``stale_after`` s."""
+        """The ``keys`` this cache object may now ask for: not answered yet, and nobody else
+        holds them, or the holder died (same host, process gone) or has held them over
+        ``stale_after`` seconds. Checked and claimed in one transaction, so two processes
+        never both ask."""
         wanted = list(keys)
         if self.broken is not None:
             return set(wanted)
@@ -155,6 +157,8 @@ class JsonCache:
             db.execute("BEGIN IMMEDIATE")
             try:
                 for key in wanted:
+                    if db.execute("SELECT 1 FROM entries WHERE key = ?", (key,)).fetchone():
+                        continue  # answered meanwhile: read it, do not ask again
                     row = db.execute(
                         "SELECT owner, at FROM claims WHERE key = ?", (key,)
                     ).fetchone()

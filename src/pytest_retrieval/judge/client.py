@@ -465,8 +465,11 @@ class Judge:
             when it gives up or dies."""
             asked: list[asyncio.Task[None]] = []
             left = set(keys)
+            first = True
             while left and self.stopped is None:
-                await asyncio.sleep(0.2)
+                if not first:
+                    await asyncio.sleep(0.2)
+                first = False
                 for key in sorted(left):
                     observation = self._cached(key)
                     if observation is not None:
