@@ -313,3 +313,13 @@ def test_claims_let_one_process_ask_and_expire_with_their_owner(tmp_path: Path) 
     db.execute("UPDATE claims SET owner = ? WHERE key = 'c'", (dead,))
     db.commit()
     assert first.claim(["c"], stale_after=60) == {"c"}  # its owner's process is gone
+
+
+def test_a_400_about_max_tokens_naming_the_other_parameter_changes_nothing() -> None:
+    shape = RequestShape.for_model("gpt-5-mini")
+    message = (
+        "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead."
+    )
+    assert not shape.adapt(400, message, "max_tokens")  # we never sent it: not ours
+    assert shape.params(0)["max_completion_tokens"] == 4000 and not shape.learned

@@ -187,7 +187,7 @@ def test_zero_coverage_prints_na_and_fails_on_judge_coverage(
 ) -> None:
     fruit(pytester)
     server.refuse_share = 1.0
-    result = pytester.runpytest(*judge_args(server))
+    result = pytester.runpytest(*judge_args(server, "--junitxml", "junit.xml"))
     result.assert_outcomes(failed=1)
     line = metric_line(result, "otr@3")
     assert "n/a" in line and "0.0000" not in line
@@ -195,6 +195,8 @@ def test_zero_coverage_prints_na_and_fails_on_judge_coverage(
         ["*the LLM judge graded 0*% of the hits, below the required 95%*refused*"]
     )
     assert evaluation(pytester)["metrics"].get("otr@3") is None
+    junit = (pytester.path / "junit.xml").read_text("utf-8")
+    assert '<property name="retrieval.otr@3" value="n/a" />' in junit
 
 
 # ---------------------------------------------------------------- cache the observation
@@ -471,6 +473,9 @@ def test_unknown_model_on_a_reasoning_endpoint_falls_back_on_the_400(
     rejected = [s for s in server.requests if s.status == 400]
     assert 1 <= len(rejected) <= 2 * 2  # each parameter learnt once (a few in flight)
     assert all(s.status == 200 for s in server.requests[-pairs // 2 :])
+    result.stdout.fnmatch_lines(
+        ["*the endpoint refused some request parameters; sent without them: temperature*"]
+    )
 
 
 def test_requests_carry_seed_and_max_completion_tokens_and_ask_the_reason_first(
@@ -495,6 +500,9 @@ def test_samples_report_the_agreement_per_pair(
     result.assert_outcomes(passed=1)
     assert len(server.requests) == 3 * pairs
     assert all(v["agreement"] == 1.0 for v in verdicts(pytester))  # the server is deterministic
+    result.stdout.fnmatch_lines(
+        [f"*asked 3 times a hit: the answers agreed 100.0% of the time ({pairs} hits unanimous)"]
+    )
 
 
 def test_a_repeated_identical_400_stops_calls_with_the_server_message(

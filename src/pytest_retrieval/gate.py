@@ -312,8 +312,12 @@ def _label_problems(result: EvaluationResult) -> list[Reason]:
     if judge:
         coverage, needed = judge.get("coverage", 1.0), judge.get("min_coverage", 0.0)
         if coverage < needed:
-            causes = sorted((judge.get("causes") or {}).items(), key=lambda kv: -kv[1])
-            why = f"; {judge['stopped']}" if judge.get("stopped") else ""
+            stopped = judge.get("stopped")
+            causes = sorted(
+                ((c, n) for c, n in (judge.get("causes") or {}).items() if c != stopped),
+                key=lambda kv: -kv[1],
+            )
+            why = f"; {stopped}" if stopped else ""
             if causes:
                 top = ", ".join(f"{cause} ({count}x)" for cause, count in causes[:TOP_CAUSES])
                 why += f"; most often: {top}"

@@ -140,6 +140,11 @@ def _check_fixture_corpus(
         warnings.warn(pytest.PytestWarning(str(problem)), stacklevel=1)
 
 
+def _value(value: float) -> object:
+    """A metric as a JUnit property: rounded, or "n/a" (a judge metric nothing graded)."""
+    return "n/a" if value != value else round(value, 6)
+
+
 def record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> None:
     """Metrics as JUnit ``<property>`` elements (``--junitxml``), like ``record_property``;
     ``user_properties`` travel with the report, so this works under xdist too."""
@@ -149,9 +154,9 @@ def record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> 
         (prefix + "retriever", result.retriever_id),
         (prefix + "queries", len(result.queries)),
     ]
-    properties += [(prefix + name, round(value, 6)) for name, value in result.metrics.items()]
+    properties += [(prefix + name, _value(value)) for name, value in result.metrics.items()]
     for change in result.comparison.changes if result.comparison else []:
-        properties.append((f"{prefix}{change.metric}.baseline", round(change.baseline, 6)))
+        properties.append((f"{prefix}{change.metric}.baseline", _value(change.baseline)))
         properties.append((f"{prefix}{change.metric}.verdict", change.verdict))
     if result.latency_p95_ms == result.latency_p95_ms:  # NaN when no call answered
         properties.append((prefix + "latency_p95_ms", round(result.latency_p95_ms, 3)))

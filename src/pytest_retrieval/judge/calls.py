@@ -99,35 +99,35 @@ class RequestShape:
         text = message.lower()
 
         def names(name: str) -> bool:
+            """The 400 is about ``name``: its ``param`` says so, or (servers that give no
+            param) its message quotes the name or calls it unsupported/unrecognized."""
+            if param is not None:
+                return param == name
             return (
-                param == name
-                or f"'{name}'" in text
+                f"'{name}'" in text
                 or f'"{name}"' in text
                 or (f" {name}" in text and ("unsupported" in text or "unrecognized" in text))
             )
 
         if self.json_schema and (
-            param == "response_format" or "response_format" in text or "json_schema" in text
+            names("response_format") or "response_format" in text or "json_schema" in text
         ):
             self.json_schema = False
-            self.learned.append("no json_schema")
+            self.learned.append("json_schema (JSON mode instead)")
         elif self.temperature and names("temperature"):
             self.temperature = False
-            self.learned.append("no temperature")
+            self.learned.append("temperature")
         elif self.seed and names("seed"):
             self.seed = False
-            self.learned.append("no seed")
+            self.learned.append("seed")
         elif self.reasoning and self.reasoning_effort and names("reasoning_effort"):
             self.reasoning_effort = False
-            self.learned.append("no reasoning_effort")
+            self.learned.append("reasoning_effort")
         elif names(self.tokens_param):
-            other = "max_tokens" if self.tokens_param == "max_completion_tokens" else None
-            if other is None or other in self.learned:
-                return False
-            self.learned.append(other)
-            self.tokens_param = other
-        elif self.tokens_param == "max_completion_tokens" and names("max_tokens"):
-            return False  # we do not send max_tokens: not ours to fix
+            if self.tokens_param != "max_completion_tokens":
+                return False  # max_tokens refused too: not ours to fix
+            self.learned.append("max_completion_tokens (max_tokens instead)")
+            self.tokens_param = "max_tokens"
         else:
             return False
         return True

@@ -108,6 +108,20 @@ def judge_bill(result: EvaluationResult) -> list[str]:
     ]
     for cause, count in sorted((judge.get("causes") or {}).items(), key=lambda kv: -kv[1])[:3]:
         lines.append(f"ungraded {count}x: {cause}")
+    if (judge.get("samples") or 1) > 1 and judge.get("agreement") is not None:
+        lines.append(
+            f"asked {judge['samples']} times a hit: the answers agreed {judge['agreement']:.1%} "
+            f"of the time ({judge.get('unanimous', 0)} hits unanimous)"
+        )
+    if judge.get("request_shape"):
+        lines.append(
+            "the endpoint refused some request parameters; sent without them: "
+            + ", ".join(judge["request_shape"])
+        )
+    if judge.get("usage_unreadable"):
+        lines.append(
+            f"{judge['usage_unreadable']} answers had no readable token usage (not in the cost)"
+        )
     if judge.get("truncated_docs"):
         lines.append(
             f"{judge['truncated_docs']} documents were cut to the text budget "
