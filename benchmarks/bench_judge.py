@@ -6,8 +6,12 @@ A. 2,000 (query, document) pairs at the default concurrency (16), cold cache:
    judgments per second, and client CPU per call (process time of this process / calls);
 B. the same 2,000 pairs again: must make zero requests and finish in <= 1 s (all cached);
 C. 10% of the documents changed: must make exactly those 200 requests.
+D. a dead endpoint (every request answered 500, same latency): the circuit breaker must end
+   the 2,000 pairs in <= 20 s with at most 2 x concurrency requests (without it: 5 requests
+   a pair with backoff, about 15 minutes).
 
-Targets: A >= 150 judgments/s on this 2-core machine; B 0 requests and <= 1 s; C 200.
+Targets: A >= 150 judgments/s on this 2-core machine; B 0 requests and <= 1 s; C 200;
+D <= 20 s and <= 32 requests.
 
 How to run (from the repository root, venv active)::
 
@@ -33,6 +37,8 @@ N = 2000
 LATENCY = 0.05
 TARGET_RATE = 150.0
 TARGET_CACHED_S = 1.0
+TARGET_DEAD_S = 20.0
+TARGET_DEAD_REQUESTS = 32  # 2 x the default concurrency
 
 TOPICS = ["boundary layer heat transfer", "wing flutter", "shock waves", "panel buckling"]
 
@@ -54,15 +60,37 @@ def requests_served(base: str) -> int:
         return int(json.loads(response.read())["requests"])
 
 
-def main() -> int:
+def start_server(*fault: str) -> tuple[subprocess.Popen[str], str]:
+    """The test server in a subprocess (its CPU apart from ours), and its base URL."""
+    script = str(ROOT / "tests" / "judge_server.py")
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "judge_server.py"), "--latency", str(LATENCY)],
+        [sys.executable, script, "--latency", str(LATENCY), *fault],
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert server.stdout is not None
+    return server, f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
+
+
+def dead_endpoint() -> tuple[float, int, str]:
+    """D: seconds until 2,000 pairs are done against an endpoint that answers only 500,
+    the requests it got, and why the judge stopped."""
+    server, base = start_server("--fault", "500")
     try:
-        assert server.stdout is not None
-        base = f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
+        judge = Judge(JudgeConfig(base_url=base, use_cache=False))
+        started = time.perf_counter()
+        verdicts = judge.judge(make_pairs())
+        seconds = time.perf_counter() - started
+        assert all(v.error is not None for v in verdicts)
+        return seconds, requests_served(base), str(judge.summary()["stopped"])
+    finally:
+        server.kill()
+        server.wait()
+
+
+def main() -> int:
+    server, base = start_server()
+    try:
         with tempfile.TemporaryDirectory() as cache:
 
             def judge() -> Judge:
@@ -94,12 +122,20 @@ def main() -> int:
     print(f"           client CPU {cpu * 1000 / N:.2f} ms per call; graded {graded}/{N}")
     print(f"B. cached:  {cached_s:6.2f} s  {served_b} requests  (target 0 and <= 1 s)")
     print(f"C. 10% changed: {served_c} requests (target {N // 10})")
+    dead_s, dead_requests, stopped = dead_endpoint()
+    print(
+        f"D. dead endpoint: {dead_s:6.2f} s  {dead_requests} requests  "
+        f"(target <= {TARGET_DEAD_S:g} s and <= {TARGET_DEAD_REQUESTS})"
+    )
+    print(f"           {stopped}")
     ok = (
         rate >= TARGET_RATE
         and graded == N
         and served_b == 0
         and cached_s <= TARGET_CACHED_S
         and served_c == N // 10
+        and dead_s <= TARGET_DEAD_S
+        and dead_requests <= TARGET_DEAD_REQUESTS
     )
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

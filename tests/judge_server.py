@@ -475,13 +475,15 @@ def serve(**options: Any) -> Iterator[JudgeServer]:
 
 
 def main() -> None:
-    """``python tests/judge_server.py --latency 0.05``: serve until killed; prints the port."""
+    """``python tests/judge_server.py --latency 0.05 [--fault 500]``: serve until killed;
+    prints the port."""
     import argparse
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--fault", default=None, help="a fault for every request (see above)")
     args = parser.parse_args()
-    with serve(latency=args.latency) as state:
+    with serve(latency=args.latency, fault=args.fault) as state:
         print(state.port, flush=True)
         threading.Event().wait()
 
