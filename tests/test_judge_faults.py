@@ -264,9 +264,11 @@ def test_never_answering_endpoint_ends_at_the_deadline(
     assert_no_crash(result)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # nothing graded
     assert "judge deadline of 5 s reached (--retrieval-judge-deadline)" in output(result)
-    # from the first request (pytest's start-up takes up to ~9 s on a loaded 2-core box)
+    # From the first request to the end of the process: the deadline, then the report and
+    # interpreter exit (up to ~5 s on a loaded 2-core box); without the deadline, the
+    # 60 s request timeout alone would take longer than the bound.
     judging = time.monotonic() - server.requests[0].arrived
-    assert 4 <= judging < 5 + 5 and wall < 5 + 30
+    assert 4 <= judging < 20 and wall < 5 + 30
 
 
 def test_retry_after_is_one_shared_pause(pytester: pytest.Pytester, server: JudgeServer) -> None:
