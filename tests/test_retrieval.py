@@ -171,3 +171,32 @@ def test_a_retriever_calling_sys_exit_is_an_error_not_a_hang() -> None:
     runs = run_retriever(search, queries, 5, concurrency=2, timeout=5)
     assert runs[0].ids == ["d1"]
     assert runs[1].error == "the retriever raised SystemExit: 3"
+
+
+def test_retriever_tracebacks_are_the_stdlibs_without_carets() -> None:
+    """Formatted without parsing source (ast is not thread-safe on CPython 3.11, and this
+    runs in retriever threads): the stdlib's text, chain included, less the ^^^ lines."""
+    import traceback
+
+    from pytest_retrieval.stacks import format_traceback
+
+    def inner() -> None:
+        raise KeyError("x")
+
+    def outer() -> None:
+        try:
+            inner()
+        except KeyError as exc:
+            raise RuntimeError("wrapped") from exc
+
+    try:
+        outer()
+    except RuntimeError as exc:
+        ours = format_traceback(exc, exc.__traceback__)
+        stdlib = "".join(traceback.format_exception(exc))
+    carets = {"^", "~"}
+    expected = [
+        line for line in stdlib.splitlines() if not line.strip() or set(line.strip()) - carets
+    ]
+    assert ours.splitlines() == expected
+    assert "The above exception was the direct cause" in ours and 'raise KeyError("x")' in ours

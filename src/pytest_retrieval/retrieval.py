@@ -33,7 +33,6 @@ import inspect
 import itertools
 import threading
 import time
-import traceback
 import warnings
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -42,7 +41,7 @@ from ._loop import GRACE, run_private, shared_loop
 from .async_calls import Batch
 from .golden import GoldenQuery
 from .hits import HitError, QueryRun, describe_error, error_key, normalize_hits, timed_out
-from .stacks import Place, thread_frames, where
+from .stacks import Place, format_traceback, thread_frames, where
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -192,9 +191,8 @@ class Runner:
         run = QueryRun(latency=latency, error=describe_error(exc, reading))
         if self.traced.setdefault(error_key(run.error or ""), run) is run:  # the first: claimed
             tb = exc.__traceback__
-            run.traceback = "".join(  # from the retriever's frame on: ours is noise
-                traceback.format_exception(type(exc), exc, tb.tb_next if tb else None)
-            )
+            # from the retriever's frame on (ours is noise); parses nothing (see there)
+            run.traceback = format_traceback(exc, tb.tb_next if tb else None)
         return run
 
     def record(self, index: int, run: QueryRun) -> bool:

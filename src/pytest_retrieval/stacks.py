@@ -12,8 +12,9 @@ import itertools
 import os
 import sys
 import sysconfig
+import traceback
 from collections.abc import Iterable
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import NamedTuple
 
 
@@ -74,3 +75,36 @@ _OURS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "")
 
 def _path(frame: FrameType) -> str:
     return os.path.realpath(frame.f_code.co_filename)
+
+
+def format_traceback(exc: BaseException, tb: TracebackType | None) -> str:
+    """``traceback.format_exception`` without the caret lines (``^^^^``) of Python 3.11+.
+
+    Computing carets parses source with ``ast``, and on CPython 3.11 two threads building
+    ASTs at once corrupt each other (gh-106905: "AST constructor recursion depth mismatch",
+    seen in CI in pytest's assertion rewriter). This runs in retriever threads, some of them
+    abandoned and still running, so it must not parse anything. Chained causes are kept.
+    """
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        lines = ["Traceback (most recent call last):\n"] if tb is not None else []
+        for frame in traceback.extract_tb(tb):
+            lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n')
+            if frame.line:
+                lines.append(f"    {frame.line.strip()}\n")
+        lines += traceback.format_exception_only(type(current), current)
+        parts.insert(0, "".join(lines))
+        if current.__cause__ is not None:
+            link = "\nThe above exception was the direct cause of the following exception:\n\n"
+            current = current.__cause__
+        elif current.__context__ is not None and not current.__suppress_context__:
+            link = "\nDuring handling of the above exception, another exception occurred:\n\n"
+            current = current.__context__
+        else:
+            break
+        parts.insert(0, link)
+        tb = current.__traceback__
+    return "".join(parts)
