@@ -16,9 +16,12 @@ the injection checks) and injects faults on demand:
   ``"503html"`` (503, HTML body), ``"reset"`` (close the connection unanswered), ``"never"``
   (never answer until the server stops), ``"quota"`` (OpenAI's insufficient_quota 429),
   ``"nullmsg"`` (``message: null``), ``"badusage"`` (usage with strings), ``"retrysoon"``
-  (429 with ``Retry-After: soon``), ``"400"`` (the same 400 every time);
+  (429 with ``Retry-After: soon``), ``"400"`` (the same 400 every time), ``"filtered"``
+  (Azure's content-filter 400), ``"408"``, ``"fenced"`` (the answer in a Markdown code
+  fence), ``"deep"`` (JSON nested 50,000 deep), ``"hugeusage"`` (token counts of 1e30);
 - ``server.override``: fields merged into every answer (``{"score": 1.7}``, NaN, ``"yes"``);
-- ``server.echo_auth``: error messages and answers' reasons echo the Authorization header;
+- ``server.echo_auth``: error messages, answers' reasons and the ``model`` field echo the
+  Authorization header;
 - ``server.reasoning``: answers like gpt-5-mini / the o-series: 400 for ``max_tokens`` and
   for a ``temperature`` other than 1;
 - ``server.refuse_share``: refuse that share of the pairs, chosen by a hash of query and
@@ -406,6 +409,25 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             if kind == "retrysoon":
                 return self._error(429, "slow down", {"Retry-After": "soon"})
+            if kind == "filtered":  # Azure's content filter: about this document only
+                return self._error(
+                    400,
+                    "The response was filtered due to the prompt triggering Azure OpenAI's "
+                    "content management policy.",
+                    kind="invalid_request_error",
+                    code="content_filter",
+                )
+            if kind == "408":
+                return self._error(408, "request timed out")
+            if kind == "fenced":
+                fenced = f"```json\n{json.dumps(state.answer(seen))}\n```"
+                return self._answer(state, _completion(fenced))
+            if kind == "deep":
+                return self._answer(state, _completion("[" * 50_000 + "]" * 50_000))
+            if kind == "hugeusage":
+                completion = json.loads(_completion(json.dumps(state.answer(seen))))
+                completion["usage"] = {"prompt_tokens": 10**30, "completion_tokens": 1e308}
+                return self._answer(state, json.dumps(completion).encode())
             if kind == "400":
                 return self._error(
                     400,
@@ -423,9 +445,13 @@ class _Handler(BaseHTTPRequestHandler):
         if state.refuses(seen):
             return self._answer(state, _completion(None, refusal="I can't help with that."))
         answer = state.answer(seen)
-        if state.echo_auth:
-            answer["reason"] = f"{answer['reason']}; {self.headers.get('Authorization')}"
-        self._answer(state, _completion(json.dumps(answer)))
+        if not state.echo_auth:
+            return self._answer(state, _completion(json.dumps(answer)))
+        authorization = self.headers.get("Authorization")
+        answer["reason"] = f"{answer['reason']}; {authorization}"
+        body = json.loads(_completion(json.dumps(answer)))
+        body["model"] = f"judge-test for {authorization}"
+        self._answer(state, json.dumps(body).encode())
 
     def _answer(self, state: JudgeServer, body: bytes) -> None:
         """A 200 answer, counted; held unanswered once ``hold_after`` answers were sent."""

@@ -214,6 +214,7 @@ def test_samples_ask_n_times_and_report_agreement(server: JudgeServer, tmp_path:
     assert all(v.on_topic and v.agreement == 1.0 for v in verdicts)
     summary = judge.summary()
     assert (summary["samples"], summary["agreement"], summary["unanimous"]) == (3, 1.0, 4)
+    assert summary["sampled"] == 4
     make(server, tmp_path, samples=1).judge(pairs(4))  # sample 0 is the one-sample answer
     assert len(server.requests) == 12
 
@@ -243,8 +244,9 @@ def test_calibration_reports_the_judges_agreement_with_itself(
     result = calibrate(make(server, samples=3), labels)
     assert (result.samples, result.self_agreement, result.unanimous) == (3, 1.0, 2)
     assert len(server.requests) == 3  # the same pair twice is asked once per sample
-    assert "asked 3 times, it agreed with itself 100.0% of the time (2 of 2 pairs" in (
-        result.line("labels.json")
+    assert (
+        "asked 3 times, it gave the same answer every time on 2 of 2 pairs, and on average "
+        "100.0% of its answers matched its majority verdict" in result.line("labels.json")
     )
 
 
@@ -308,6 +310,10 @@ def test_claims_let_one_process_ask_and_expire_with_their_owner(tmp_path: Path) 
     first.release(["d"])  # given up unanswered: free for the next one
     assert second.claim(["d"], stale_after=60) == {"d"}
     assert second.claim(["b"], stale_after=0) == {"b"}  # held too long: stale
+    db0 = sqlite3.connect(tmp_path / "judge.sqlite")
+    db0.execute("INSERT INTO claims VALUES ('e', 'ci-runner-7:4242:abc', ?)", (time.time(),))
+    db0.commit()
+    assert second.claim(["e"], stale_after=60) == {"e"}  # another host: a restored cache
     db = sqlite3.connect(tmp_path / "judge.sqlite")
     dead = f"{os.uname().nodename}:999999999:x"
     db.execute("UPDATE claims SET owner = ? WHERE key = 'c'", (dead,))
@@ -323,3 +329,122 @@ def test_a_400_about_max_tokens_naming_the_other_parameter_changes_nothing() -> 
     )
     assert not shape.adapt(400, message, "max_tokens")  # we never sent it: not ours
     assert shape.params(0)["max_completion_tokens"] == 4000 and not shape.learned
+
+
+# ---------------------------------------------------------------------------- review fixes
+
+
+@pytest.mark.parametrize(
+    ("fault", "graded"), [("fenced", True), ("deep", False), ("hugeusage", True)]
+)
+def test_answers_of_any_size_or_wrapping_never_crash(
+    server: JudgeServer, fault: str, graded: bool
+) -> None:
+    server.fault = fault
+    judge = make(server)
+    verdicts = judge.judge(pairs(3))
+    assert all((v.error is None) is graded for v in verdicts), verdicts[0].error
+    if not graded:  # a counted cause, not a task that died
+        assert {v.error for v in verdicts} == {
+            "verdict does not match the schema (answer: not JSON)"
+        }
+    summary = judge.summary()  # a count of 1e30 tokens would overflow the cost
+    assert summary["graded"] == (3 if graded else 0)
+    if fault == "hugeusage":
+        assert summary["usage_unreadable"] == 3 and summary["prompt_tokens"] == 0
+
+
+def test_a_content_filter_400_is_the_pairs_and_never_stops_the_run(server: JudgeServer) -> None:
+    filtered = [JudgePair(QUERY, None, f"f{i}", f"{ON} {i} [[filtered]]") for i in range(4)]
+    judge = make(server, concurrency=1)
+    verdicts = judge.judge(filtered + pairs(3))
+    assert judge.stopped is None
+    assert all("content management policy" in (v.error or "") for v in verdicts[:4])
+    assert all(v.error is None for v in verdicts[4:])
+
+
+def test_408_is_retried_like_a_5xx(server: JudgeServer) -> None:
+    server.script = ["408"]
+    judge = make(server, concurrency=1)
+    assert judge.judge(pairs(1))[0].error is None and len(server.requests) == 2
+
+
+def test_a_retry_after_beyond_the_max_wait_stops_every_call(server: JudgeServer) -> None:
+    server.fault = "429:3600"
+    judge = make(server, concurrency=2)
+    verdicts = judge.judge(pairs(40))
+    assert len(server.requests) <= 2  # not one request a pair
+    assert {v.error for v in verdicts} == {judge.stopped}
+    assert "Retry-After 3600 s exceeds --retrieval-judge-max-wait 300" in str(judge.stopped)
+
+
+def test_a_retry_after_of_zero_still_backs_off(
+    server: JudgeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def fake_sleep(delay: float, *args: Any) -> None:
+        slept.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr("pytest_retrieval.judge.client.asyncio.sleep", fake_sleep)
+    server.script = ["429:0", "429:0"]
+    assert make(server, concurrency=1).judge(pairs(1))[0].error is None
+    assert len(slept) == 2 and slept[0] >= 0.25 and slept[1] >= 0.5
+
+
+def test_the_deadline_counts_judging_only(server: JudgeServer) -> None:
+    judge = make(server, deadline=1.0)
+    assert all(v.error is None for v in judge.judge(pairs(3)))
+    time.sleep(1.2)  # retrieving the next golden set: not the judge's time
+    assert all(v.error is None for v in judge.judge(pairs(6)[3:]))
+    assert judge.stopped is None
+
+
+def test_a_breaker_cancels_the_calls_still_in_flight(server: JudgeServer) -> None:
+    hung = JudgePair(QUERY, None, "hung", f"{ON} [[never]]")  # in flight for 30 s
+    failing = JudgePair(QUERY, None, "failing", f"{ON} [[500]]")
+    judge = make(server, concurrency=2, timeout=30, max_failures=2, deadline=None)
+    started = time.monotonic()
+    verdicts = judge.judge([hung, failing, *pairs(5)])
+    assert time.monotonic() - started < 10  # not the hung call's 30 s timeout
+    assert "2 consecutive failures" in str(judge.stopped)
+    assert verdicts[0].error == judge.stopped
+
+
+def test_credentials_in_the_base_url_are_never_shown(
+    server: JudgeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    server.api_key, server.fault = None, "500"
+    url = server.base_url.replace("http://", "http://user:pw-SECRET-77@")
+    judge = Judge(JudgeConfig(base_url=url, use_cache=False, concurrency=2))
+    verdicts = judge.judge(pairs(10))
+    assert judge.endpoint == server.base_url
+    assert "pw-SECRET-77" not in json.dumps([v.to_dict() for v in verdicts])
+    assert "pw-SECRET-77" not in json.dumps(judge.summary())
+
+
+def test_a_reasoning_model_behind_another_name_gets_the_thinking_budget() -> None:
+    shape = RequestShape.for_model("my-azure-deployment")
+    refused = (
+        "Unsupported value: 'temperature' does not support 0 with this model. "
+        "Only the default (1) value is supported."
+    )
+    assert shape.adapt(400, refused, "temperature")
+    assert shape.params(0)["max_completion_tokens"] == 4000
+
+
+def test_the_cache_record_keeps_usage_and_scrubs_the_model(
+    server: JudgeServer, tmp_path: Path
+) -> None:
+    server.echo_auth = True
+    make(server, tmp_path).judge(pairs(1))
+    record = next(
+        iter(JsonCache(tmp_path / "cache", "judge")._db().execute("SELECT value FROM entries"))
+    )[0]
+    assert json.loads(record)["usage"] == [100, 20]
+    assert KEY not in record and "Bearer ***" in record

@@ -126,8 +126,8 @@ class JsonCache:
         rows = [(key, json.dumps(v, sort_keys=True, ensure_ascii=False)) for key, v in items]
         if not rows:
             return
-        db = self._db()
         try:
+            db = self._db()
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.executemany("INSERT OR REPLACE INTO entries (key, value) VALUES (?, ?)", rows)
@@ -151,9 +151,9 @@ class JsonCache:
         if self.broken is not None:
             return set(wanted)
         now = time.time()
-        db = self._db()
         mine: set[str] = set()
         try:
+            db = self._db()
             db.execute("BEGIN IMMEDIATE")
             try:
                 for key in wanted:
@@ -196,13 +196,16 @@ class JsonCache:
 
 
 def _stale(claim: tuple[str, float], now: float, stale_after: float) -> bool:
-    """A claim whose holder is gone: held too long, or its process died (same host)."""
+    """A claim whose holder is gone: held too long, made on another host (a cache restored
+    from an earlier CI job), or its process died."""
     owner, at = claim
     if now - at > stale_after:
         return True
     host, _, rest = owner.partition(":")
     pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
+    if host != socket.gethostname():
+        return True  # SQLite's WAL mode works on one host only: another host's run is over
+    if not pid.isdigit():
         return False
     try:
         os.kill(int(pid), 0)

@@ -269,13 +269,8 @@ def _add_diff(commands: Any) -> None:
 def _read_report(path: Path) -> list[Any]:
     from .results import EvaluationResult
 
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CliError(f"{path}: cannot read it ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("evaluations"), list):
+    data = _json_object(path)
+    if not isinstance(data.get("evaluations"), list):
         raise CliError(f"{path}: not a pytest-retrieval report (no 'evaluations' list)")
     try:
         return [EvaluationResult.from_dict(entry) for entry in data["evaluations"]]
@@ -476,7 +471,7 @@ def _batch_submit(args: argparse.Namespace) -> int:
 
     if args.state is None:
         raise CliError("submit needs -o STATE.json (where to remember the batch ids)")
-    report = _batch_json(args.source)
+    report = _json_object(args.source)
     settings = {
         "model": args.model,
         "scale": args.scale,
@@ -520,7 +515,7 @@ def _batch_collect(args: argparse.Namespace) -> int:
     """Every batch of the state file in turn, then the sum and what to do next."""
     from .judge.batch import batch_ids, collect
 
-    state = _batch_json(args.source)
+    state = _json_object(args.source)
     try:
         ids = batch_ids(state)
         judge = _batch_judge(state["judge"])
@@ -582,7 +577,8 @@ def _batch_counts_text(stored: int, failed: Counter[str], never_run: int | None)
     return text
 
 
-def _batch_json(path: Path) -> dict[str, Any]:
+def _json_object(path: Path) -> dict[str, Any]:
+    """A JSON file holding an object (a report, a batch state), or one clear CliError."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:

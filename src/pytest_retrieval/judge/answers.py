@@ -8,7 +8,8 @@ Reading is strict and total: any response shape (a null message, a string where 
 belongs, a score of 1.7 or NaN, garbage usage) becomes either an observation or the cause
 why the pair is ungraded. Out-of-range values are ungraded, never clamped: the model
 answered a different question than the one asked. Strings are never coerced (``"yes"``,
-``"0.5"``); keys the schema does not name are ignored.
+``"0.5"``); keys the schema does not name are ignored; one Markdown code fence around the
+whole answer is removed.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ REASON_CHARS = 300
 RECORD_VERSION = 2
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+#: one Markdown code fence around the whole answer (some JSON-mode servers add it)
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
+#: more tokens than this in one answer's usage is not a count: the block is unreadable
+MAX_TOKENS_COUNT = 10**9
 
 
 class BinaryAnswer(BaseModel):
@@ -82,6 +87,7 @@ class Observation:
     grade: int | None = None  # 0-3 scale
     confidence: float | None = None  # 0-3 scale
     model: str = ""  # the model that answered, as the endpoint named it
+    usage: tuple[int, int] | None = None  # (prompt, completion) tokens, when readable
 
     def to_record(self) -> dict[str, Any]:
         """The cache record: the answer only (never a key, header or request)."""
@@ -93,6 +99,7 @@ class Observation:
             "grade": self.grade,
             "confidence": self.confidence,
             "model": self.model,
+            "usage": None if self.usage is None else list(self.usage),
         }
 
     @classmethod
@@ -103,8 +110,14 @@ class Observation:
         answer = parse_answer(dict(record), graded)
         if isinstance(answer, str):
             return None
-        model = record.get("model")
-        return replace(answer, model=model if isinstance(model, str) else "")
+        model, usage = record.get("model"), record.get("usage")
+        if not (isinstance(usage, list) and len(usage) == 2 and all(type(n) is int for n in usage)):
+            usage = None
+        return replace(
+            answer,
+            model=model if isinstance(model, str) else "",
+            usage=None if usage is None else (usage[0], usage[1]),
+        )
 
 
 @dataclass
@@ -180,9 +193,10 @@ def read_completion(response: Any, graded: bool) -> Observation | str:
     content = _field(message, "content")
     if not isinstance(content, str) or not content.strip():
         return "malformed response: the message has no text"
+    fenced = _FENCE.fullmatch(content.strip())
     try:
-        data = json.loads(content)
-    except ValueError:
+        data = json.loads(fenced.group(1) if fenced else content)
+    except (ValueError, RecursionError):  # not JSON, or nested past any answer's depth
         return "verdict does not match the schema (answer: not JSON)"
     parsed = parse_answer(data, graded)
     if isinstance(parsed, str):
@@ -201,7 +215,7 @@ def read_usage(response: Any) -> tuple[int, int] | None:
         value = _field(usage, name)
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None
-        if not math.isfinite(value) or value < 0:
+        if not math.isfinite(value) or not 0 <= value <= MAX_TOKENS_COUNT:
             return None
         counts.append(int(value))
     return counts[0], counts[1]

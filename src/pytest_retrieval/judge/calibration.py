@@ -40,8 +40,9 @@ class Calibration:
         repeat = ""
         if self.samples > 1 and self.self_agreement is not None:
             repeat = (
-                f"; asked {self.samples} times, it agreed with itself {self.self_agreement:.1%} "
-                f"of the time ({self.unanimous} of {self.n + self.ungraded} pairs unanimous)"
+                f"; asked {self.samples} times, it gave the same answer every time on "
+                f"{self.unanimous} of {self.n + self.ungraded} pairs, and on average "
+                f"{self.self_agreement:.1%} of its answers matched its majority verdict"
             )
         return (
             f"judge calibration on {source}: {self.n} pairs, accuracy {self.accuracy:.3f}, "

@@ -117,6 +117,8 @@ class RequestShape:
         elif self.temperature and names("temperature"):
             self.temperature = False
             self.learned.append("temperature")
+            if "default" in text:  # "only the default (1) value": a reasoning model, so
+                self.reasoning = True  # its thinking needs the larger token budget
         elif self.seed and names("seed"):
             self.seed = False
             self.learned.append("seed")
@@ -134,6 +136,13 @@ class RequestShape:
 
 
 Action = Literal["retry", "pair", "fatal"]
+
+#: 4xx the SDK itself would retry: a request timeout, a conflict
+RETRIED_4XX = frozenset({408, 409})
+#: 400 codes about one request's content (a filter, a policy): the pair's, however often
+ABOUT_THE_PAIR = frozenset(
+    {"content_filter", "content_policy_violation", "invalid_prompt", "string_above_max_length"}
+)
 
 
 @dataclass(frozen=True)
@@ -226,10 +235,12 @@ def classify(exc: BaseException, model: str, timeout: float, attempt: int) -> Fa
             ):
                 return Failure("fatal", f"HTTP 429 insufficient_quota: {message}")
             return Failure("retry", said, retry_after(exc), rate_limited=True)
-        if status >= 500:
+        if status >= 500 or status in RETRIED_4XX:
             return Failure("retry", said, counts=True)
         if code == "context_length_exceeded":
             return Failure("pair", f"{said} (lower --retrieval-judge-text-budget)")
+        if code in ABOUT_THE_PAIR:  # this document's content, not the configuration
+            return Failure("pair", said)
         param = getattr(exc, "param", None)
         return Failure(
             "pair",

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from .._loop import run_private
 from ..cache import JsonCache
@@ -142,7 +143,9 @@ class Judge:
         self._failures = 0  # consecutive transport / 5xx failures
         self._repeat: tuple[str, int] = ("", 0)  # the last 4xx and how often in a row
         self._pause_until = 0.0  # monotonic time before which nobody calls (a 429)
-        self._started: float | None = None  # monotonic time of the first call
+        self._judged_for = 0.0  # seconds spent in earlier judge phases of this process
+        self._phase_started: float | None = None  # monotonic start of the current phase
+        self._wake: asyncio.Event | None = None  # set when calls stop: cancel the rest
         self._agreement: list[float] = []
 
     # ------------------------------------------------------------------ configuration
@@ -160,15 +163,17 @@ class Judge:
         return self.config.relevance_level
 
     @property
-    def json_schema_supported(self) -> bool:
-        return self.shape.json_schema
-
-    @property
     def endpoint(self) -> str:
-        """Where requests go (for messages; never carries a key)."""
+        """Where requests go, for messages: without user, password or query string."""
         if self._client_args.get("azure"):
-            return os.environ.get("AZURE_OPENAI_ENDPOINT", "Azure OpenAI")
-        return str(self._client_args.get("base_url") or "https://api.openai.com/v1")
+            url = os.environ.get("AZURE_OPENAI_ENDPOINT", "Azure OpenAI")
+        else:
+            url = str(self._client_args.get("base_url") or "https://api.openai.com/v1")
+        parts = urlsplit(url)
+        if parts.hostname is None:
+            return url
+        host = parts.hostname + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
     @property
     def cache(self) -> JsonCache | None:
@@ -372,7 +377,8 @@ class Judge:
             "relevance_level": self.config.relevance_level,
             "samples": self.config.samples,
             "agreement": sum(agreement) / len(agreement) if agreement else None,
-            "unanimous": sum(1 for a in agreement if a == 1.0) if agreement else None,
+            "unanimous": sum(1 for a in agreement if a == 1.0),
+            "sampled": len(agreement),  # hits asked more than once that got an answer
             "deadline": self.config.deadline,
             "stopped": self.stopped,
             "calls": self.counts["calls"],
@@ -408,21 +414,39 @@ class Judge:
         )
 
     def _read(self, response: Any, truncated: bool) -> Verdict:
-        usage = read_usage(response)
+        """A response as a verdict; total: whatever it holds, this never raises."""
+        try:
+            usage = read_usage(response)
+            observation = read_completion(response, self.graded)
+        except Exception as exc:  # a shape no rule foresaw: the pair's cause, not a crash
+            usage = None
+            observation = f"malformed response: {type(exc).__name__}"
         if usage is None:
             self.counts["usage_unreadable"] += 1
         else:
             self.counts["prompt_tokens"] += usage[0]
             self.counts["completion_tokens"] += usage[1]
-        observation = read_completion(response, self.graded)
         if isinstance(observation, str):
             return Verdict(error=observation)
-        observation = replace(observation, reason=scrub(observation.reason, *self._secrets()))
+        secrets = self._secrets()
+        observation = replace(  # what an endpoint echoes back is never stored as it came
+            observation,
+            reason=scrub(observation.reason, *secrets),
+            model=scrub(observation.model, *secrets)[:100],
+            usage=usage,
+        )
         return replace(self._policy(observation, False, truncated), observation=observation)
 
     def _secrets(self) -> tuple[str, ...]:
+        """What must never be printed or stored: the key, and a password in the base URL."""
         key = self._client_args.get("api_key")
-        return (key,) if isinstance(key, str) and key != "not-needed" else ()
+        found = [key] if isinstance(key, str) and key != "not-needed" else []
+        base_url = self._client_args.get("base_url")
+        if isinstance(base_url, str):
+            password = urlsplit(base_url).password
+            if password:
+                found.append(password)
+        return tuple(found)
 
     # ------------------------------------------------------------------ the calls
 
@@ -442,8 +466,10 @@ class Judge:
         cache = self.cache
         stale_after = self.config.timeout * (self.config.max_retries + 1) + 60
         done = done_before
-        if self._started is None:
-            self._started = time.monotonic()
+        self._phase_started = time.monotonic()
+        self._wake = asyncio.Event()
+        if self.stopped is not None:
+            self._wake.set()
 
         def finish(key: str, verdict: Verdict) -> None:
             nonlocal done
@@ -454,7 +480,10 @@ class Judge:
 
         async def ask(key: str) -> None:
             pair, sample = todo[key]
-            verdict = await self._grade(client, limit, pair, sample)
+            try:
+                verdict = await self._grade(client, limit, pair, sample)
+            except Exception as exc:  # a bug of ours: this pair's cause, the others go on
+                verdict = Verdict(error=f"internal error in the judge: {type(exc).__name__}")
             self.store(key, verdict)  # committed now: a killed run keeps what it paid for
             if cache is not None and verdict.observation is None:
                 cache.release([key])
@@ -488,17 +517,25 @@ class Judge:
         tasks = [asyncio.ensure_future(ask(key)) for key in mine]
         if theirs:
             tasks.append(asyncio.ensure_future(await_others(theirs)))
+        stopping = asyncio.ensure_future(self._wake.wait())
         try:
-            _, pending = await asyncio.wait(tasks, timeout=self._time_left())
-            if pending:
-                self._stop(
-                    f"judge deadline of {self.config.deadline:g} s reached "
-                    "(--retrieval-judge-deadline)"
+            pending: set[asyncio.Future[Any]] = set(tasks)
+            while pending and not stopping.done():
+                left = self._time_left()
+                if left is not None and left <= 0:
+                    self._stop(self._deadline_message())
+                    break
+                _, pending = await asyncio.wait(
+                    {*pending, stopping}, timeout=left, return_when=asyncio.FIRST_COMPLETED
                 )
-                for task in pending:
-                    task.cancel()
-                await asyncio.gather(*pending, return_exceptions=True)
+                pending.discard(stopping)
+            for task in pending:  # stopped (breaker, fatal, deadline): in-flight calls too
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
         finally:
+            stopping.cancel()
+            self._judged_for += time.monotonic() - self._phase_started
+            self._phase_started = self._wake = None
             if cache is not None:
                 cache.release(todo)
             await client.close()
@@ -508,18 +545,32 @@ class Judge:
         return out
 
     def _time_left(self) -> float | None:
-        if self.config.deadline is None or self._started is None:
+        """Seconds of judging left in this process (judge phases only, not the retrieval
+        between them); None without a deadline."""
+        if self.config.deadline is None:
             return None
-        return max(0.0, self._started + self.config.deadline - time.monotonic())
+        spent = self._judged_for
+        if self._phase_started is not None:
+            spent += time.monotonic() - self._phase_started
+        return max(0.0, self.config.deadline - spent)
+
+    def _deadline_message(self) -> str:
+        return f"judge deadline of {self.config.deadline:g} s reached (--retrieval-judge-deadline)"
 
     def _stop(self, why: str) -> None:
-        """No more calls in this process; the first reason given is kept."""
+        """No more calls in this process (the first reason given is kept); the requests in
+        flight are cancelled."""
         if self.stopped is None:
             self.stopped = why
+        if self._wake is not None:
+            self._wake.set()
 
     def _spend_allowed(self) -> str | None:
         """Why no more requests may be made, or None."""
         if self.stopped is not None:
+            return self.stopped
+        if self._time_left() == 0:
+            self._stop(self._deadline_message())
             return self.stopped
         budget = self.config.max_calls
         if budget is not None and self.counts["calls"] >= budget:
@@ -558,6 +609,7 @@ class Judge:
                     raise
                 except Exception as exc:
                     failure = classify(exc, self.config.model, self.config.timeout, attempt)
+                    failure = replace(failure, cause=scrub(failure.cause, *self._secrets()))
                 else:
                     self._failures, self._repeat = 0, ("", 0)
                     return self._read(response, truncated)
@@ -568,12 +620,16 @@ class Judge:
                 return Verdict(error=outcome)
             if attempt >= self.config.max_retries:
                 return Verdict(error=f"{failure.cause}; gave up after {attempt + 1} attempts")
-            wait = failure.wait if failure.wait is not None else self._backoff(attempt)
-            if wait > self.config.max_retry_wait:
-                return Verdict(
-                    error=f"{failure.cause}; Retry-After {wait:g} s exceeds "
-                    f"--retrieval-judge-max-wait {self.config.max_retry_wait:g}"
+            wait = self._backoff(attempt)  # at least: a Retry-After of 0 is no invitation
+            if failure.wait is not None:  # to hammer the endpoint
+                wait = max(wait, failure.wait)
+            if wait > self.config.max_retry_wait:  # the pause is everyone's: stop them all
+                self._stop(
+                    f"stopped calling the judge at {self.endpoint}: {failure.cause}; "
+                    f"Retry-After {wait:g} s exceeds --retrieval-judge-max-wait "
+                    f"{self.config.max_retry_wait:g}"
                 )
+                return Verdict(error=self.stopped)
             attempt += 1
             self.counts["retries"] += 1
             if failure.rate_limited:

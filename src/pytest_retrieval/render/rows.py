@@ -108,10 +108,13 @@ def judge_bill(result: EvaluationResult) -> list[str]:
     ]
     for cause, count in sorted((judge.get("causes") or {}).items(), key=lambda kv: -kv[1])[:3]:
         lines.append(f"ungraded {count}x: {cause}")
-    if (judge.get("samples") or 1) > 1 and judge.get("agreement") is not None:
+    sampled = judge.get("sampled") or 0
+    if (judge.get("samples") or 1) > 1 and sampled and judge.get("agreement") is not None:
+        unanimous = judge.get("unanimous") or 0
         lines.append(
-            f"asked {judge['samples']} times a hit: the answers agreed {judge['agreement']:.1%} "
-            f"of the time ({judge.get('unanimous', 0)} hits unanimous)"
+            f"asked {judge['samples']} times a hit: every answer agreed on {unanimous} of "
+            f"{sampled} hits ({unanimous / sampled:.1%}); on average {judge['agreement']:.1%} "
+            "of a hit's answers matched its majority verdict"
         )
     if judge.get("request_shape"):
         lines.append(
