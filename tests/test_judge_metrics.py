@@ -391,3 +391,16 @@ def test_each_evaluation_keeps_the_judges_settings_and_its_own_counts() -> None:
     assert (second["calls"], second["graded"], second["pairs"]) == (10, 10, 10)
     assert (second["samples"], second["deadline"], second["relevance_level"]) == (3, 1800.0, 2)
     assert second["agreement"] == 0.5  # of this evaluation's verdicts
+
+
+def test_a_metric_with_no_value_on_either_side_is_not_ok_but_na() -> None:
+    """Nothing graded in one run or the other: nothing was compared, so the verdict says
+    n/a (JUnit carried "ok" for it)."""
+    from pytest_retrieval.compare import judge_changes
+
+    nothing = np.array([math.nan, math.nan])
+    some = np.array([0.5, 0.7])
+    changes = judge_changes({"otr@10": nothing}, {"otr@10": some}, {}, 0.05, ["otr@10"])
+    assert [c.verdict for c in changes] == ["n/a"]
+    changes = judge_changes({"otr@10": some}, {"otr@10": some}, {}, 0.05, ["otr@10"])
+    assert [c.verdict for c in changes] == ["ok"]

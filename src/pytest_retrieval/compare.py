@@ -267,7 +267,9 @@ def judge_changes(
         significant = alpha >= 1 or (p is not None and p < alpha)
         beyond = abs(delta) > allowed + TOLERANCE
         verdict = "ok"
-        if beyond and falling:
+        if math.isnan(delta):  # no query has a value on both sides (nothing graded)
+            verdict = "n/a"
+        elif beyond and falling:
             if not is_gated:
                 verdict = "dropped" if significant else "within noise"
             elif two_sided:
