@@ -5,53 +5,27 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from judge_server import JudgeServer, overlap, serve
+from judge_kit import OFF, ON, QUERY, make, pairs, record_sleeps, served
+from judge_server import JudgeServer, overlap
 
 from pytest_retrieval.judge import Judge, JudgeConfig, JudgeConfigError, JudgePair
 from pytest_retrieval.judge.calibration import LabelsError, calibrate, cohen_kappa
 
 KEY = "sk-test-SECRET-0123456789abcdef"
-QUERY = "apple pie recipe"
-ON = "a classic apple pie recipe with butter crust"
-OFF = "bread machine manual and warranty"
 
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[JudgeServer]:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with serve(api_key=KEY) as running:
+    with served(monkeypatch, KEY) as running:
         yield running
 
 
 @pytest.fixture
 def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Backoff sleeps, recorded and skipped, so retry tests take no time."""
-    import asyncio
-
-    slept: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def fake_sleep(delay: float, *args: Any) -> None:
-        slept.append(delay)
-        await real_sleep(0)
-
-    monkeypatch.setattr("pytest_retrieval.judge.client.asyncio.sleep", fake_sleep)
-    return slept
-
-
-def make(server: JudgeServer, tmp_path: Path | None = None, **options: Any) -> Judge:
-    options.setdefault("cache_dir", tmp_path / "cache" if tmp_path else None)
-    options.setdefault("use_cache", tmp_path is not None)
-    return Judge(JudgeConfig(base_url=server.base_url, **options))
-
-
-def pairs(n: int, text: str = ON) -> list[JudgePair]:
-    return [JudgePair(QUERY, None, f"d{i}", f"{text} {i}") for i in range(n)]
+    return record_sleeps(monkeypatch)
 
 
 def test_verdicts_usage_and_bounded_concurrency(server: JudgeServer) -> None:

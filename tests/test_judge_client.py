@@ -13,7 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
-from judge_server import JudgeServer, serve
+from judge_kit import ON, QUERY, make, pairs, record_sleeps, served
+from judge_server import JudgeServer
 
 from pytest_retrieval.cache import CacheWarning, JsonCache
 from pytest_retrieval.judge import Judge, JudgeConfig, JudgeConfigError, JudgePair
@@ -30,27 +31,12 @@ from pytest_retrieval.judge.calibration import calibrate
 from pytest_retrieval.judge.calls import RequestShape, classify, retry_after, scrub
 
 KEY = "sk-test-CLIENT-0123456789abcdef"
-QUERY = "apple pie recipe"
-ON = "a classic apple pie recipe with butter crust"
 
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[JudgeServer]:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with serve(api_key=KEY) as running:
+    with served(monkeypatch, KEY) as running:
         yield running
-
-
-def make(server: JudgeServer, tmp_path: Path | None = None, **options: Any) -> Judge:
-    options.setdefault("cache_dir", tmp_path / "cache" if tmp_path else None)
-    options.setdefault("use_cache", tmp_path is not None)
-    return Judge(JudgeConfig(base_url=server.base_url, **options))
-
-
-def pairs(n: int, text: str = ON) -> list[JudgePair]:
-    return [JudgePair(QUERY, None, f"d{i}", f"{text} {i}") for i in range(n)]
 
 
 def completion(content: Any, **extra: Any) -> dict[str, Any]:
@@ -381,16 +367,7 @@ def test_a_retry_after_beyond_the_max_wait_stops_every_call(server: JudgeServer)
 def test_a_retry_after_of_zero_still_backs_off(
     server: JudgeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import asyncio
-
-    slept: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def fake_sleep(delay: float, *args: Any) -> None:
-        slept.append(delay)
-        await real_sleep(0)
-
-    monkeypatch.setattr("pytest_retrieval.judge.client.asyncio.sleep", fake_sleep)
+    slept = record_sleeps(monkeypatch)
     server.script = ["429:0", "429:0"]
     assert make(server, concurrency=1).judge(pairs(1))[0].error is None
     assert len(slept) == 2 and slept[0] >= 0.25 and slept[1] >= 0.5

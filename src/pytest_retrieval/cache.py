@@ -23,7 +23,8 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,19 @@ class JsonCache:
             db.close()
             self._local.db = None
 
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken at once (``BEGIN IMMEDIATE``: no other writer can
+        slip in between a read and the write that depends on it); rolled back on error."""
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
     def get(self, key: str) -> Any:
         if self.broken is not None:
             return None
@@ -127,18 +141,12 @@ class JsonCache:
         if not rows:
             return
         try:
-            db = self._db()
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._writing() as db:
                 db.executemany("INSERT OR REPLACE INTO entries (key, value) VALUES (?, ?)", rows)
                 db.executemany(  # answered: this object's claims on them are done
                     "DELETE FROM claims WHERE key = ? AND owner = ?",
                     [(key, self.owner) for key, _ in rows],
                 )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
         except sqlite3.DatabaseError as exc:
             self._off(f"{self.path} broke while writing it ({exc}); delete it to start anew")
 
@@ -153,9 +161,7 @@ class JsonCache:
         now = time.time()
         mine: set[str] = set()
         try:
-            db = self._db()
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._writing() as db:
                 for key in wanted:
                     if db.execute("SELECT 1 FROM entries WHERE key = ?", (key,)).fetchone():
                         continue  # answered meanwhile: read it, do not ask again
@@ -168,10 +174,6 @@ class JsonCache:
                     "INSERT OR REPLACE INTO claims (key, owner, at) VALUES (?, ?, ?)",
                     [(key, self.owner, now) for key in mine],
                 )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
         except sqlite3.DatabaseError as exc:
             self._off(f"{self.path} broke while writing it ({exc}); delete it to start anew")
             return set(wanted)
