@@ -263,3 +263,12 @@ def test_samples_are_batched_keyed_and_seeded_as_the_online_run_asks_them(
     verdicts = online.judge(report_pairs())
     assert server.requests == [] and online.summary()["cache_hits"] == 36
     assert all(v.error is None and v.agreement == 1.0 for v in verdicts)
+
+
+def test_a_password_in_the_base_url_never_reaches_the_state_file(
+    server: JudgeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = server.base_url.replace("http://", "http://user:pw-SECRET-9@")
+    assert main([*SUBMIT, "--cache", "jc", "--base-url", url]) == 1
+    assert "--base-url has a password in it" in capsys.readouterr().err
+    assert not (tmp_path / "state.json").exists() and server.files == {}

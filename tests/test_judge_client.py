@@ -215,6 +215,8 @@ def test_combining_samples_takes_the_majority_and_measures_agreement() -> None:
     tie = combine([yes, no, broken], graded=False)
     assert tie.error == SPLIT and tie.on_topic is None
     assert combine([broken, broken], graded=False).error == broken.error
+    alone = combine([yes, broken], graded=False)  # one answer: nothing to agree with
+    assert alone.on_topic and alone.agreement is None
     grades = [Verdict(on_topic=g >= 2, grade=g, score=g / 3) for g in (3, 1, 2, 2)]
     median = combine(grades, graded=True)
     assert (median.grade, median.agreement) == (2, 0.5)
@@ -300,6 +302,10 @@ def test_claims_let_one_process_ask_and_expire_with_their_owner(tmp_path: Path) 
     db0.execute("INSERT INTO claims VALUES ('e', 'ci-runner-7:4242:abc', ?)", (time.time(),))
     db0.commit()
     assert second.claim(["e"], stale_after=60) == {"e"}  # another host: a restored cache
+    reused = f"{os.uname().nodename}:1:not-its-start-time:x"  # pid 1 lives, another process
+    db0.execute("INSERT INTO claims VALUES ('g', ?, ?)", (reused, time.time()))
+    db0.commit()
+    assert second.claim(["g"], stale_after=60) == {"g"}
     db = sqlite3.connect(tmp_path / "judge.sqlite")
     dead = f"{os.uname().nodename}:999999999:x"
     db.execute("UPDATE claims SET owner = ? WHERE key = 'c'", (dead,))
@@ -395,14 +401,17 @@ def test_a_breaker_cancels_the_calls_still_in_flight(server: JudgeServer) -> Non
 def test_credentials_in_the_base_url_are_never_shown(
     server: JudgeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import base64
+
     monkeypatch.delenv("OPENAI_API_KEY")
-    server.api_key, server.fault = None, "500"
+    server.api_key, server.echo_auth = None, True  # httpx sends them as basic auth: echoed
     url = server.base_url.replace("http://", "http://user:pw-SECRET-77@")
     judge = Judge(JudgeConfig(base_url=url, use_cache=False, concurrency=2))
-    verdicts = judge.judge(pairs(10))
+    verdicts = judge.judge([*pairs(4), JudgePair(QUERY, None, "x", f"{ON} [[500]]")])
+    basic = base64.b64encode(b"user:pw-SECRET-77").decode()
+    shown = json.dumps([v.to_dict() for v in verdicts]) + json.dumps(judge.summary())
+    assert "Basic ***" in shown and "pw-SECRET-77" not in shown and basic not in shown
     assert judge.endpoint == server.base_url
-    assert "pw-SECRET-77" not in json.dumps([v.to_dict() for v in verdicts])
-    assert "pw-SECRET-77" not in json.dumps(judge.summary())
 
 
 def test_a_reasoning_model_behind_another_name_gets_the_thinking_budget() -> None:
@@ -425,3 +434,13 @@ def test_the_cache_record_keeps_usage_and_scrubs_the_model(
     )[0]
     assert json.loads(record)["usage"] == [100, 20]
     assert KEY not in record and "Bearer ***" in record
+
+
+def test_a_429_that_never_clears_trips_the_breaker(server: JudgeServer) -> None:
+    server.fault = "429:0"
+    judge = make(server, concurrency=2, max_failures=3)
+    started = time.monotonic()
+    verdicts = judge.judge(pairs(40))
+    assert time.monotonic() - started < 15 and len(server.requests) < 20
+    assert "3 consecutive failures (last: HTTP 429" in str(judge.stopped)
+    assert {v.error for v in verdicts} == {judge.stopped}

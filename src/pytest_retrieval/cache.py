@@ -47,7 +47,8 @@ class JsonCache:
         self.path = folder / f"{name}.sqlite"
         self._local = threading.local()
         self.broken: str | None = None  # why the cache is off for the rest of the run
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        pid = os.getpid()
+        self.owner = f"{socket.gethostname()}:{pid}:{_started(pid)}:{id(self):x}"
         try:
             self._create()
         except sqlite3.DatabaseError as exc:
@@ -199,12 +200,11 @@ class JsonCache:
 
 def _stale(claim: tuple[str, float], now: float, stale_after: float) -> bool:
     """A claim whose holder is gone: held too long, made on another host (a cache restored
-    from an earlier CI job), or its process died."""
+    from an earlier CI job), or its process died (or its pid now names another process)."""
     owner, at = claim
     if now - at > stale_after:
         return True
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
+    host, pid, started, _ = [*owner.split(":", 3), "", "", ""][:4]
     if host != socket.gethostname():
         return True  # SQLite's WAL mode works on one host only: another host's run is over
     if not pid.isdigit():
@@ -214,5 +214,17 @@ def _stale(claim: tuple[str, float], now: float, stale_after: float) -> bool:
     except ProcessLookupError:
         return True
     except OSError:  # exists, another user's
-        return False
-    return False
+        pass
+    # the pid lives, but is it the same process? (containers reuse pids and hostnames)
+    return bool(started) and started != _started(int(pid))
+
+
+def _started(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, from /proc), "" where unknown:
+    a pid and its start time name one process, even across containers that reuse pids."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return ""
+    return fields[19] if len(fields) > 19 else ""

@@ -476,7 +476,7 @@ def _batch_submit(args: argparse.Namespace) -> int:
         "model": args.model,
         "scale": args.scale,
         "min_score": args.min_score,
-        "base_url": args.base_url,
+        "base_url": _no_password(args.base_url),
         "prompt": str(args.prompt) if args.prompt else None,
         "text_budget": args.text_budget,
         "cache": str(args.cache),
@@ -575,6 +575,18 @@ def _batch_counts_text(stored: int, failed: Counter[str], never_run: int | None)
     if never_run is not None:
         text += f", {never_run} never run"
     return text
+
+
+def _no_password(url: str | None) -> str | None:
+    """``--base-url`` goes into the state file (often a CI artifact): never a password."""
+    from urllib.parse import urlsplit
+
+    if url and urlsplit(url).password:
+        raise CliError(
+            "--base-url has a password in it, and the state file would keep it: give the "
+            "credentials as OPENAI_API_KEY and the URL without them"
+        )
+    return url
 
 
 def _json_object(path: Path) -> dict[str, Any]:

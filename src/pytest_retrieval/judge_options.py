@@ -8,7 +8,7 @@ from typing import Any
 from .validators import existing_file, fraction, positive_float, positive_int, seconds_or_zero
 
 DEFAULT_JUDGE_MODEL = "gpt-4.1-mini"
-#: seconds after its first call that a process stops calling the judge (0: never)
+#: seconds of judging (all evaluations of a process together) before the judge stops (0: never)
 DEFAULT_DEADLINE = 1800.0
 
 
@@ -89,7 +89,8 @@ def add_judge_options(group: Any) -> None:
         type=seconds_or_zero,
         metavar="SECONDS",
         default=None,
-        help=f"stop calling the judge this long after its first call; the hits left count "
+        help=f"stop calling the judge after this many seconds of judging in this process "
+        f"(all evaluations together; retrieval does not count); the hits left count "
         f"as ungraded (default {DEFAULT_DEADLINE:g}; 0: no deadline). ini: "
         "retrieval_judge_deadline",
     )

@@ -238,7 +238,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("retrieval_judge_cache", "LLM judge cache folder", default="")
     parser.addini(
         "retrieval_judge_deadline",
-        "seconds after its first call that the LLM judge stops calling (0: no deadline)",
+        "seconds of judging after which the LLM judge stops calling (0: no deadline)",
         default="",
     )
     parser.addini(

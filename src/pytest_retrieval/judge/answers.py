@@ -257,13 +257,16 @@ SPLIT = "the judge's samples split evenly"
 
 def combine(samples: Sequence[Verdict], graded: bool) -> Verdict:
     """One verdict from several samples of the same pair: the majority decision (the lower
-    median grade on the 0-3 scale), with the share of graded samples that agree with it.
-    A pair with no graded sample keeps the first sample's cause; an even split is ungraded."""
+    median grade on the 0-3 scale), with the share of graded samples that agree with it
+    (None with fewer than two: nothing to agree). A pair with no graded sample keeps the
+    first sample's cause; an even split is ungraded."""
     if len(samples) == 1:
         return samples[0]
     graded_samples = [v for v in samples if v.error is None]
     if not graded_samples:
         return samples[0]
+    if len(graded_samples) == 1:
+        return replace(graded_samples[0], cached=all(v.cached for v in samples))
     cached, truncated = all(v.cached for v in samples), graded_samples[0].truncated
     if graded:
         grade = statistics.median_low(int(v.grade or 0) for v in graded_samples)

@@ -33,14 +33,15 @@ _REASONING = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 TRANSPORT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "anyio"})
 
 _KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{6,})")
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
+_BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[^\s\"',;]+")
 _TAGS = re.compile(r"<[^>]*>")
 _SPACE = re.compile(r"\s+")
 
 
 def scrub(text: str, *secrets: str) -> str:
-    """No API key, whole or partial, in anything we print or store: the environment's
-    keys, any ``secrets`` given, bearer tokens and ``sk-`` lookalikes are masked."""
+    """No API key in anything we print or store: the environment's keys, any ``secrets``
+    given, bearer and basic-auth tokens and ``sk-`` lookalikes are masked (a key cut short
+    and echoed is caught only by the last two rules)."""
     for name in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"):
         secret = os.environ.get(name)
         if secret:
@@ -256,7 +257,8 @@ def classify(exc: BaseException, model: str, timeout: float, attempt: int) -> Fa
         )
     if isinstance(exc, openai.APIConnectionError) or is_transport_error(exc):
         return Failure("retry", "cannot connect to the judge endpoint", counts=True)
-    if isinstance(exc, openai.APIError | ValueError):  # e.g. a 200 whose body is not JSON
+    if isinstance(exc, openai.APIError | ValueError | RecursionError):  # e.g. a 200 whose
+        # body is not JSON, or JSON nested too deep for the SDK's parser
         text = _SPACE.sub(" ", scrub(str(exc)))[:120]
         return Failure("pair", f"malformed response: {text}")
     text = _SPACE.sub(" ", scrub(str(exc)))[:160]

@@ -21,6 +21,7 @@ the caller runs one). The SDK's own retries are off: this module retries and cou
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import os
@@ -94,7 +95,7 @@ class JudgeConfig:
     relevance_level: int = 2
     #: ask this many times per pair and report the agreement (majority verdict)
     samples: int = 1
-    #: seconds after its first call that this process stops calling (None: never)
+    #: seconds of judging (all ``judge`` calls of the process) before it stops (None: never)
     deadline: float | None = 1800.0
     #: consecutive transport / 5xx failures that stop every call
     max_failures: int = 8
@@ -443,9 +444,10 @@ class Judge:
         found = [key] if isinstance(key, str) and key != "not-needed" else []
         base_url = self._client_args.get("base_url")
         if isinstance(base_url, str):
-            password = urlsplit(base_url).password
-            if password:
-                found.append(password)
+            parts = urlsplit(base_url)
+            if parts.password:  # httpx sends it as basic auth, which endpoints echo too
+                pair = f"{parts.username or ''}:{parts.password}".encode()
+                found += [parts.password, base64.b64encode(pair).decode()]
         return tuple(found)
 
     # ------------------------------------------------------------------ the calls
@@ -605,7 +607,8 @@ class Judge:
                     response = await client.chat.completions.create(
                         **self.request_body(pair, sample)
                     )
-                except asyncio.CancelledError:
+                except asyncio.CancelledError:  # stopped: this call never finished
+                    self.counts["calls"] -= 1
                     raise
                 except Exception as exc:
                     failure = classify(exc, self.config.model, self.config.timeout, attempt)
@@ -661,7 +664,9 @@ class Judge:
             return failure.cause
         if failure.action == "pair":
             return failure.cause
-        if failure.counts:
+        # a transport error or 5xx, or a 429 that came after the last pause was waited out
+        # (one per pause, so a burst of 429s is one): no answer in between, the breaker counts
+        if failure.counts or (failure.rate_limited and time.monotonic() >= self._pause_until):
             self._failures += 1
             if self._failures >= self.config.max_failures:
                 self._stop(
