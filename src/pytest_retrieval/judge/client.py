@@ -460,8 +460,9 @@ class Judge:
         total: int,
         progress: ProgressCallback | None,
     ) -> dict[str, Verdict]:
-        """Ask for every key in ``todo`` (claiming it in the shared cache first); what is
-        left when the deadline passes is ungraded."""
+        """Ask for every key in ``todo`` (claiming it in the shared cache first). When calls
+        stop (breaker, fatal error, deadline), the requests in flight are cancelled and what
+        is left is ungraded with the reason."""
         client = self._client()
         limit = asyncio.Semaphore(self.config.concurrency)
         out: dict[str, Verdict] = {}
@@ -659,7 +660,7 @@ class Judge:
                 status, message, _ = failure.shape or (0, failure.cause, None)
                 self._stop(
                     f"stopped calling the judge at {self.endpoint}: the same HTTP {status} "
-                    f"{times} times: {message}"
+                    f"{times} times: {scrub(message, *self._secrets())}"
                 )
             return failure.cause
         if failure.action == "pair":
