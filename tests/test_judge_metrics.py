@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from pytest_retrieval import baseline, gate, stats
 from pytest_retrieval.compare import compare_runs, compare_to_baseline, entry_from_result
 from pytest_retrieval.evaluation import evaluate
 from pytest_retrieval.golden import GoldenQuery, GoldenSet
+from pytest_retrieval.judge.answers import Verdict
 from pytest_retrieval.metrics import compute
 from pytest_retrieval.render.html import render_html
 from pytest_retrieval.render.json import dumps, json_report
@@ -27,26 +28,6 @@ from pytest_retrieval.results import EvaluationResult, result_from_dict
 from pytest_retrieval.verdicts import JUDGE_COVERAGE, REGRESSION, THRESHOLD
 
 REFUSED = "the model refused to answer"
-
-
-@dataclass
-class FakeVerdict:
-    on_topic: bool | None = None
-    score: float | None = None
-    grade: int | None = None
-    reason: str = ""
-    error: str | None = None
-    agreement: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "on_topic": self.on_topic,
-            "score": self.score,
-            "grade": self.grade,
-            "reason": self.reason,
-            "error": self.error,
-            "agreement": self.agreement,
-        }
 
 
 #: (query id, doc id) -> grade (0-3), True/False (binary), or None (the judge fails on it)
@@ -76,7 +57,7 @@ class FakeJudge:
     def pair(self, query: GoldenQuery, doc_id: str, text: str) -> tuple[str, str]:
         return query.id, doc_id
 
-    def judge(self, pairs: Sequence[tuple[str, str]], progress: Any = None) -> list[FakeVerdict]:
+    def judge(self, pairs: Sequence[tuple[str, str]], progress: Any = None) -> list[Verdict]:
         verdicts = []
         for qid, doc in pairs:
             self.counts["calls"] += 1
@@ -84,16 +65,14 @@ class FakeJudge:
             if answer is None:
                 self.counts["ungraded"] += 1
                 self.causes[REFUSED] = self.causes.get(REFUSED, 0) + 1
-                verdicts.append(FakeVerdict(error=REFUSED))
+                verdicts.append(Verdict(error=REFUSED))
                 continue
             self.counts["graded"] += 1
             if self.graded:
                 grade = int(answer)
-                verdicts.append(
-                    FakeVerdict(grade >= self.relevance_level, grade / 3, grade, "graded")
-                )
+                verdicts.append(Verdict(grade >= self.relevance_level, grade / 3, grade, "graded"))
             else:
-                verdicts.append(FakeVerdict(bool(answer), float(answer), None, "binary"))
+                verdicts.append(Verdict(bool(answer), float(answer), None, "binary"))
             verdicts[-1].agreement = None if answer is None else 0.5
         return verdicts
 
