@@ -1,17 +1,23 @@
 """The controller: on the main process (or the xdist controller) only, it receives every
 evaluation from the test reports, decides from the items which golden sets ran in full, and
 prints the summary, records baselines and writes the outputs once, rendering one verdict.
+
+When no evaluation could run (a usage error, a collection error, a retriever fixture that
+raised), the outputs are written all the same, with a failed verdict whose reasons say what
+failed and where: a failed CI job keeps an artifact that explains it.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .options import Outputs, output_paths
 from .session import EXPECTED_KEY, SessionState, layered_allowances
 from .verdicts import (
     CALIBRATION,
@@ -39,10 +45,15 @@ class Reporter:
         self.received: dict[str, tuple[int, list[EvaluationResult | dict[str, Any]]]] = {}
         #: why the session fails beyond its evaluations (baseline not written, outputs...)
         self.reasons: list[Reason] = []
-        #: node ids of tests that failed without an evaluation (setup errors, bad settings)
-        self.broken: set[str] = set()
+        #: node id -> (" at setup" or "", its error), for tests that failed without an
+        #: evaluation (a retriever fixture that raised or is missing, bad settings)
+        self.broken: dict[str, tuple[str, str]] = {}
         #: node ids of golden evaluations whose test body ran (passed or failed)
         self.ran: set[str] = set()
+        #: node ids pytest reported on (run, skipped or errored) or deselected
+        self.reported: set[str] = set()
+        #: why no test ran: the collection errors that stopped the session
+        self.collection: list[Reason] = []
         self.notes: list[str] = []  # printed at the end of the summary section
         self.rerun: set[str] = set()  # node ids whose current attempt will be run again
         self._results: list[tuple[str, EvaluationResult]] | None = None
@@ -56,12 +67,14 @@ class Reporter:
             *(getattr(report, "retrieval", None) or []),
             *(getattr(report, "retrieval_results", None) or []),
         ]
+        self.reported.add(report.nodeid)
         if report.failed and not payloads:  # e.g. the retriever fixture raised in setup
-            self.broken.add(report.nodeid)
+            when = "" if report.when == "call" else f" at {report.when}"
+            self.broken.setdefault(report.nodeid, (when, _error_text(report)))
         if report.when != "call":
             return
         if payloads:
-            self.broken.discard(report.nodeid)
+            self.broken.pop(report.nodeid, None)
             order = getattr(report, "retrieval_order", None)
             if order is None:
                 order = self.state.order.get(report.nodeid, len(self.state.order))
@@ -80,6 +93,21 @@ class Reporter:
             p for p in report.user_properties if not str(p[0]).startswith("retrieval.")
         ]
         self.rerun.add(report.nodeid)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A collection error stops the session before any test runs (unless
+        --continue-on-collection-errors): no golden set is evaluated."""
+        if report.failed and not self.config.option.continue_on_collection_errors:
+            self.collection.append(
+                Reason(
+                    NO_RESULT,
+                    f"collection error in {report.nodeid or '.'} (no test ran): "
+                    + _error_text(report),
+                )
+            )
+
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        self.reported.update(item.nodeid for item in items)
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         """A new attempt starts (older rerunfailures log no teardown for a rerun attempt)."""
@@ -115,15 +143,29 @@ class Reporter:
         does with a ``retrieval_eval`` result is that test's decision: its outcome counts.)"""
         from .verdicts import session_verdict
 
+        return session_verdict(self.results(self.golden_ids()), [*self.stopped(), *self.reasons])
+
+    def stopped(self) -> list[Reason]:
+        """Why golden-set evaluations did not run, in the words the terminal shows: usage
+        errors found after start-up, collection errors, evaluations that failed before they
+        produced a result."""
+        usage = [Reason(USAGE, message) for message in self.state.usage]
+        return [*usage, *self.collection, *self._broken()]
+
+    def _broken(self) -> list[Reason]:
         golden = self.golden_ids()
-        missing = [
-            Reason(NO_RESULT, f"{nodeid} failed before it produced an evaluation (see its error)")
-            for nodeid in sorted(self.broken & golden)
+        return [
+            Reason(NO_RESULT, f"{nodeid} failed{when} before it produced an evaluation: {text}")
+            for nodeid, (when, text) in sorted(self.broken.items())
+            if nodeid in golden
         ]
-        return session_verdict(self.results(golden), [*self.reasons, *missing])
+
+    def _nothing_to_say(self) -> bool:
+        """Nothing of ours ran and nothing stopped it (e.g. only unit tests were selected)."""
+        return not self.received and not self.reasons and not self.stopped()
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if not self.received and not self.notes and not self.broken & self.golden_ids():
+        if self._nothing_to_say() and not self.notes:
             return
         from .render.terminal import ab_lines, summary_lines
 
@@ -138,6 +180,8 @@ class Reporter:
             terminalreporter.write_line(line)
         for note in self.notes:
             terminalreporter.write_line(note)
+        for reason in self.stopped():
+            terminalreporter.write_line(f"{reason.kind}: {reason.message}")
         verdict = self.verdict()
         terminalreporter.write_line(
             f"retrieval verdict: {verdict.word}"
@@ -152,7 +196,8 @@ class Reporter:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.config.option.collectonly:
             return
-        if not self.received and not self.broken & self.golden_ids():
+        self._stopped_early(session)
+        if self._nothing_to_say():
             return  # nothing of ours ran (e.g. only unit tests were selected)
         settings = self.state.settings
         if settings.judge is not None and settings.judge.validate is not None:
@@ -165,6 +210,24 @@ class Reporter:
         self._junit_properties(verdict)
         if not verdict.passed:
             self._fail(session)
+
+    def _stopped_early(self, session: pytest.Session) -> None:
+        """-x, --maxfail or an interrupt stopped the session before golden-set evaluations
+        ran: the gate did not run, so no output may say it passed."""
+        why = session.shouldfail or session.shouldstop
+        if not why and session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            why = "interrupted"
+        unrun = sorted(self.golden_ids() - self.reported)
+        if not why or not unrun or self.stopped():
+            return
+        shown = ", ".join(unrun[:3]) + (", ..." if len(unrun) > 3 else "")
+        self.reasons.append(
+            Reason(
+                NO_RESULT,
+                f"{_count(len(unrun), 'golden-set evaluation')} did not run ({shown}): the "
+                f"session stopped early ({why})",
+            )
+        )
 
     def _junit_properties(self, verdict: Verdict) -> None:
         """The session's verdict as JUnit testsuite properties (``--junitxml``), so a reason
@@ -205,46 +268,17 @@ class Reporter:
         settings = self.state.settings
         results = self.results()
         verdict = self.verdict()
-        renderers: list[tuple[Path, Callable[[], str]]] = []
-        if settings.report is not None:
-            from .render.json import dumps, json_report
-
-            document = json_report(results, verdict)
-            renderers.append((settings.report, lambda: dumps(document) + "\n"))
-        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if settings.markdown is not None or step_summary:
-            from .render.markdown import render_markdown
-
-            markdown = render_markdown(results, self._groups(results), verdict)
-            if settings.markdown is not None:
-                renderers.append((settings.markdown, lambda: markdown))
-        if settings.html is not None:
-            renderers.append((settings.html, lambda: self._html(results, verdict)))
-        for path, render in renderers:
-            target = path if path.is_absolute() else self.config.invocation_params.dir / path
-            self._write(session, target, render)
-        if step_summary:  # appended, as GitHub expects: other steps write there too
-            try:
-                with open(step_summary, "a", encoding="utf-8") as handle:
-                    handle.write(markdown + "\n")
-            except OSError as exc:
-                self._output_failed(session, Path(step_summary), exc)
-
-    def _write(self, session: pytest.Session, path: Path, render: Callable[[], str]) -> None:
-        from ._io import atomic_write
-
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, render())
-        except OSError as exc:
-            self._output_failed(session, path, exc)
-
-    def _output_failed(self, session: pytest.Session, path: Path, exc: OSError) -> None:
-        message = (
-            f"could not write {path}: {exc.strerror or exc}; check the folder exists and is "
-            "writable"
+        outputs = Outputs(settings.report, settings.markdown, settings.html)
+        problems = write_outputs(
+            self.config,
+            outputs,
+            results,
+            verdict,
+            groups=self._groups(results),
+            html=lambda: self._html(results, verdict),
         )
-        self._fail(session, Reason(OUTPUT, message))
+        for problem in problems:
+            self._fail(session, problem)
 
     def _groups(
         self, results: list[EvaluationResult], session: pytest.Session | None = None
@@ -348,3 +382,96 @@ class Reporter:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def write_outputs(
+    config: pytest.Config,
+    outputs: Outputs,
+    results: list[EvaluationResult],
+    verdict: Verdict,
+    *,
+    groups: Sequence[Any] = (),
+    html: Callable[[], str] | None = None,
+) -> list[Reason]:
+    """JSON, Markdown (appended to ``$GITHUB_STEP_SUMMARY`` too) and HTML, each only when
+    asked for; ``html`` renders the page when the caller has more to show (baselines).
+    Returns an output reason for each file that could not be written."""
+    renderers: list[tuple[Path, Callable[[], str]]] = []
+    if outputs.report is not None:
+        from .render.json import dumps, json_report
+
+        document = json_report(results, verdict)
+        renderers.append((outputs.report, lambda: dumps(document) + "\n"))
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    markdown = ""
+    if outputs.markdown is not None or step_summary:
+        from .render.markdown import render_markdown
+
+        markdown = render_markdown(results, groups, verdict)
+        if outputs.markdown is not None:
+            renderers.append((outputs.markdown, lambda: markdown))
+    if outputs.html is not None:
+        renderers.append((outputs.html, html or (lambda: _page(results, groups, verdict))))
+    problems: list[Reason] = []
+    for path, render in renderers:
+        target = path if path.is_absolute() else config.invocation_params.dir / path
+        problems += _write(target, render)
+    if step_summary:  # appended, as GitHub expects: other steps write there too
+        try:
+            with open(step_summary, "a", encoding="utf-8") as handle:
+                handle.write(markdown + "\n")
+        except OSError as exc:
+            problems.append(_output_failed(Path(step_summary), exc))
+    return problems
+
+
+def startup_failed(
+    config: pytest.Config, message: str, given: argparse.Namespace | None = None
+) -> list[Reason]:
+    """The outputs of a session that stopped before it began (a usage error: a golden set
+    or baseline that does not load, a bad option or ini line, a conftest that does not
+    import): no evaluation, a failed verdict whose one reason is ``message``, the words the
+    terminal shows. ``given``: the options parsed so far, when ``config.option`` is not
+    filled yet. Returns an output reason for each file that could not be written."""
+    verdict = Verdict((Reason(USAGE, message),))
+    return write_outputs(config, output_paths(config, given), [], verdict)
+
+
+def _page(results: list[EvaluationResult], groups: Sequence[Any], verdict: Verdict) -> str:
+    from .render.html import render_html
+
+    return render_html(results, groups, verdict=verdict)
+
+
+def _write(path: Path, render: Callable[[], str]) -> list[Reason]:
+    from ._io import atomic_write
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, render())
+    except OSError as exc:
+        return [_output_failed(path, exc)]
+    return []
+
+
+def _output_failed(path: Path, exc: OSError) -> Reason:
+    message = (
+        f"could not write {path}: {exc.strerror or exc}; check the folder exists and is writable"
+    )
+    return Reason(OUTPUT, message)
+
+
+def _error_text(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """What a failed test or collector shows of its error, in one place: a message of ours
+    (``pytest.fail(..., pytrace=False)``, a missing fixture) as written; a collection error
+    as its ``E`` lines; an exception as ``file:line: Type: message``."""
+    longrepr = report.longrepr
+    text = str(longrepr).strip()
+    if isinstance(report, pytest.CollectReport):
+        shown = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+        return "\n".join(shown) or text
+    crash = getattr(longrepr, "reprcrash", None)
+    style = getattr(getattr(longrepr, "reprtraceback", None), "style", None)
+    if crash is not None and style != "value":
+        return f"{os.path.relpath(crash.path)}:{crash.lineno}: {crash.message}"
+    return text

@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from .errors import AllowanceError as AllowanceError  # raised here; public from here too
 from .errors import MetricNameError
 from .errors import ThresholdError as ThresholdError
@@ -100,8 +102,14 @@ def check(
     values: Mapping[str, float],
     tag_values: Mapping[str, Mapping[str, float]],
     intervals: Mapping[str, tuple[float, float]],
+    tag_intervals: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
+    *,
+    sample: bool = False,
 ) -> list[GateOutcome]:
-    """Compare each threshold with the aggregate (or per-tag) value; NaN never passes."""
+    """Compare each threshold with the aggregate (or per-tag) value; NaN never passes. On a
+    ``sample``, a threshold its 95% interval reaches passes: only an upper bound below it
+    shows that the full set fails (the point estimate alone would fail where the gate of
+    the full run passes)."""
     outcomes = []
     for threshold in thresholds:
         name = threshold.metric.name
@@ -114,10 +122,32 @@ def check(
                     f"threshold {threshold.key} ({threshold.source}): no query has the tag "
                     f"{threshold.tag!r} (tags in this golden set: {known})"
                 )
-            value, ci = tag_values[threshold.tag][name], None
-        passed = not math.isnan(value) and value >= threshold.minimum
+            value = tag_values[threshold.tag][name]
+            ci = (tag_intervals or {}).get(threshold.tag, {}).get(name)
+        reached = sample and ci is not None and ci[1] >= threshold.minimum
+        passed = not math.isnan(value) and (value >= threshold.minimum or reached)
         outcomes.append(GateOutcome(threshold, value, ci, passed))
     return outcomes
+
+
+def tag_intervals(result: EvaluationResult) -> dict[str, dict[str, tuple[float, float]]]:
+    """tag -> metric -> 95% interval over that tag's queries, for the tag thresholds of
+    ``result`` (a sample judges them on their interval, as it does the whole set's)."""
+    from .stats import bootstrap_ci
+
+    found: dict[str, dict[str, tuple[float, float]]] = {}
+    for threshold in result.thresholds:
+        if threshold.tag is None:
+            continue
+        name = threshold.metric.name
+        values = np.array(
+            [q.metrics.get(name, math.nan) for q in result.queries if threshold.tag in q.tags],
+            dtype=np.float64,
+        )
+        values = values[np.isfinite(values)]
+        if values.size:
+            found.setdefault(threshold.tag, {}).update(bootstrap_ci({name: values})[0])
+    return found
 
 
 # ---------------------------------------------------------------------------- allowances
@@ -227,24 +257,49 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
     labels) below what was required, a gated metric that regressed against the baseline,
     and, with ``strict_baseline``, a stale or missing baseline (otherwise a warning).
     """
-    outcomes = tuple(check(result.thresholds, result.metrics, result.per_tag, result.ci))
+    sample = result.sampled_from is not None
+    outcomes = tuple(
+        check(
+            result.thresholds,
+            result.metrics,
+            result.per_tag,
+            result.ci,
+            tag_intervals(result) if sample else None,
+            sample=sample,
+        )
+    )
     reasons: list[Reason] = []
     warnings: list[Reason] = []
     for outcome in outcomes:
-        if not outcome.passed:
-            t = outcome.threshold
-            scope = f" on tag {t.tag!r}" if t.tag else ""
-            if math.isnan(outcome.value):
+        t = outcome.threshold
+        scope = f" on tag {t.tag!r}" if t.tag else ""
+        of = f"on a sample of {len(result.queries)} of {result.sampled_from} queries"
+        if outcome.passed:
+            if outcome.value < t.minimum:  # a sample's estimate, within its interval's reach
+                high = outcome.ci[1] if outcome.ci else math.nan
                 why = (
-                    f"{t.metric.name}{scope} is n/a ({_unscored(t.metric)}): the threshold "
-                    f"{t.minimum:g} (from {t.source}) cannot pass on it"
+                    f"{t.metric.name}{scope} = {outcome.value:.4f} is below {t.minimum:g} {of}, "
+                    f"but its upper 95% bound {high:.4f} is not: the sample cannot show that "
+                    f"the full set fails (threshold from {t.source})"
                 )
-            else:
-                why = (
-                    f"{t.metric.name}{scope} = {outcome.value:.4f} is below {t.minimum:g} "
-                    f"(threshold from {t.source})"
-                )
-            reasons.append(Reason(THRESHOLD, why, t.key))
+                warnings.append(Reason(THRESHOLD, why, t.key))
+            continue
+        if math.isnan(outcome.value):
+            why = (
+                f"{t.metric.name}{scope} is n/a ({_unscored(t.metric)}): the threshold "
+                f"{t.minimum:g} (from {t.source}) cannot pass on it"
+            )
+        elif sample and outcome.ci is not None and not math.isnan(outcome.ci[1]):
+            why = (
+                f"{t.metric.name}{scope} upper 95% bound {outcome.ci[1]:.4f} < {t.minimum:g} "
+                f"{of} (estimate {outcome.value:.4f}; threshold from {t.source})"
+            )
+        else:
+            why = (
+                f"{t.metric.name}{scope} = {outcome.value:.4f} is below {t.minimum:g} "
+                f"(threshold from {t.source})"
+            )
+        reasons.append(Reason(THRESHOLD, why, t.key))
     if result.errors:
         reasons.append(
             Reason(

@@ -271,6 +271,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("retrieval_report", "path of the JSON report", default="")
 
 
+@dataclass(frozen=True)
+class Outputs:
+    """Where the session's outputs go (None: not asked for). Resolved on its own, so a
+    session that stops on a usage error can still write them."""
+
+    report: Path | None = None  # relative: to where pytest was started
+    markdown: Path | None = None
+    html: Path | None = None
+
+
+def output_paths(config: pytest.Config, given: argparse.Namespace | None = None) -> Outputs:
+    """The output paths from the options (``given``: the namespace pytest parsed so far,
+    before ``config.option`` is filled) or the ini keys. Never raises for a bad setting."""
+    options = config.option if given is None else given
+    report = getattr(options, "retrieval_report", None) or str(config.getini("retrieval_report"))
+    return Outputs(
+        report=Path(report) if report else None,
+        markdown=_output(config, "retrieval_markdown", options),
+        html=_output(config, "retrieval_html", options),
+    )
+
+
 @dataclass
 class Settings:
     """Everything the options and ini say, resolved once (CLI > ini > built-in default)."""
@@ -366,7 +388,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
     timeout = config.getoption("retrieval_timeout") or _ini_number(
         config, "retrieval_timeout", positive_float
     )
-    report = config.getoption("retrieval_report") or str(config.getini("retrieval_report"))
+    outputs = output_paths(config)
     baseline = config.getoption("retrieval_baseline") or str(config.getini("retrieval_baseline"))
     alpha = config.getoption("retrieval_alpha") or _ini_number(config, "retrieval_alpha", alpha_arg)
     return Settings(
@@ -381,7 +403,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
             _threshold(text, "--retrieval-threshold")
             for text in config.getoption("retrieval_threshold") or []
         ),
-        report=Path(report) if report else None,
+        report=outputs.report,
         baseline=_resolve(config, baseline, bool(config.getoption("retrieval_baseline"))),
         update=config.getoption("retrieval_update_baseline"),
         ini_max_drops=_ini_layer(config, "retrieval_max_drop", _allowance),
@@ -391,8 +413,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
         ),
         alpha=alpha or 0.05,
         compare_to=config.getoption("retrieval_compare_to"),
-        markdown=_output(config, "retrieval_markdown"),
-        html=_output(config, "retrieval_html"),
+        markdown=outputs.markdown,
+        html=outputs.html,
         sample=config.getoption("retrieval_sample"),
         sample_seed=config.getoption("retrieval_sample_seed"),
         progress=config.getoption("retrieval_progress"),
@@ -454,9 +476,11 @@ def _flag(config: pytest.Config, name: str) -> bool:
     return bool(config.getini(name)) if given is None else bool(given)
 
 
-def _output(config: pytest.Config, name: str) -> Path | None:
+def _output(
+    config: pytest.Config, name: str, options: argparse.Namespace | None = None
+) -> Path | None:
     """An output path: the option (relative to the start dir) or the ini key (to the ini)."""
-    cli = config.getoption(name)
+    cli = getattr(config.option if options is None else options, name, None)
     return _resolve(config, cli or str(config.getini(name)).strip(), bool(cli))
 
 

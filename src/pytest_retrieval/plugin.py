@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 from collections.abc import Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,8 +64,44 @@ def pytest_configure(config: pytest.Config) -> None:
         "gate=[...]): "
         "settings for the retrieval_eval fixture in this test; golden-set evaluations carry it",
     )
-    with usage_errors():  # every bad setting or file: a usage error now, before any worker
-        _configure(config)
+    try:
+        with usage_errors():  # every bad setting or file: a usage error now, before any worker
+            _configure(config)
+    except pytest.UsageError as exc:  # raised before the session: its end never comes
+        if not is_worker(config):
+            _startup_failed(config, str(exc))
+        raise
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> Generator[None, None, None]:
+    """A conftest.py that does not import stops pytest before it configures: the outputs
+    are written here, from the options parsed so far."""
+    try:
+        yield
+    except Exception as exc:
+        given = early_config.known_args_namespace
+        if type(exc).__name__ == "ConftestImportFailure" and not (given.help or given.version):
+            path = getattr(exc, "path", "conftest.py")
+            cause = exc.__cause__ or exc
+            _startup_failed(
+                early_config,
+                f"ImportError while loading conftest {os.path.relpath(path)}: "
+                f"{type(cause).__name__}: {cause}",
+                given,
+            )
+        raise
+
+
+def _startup_failed(config: pytest.Config, message: str, given: Any = None) -> None:
+    """Write the outputs of a session that stops before it starts; an output that cannot be
+    written is said on stderr (pytest is about to print the usage error there)."""
+    from .controller import startup_failed
+
+    for problem in startup_failed(config, message, given):
+        print(f"retrieval: {problem.message}", file=sys.stderr)
 
 
 def _configure(config: pytest.Config) -> None:
@@ -206,10 +243,10 @@ def pytest_collection_modifyitems(
         if isinstance(item.parent, GoldenModule):
             state.expected.setdefault(item.parent.golden_path, set()).add(item.nodeid)
         else:
-            with usage_errors():
+            with usage_errors(state):
                 check_item_marker(item, state)
     if state.settings.compare_to is not None and not is_worker(config):
-        with usage_errors():  # before any evaluation runs (under xdist: at session end)
+        with usage_errors(state):  # before any evaluation runs (under xdist: at session end)
             check_compare_to(
                 state.settings.compare_to,
                 {

@@ -48,6 +48,8 @@ class SessionState:
     corpora: dict[str, dict[str, str]] = field(default_factory=dict)
     #: node id -> its index among the collected items (declaration order)
     order: dict[str, int] = field(default_factory=dict)
+    #: usage errors raised after start-up (a marker's settings), for the outputs' verdict
+    usage: list[str] = field(default_factory=list)
     _judge: Any = None
 
     def golden(self, path: Path) -> GoldenSet:
@@ -295,14 +297,16 @@ def check_compare_to(compare_to: str, ids: set[str]) -> None:
 
 
 @contextmanager
-def usage_errors() -> Iterator[None]:
+def usage_errors(state: SessionState | None = None) -> Iterator[None]:
     """Where a :class:`~.errors.ConfigError` (a bad golden set, baseline file, option, ini
     line or marker setting) becomes a pytest usage error, outside tests (see
     :func:`as_test_failure` for inside): its message, which names the place and the fix, never
-    a traceback."""
+    a traceback. With ``state``, the message is kept for the outputs written at the end."""
     try:
         yield
     except ConfigError as exc:
+        if state is not None:
+            state.usage.append(str(exc))
         raise pytest.UsageError(str(exc)) from None
 
 
