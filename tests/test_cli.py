@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,22 @@ def write(path: Path, data: Any) -> Path:
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(list(argv))
+    """Exit status, stdout, stderr; argparse's own errors (SystemExit) are a status too."""
+    try:
+        status = main(list(argv))
+    except SystemExit as exc:
+        status = int(exc.code or 0)
     out, err = capsys.readouterr()
     return status, out, err
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The argparse-style message of a bad command line (exit 2), checked to be one."""
+    status, out, err = run(capsys, *argv)
+    assert status == 2, (out, err)
+    assert err.startswith(f"usage: pytest-retrieval {argv[0]}"), err
+    assert f"pytest-retrieval {argv[0]}: error: " in err and "Traceback" not in err
+    return err.split(": error: ", 1)[1]
 
 
 @pytest.mark.parametrize(("golden", "expected"), MALFORMED_GOLDEN)
@@ -117,8 +131,9 @@ def test_convert_never_overwrites_without_force(
 ) -> None:
     out = write(tmp_path / "mine.json", {"hand": "written"})
     beir = str(ROOT / "example_golden" / "cranfield")
-    status, _, err = run(capsys, "convert", beir, "-o", str(out))
-    assert status == 1 and "exists; pass --force to overwrite it" in err
+    assert "exists; pass --force to overwrite it" in usage_error(
+        capsys, "convert", beir, "-o", str(out)
+    )
     assert json.loads(out.read_text()) == {"hand": "written"}
     assert run(capsys, "convert", beir, "-o", str(out), "--force")[0] == 0
 
@@ -129,6 +144,115 @@ def test_convert_bad_csv_names_the_line(tmp_path: Path, capsys: pytest.CaptureFi
     status, _, err = run(capsys, "convert", str(table), "-o", str(tmp_path / "o.json"))
     assert status == 1
     assert "golden.csv, line 3: a row needs 'query' and 'relevant'" in err
+
+
+def test_convert_to_a_folder_or_under_a_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiny = str(ROOT / "example_golden" / "tiny.json")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for extra in ([], ["--force"]):
+        message = usage_error(capsys, "convert", tiny, "-o", str(folder), *extra)
+        assert f"-o {folder} is a folder" in message and "golden.json" in message
+    assert list(folder.iterdir()) == []
+    under_file = tmp_path / "mine.json"
+    under_file.write_text("{}", encoding="utf-8")
+    message = usage_error(capsys, "convert", tiny, "-o", str(under_file / "x.json"))
+    assert f"{under_file} is a file, not a folder" in message
+
+
+def test_convert_write_failure_is_one_line_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(path: Path, text: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("pytest_retrieval._io.atomic_write", full)
+    out = tmp_path / "o.json"
+    status, _, err = run(
+        capsys, "convert", str(ROOT / "example_golden" / "tiny.json"), "-o", str(out)
+    )
+    assert (status, err) == (
+        1,
+        f"pytest-retrieval convert: cannot write {out}: No space left on device\n",
+    )
+
+
+def test_missing_inputs_are_usage_errors_that_name_the_argument(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gone = str(tmp_path / "gone.json")
+    tiny = str(ROOT / "example_golden" / "tiny.json")
+    message = usage_error(capsys, "convert", gone, "-o", str(tmp_path / "o.json"))
+    assert message == f"argument SOURCE: no such file or folder: {gone!r}\n"
+    message = usage_error(capsys, "convert", tiny, "--queries", gone, "-o", "-")
+    assert message == f"argument --queries: no such file: {gone!r}\n"
+    assert "no such file or folder" in usage_error(capsys, "validate", tiny, gone)
+    assert "argument FILE: no such file" in usage_error(capsys, "show", gone)
+    assert "argument REPORT_B: no such file" in usage_error(capsys, "diff", tiny, gone)
+    assert "is a folder" in usage_error(capsys, "diff", tiny, str(tmp_path))
+    message = usage_error(capsys, "judge-batch", "submit", tiny, "-o", "s.json", "--corpus", gone)
+    assert message.startswith("argument --corpus: no such file")
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["diff", "{a}", "{a}", "--max-drop", "bogus"],
+            "argument --max-drop: 'bogus' is not METRIC=DROP",
+        ),
+        (["diff", "{a}", "{a}", "--max-drop", "mrr@10=-1"], "argument --max-drop: "),
+        (
+            ["diff", "{a}", "{a}", "--gate", "recal@10"],
+            "argument --gate: unknown metric 'recal' in 'recal@10'",
+        ),
+        (
+            ["diff", "{a}", "{a}", "--alpha", "2"],
+            "argument --alpha: '2' is not a significance level",
+        ),
+        (["convert", "{a}", "-o", "-", "--k", "0"], "argument --k: '0' is not a whole number >= 1"),
+        (
+            ["judge-batch", "submit", "{a}", "-o", "s.json", "--min-score", "7"],
+            "argument --min-score: '7' is not a number between 0 and 1",
+        ),
+        (
+            ["judge-batch", "submit", "{a}", "-o", "s.json", "--text-budget", "-1"],
+            "argument --text-budget: '-1' is not a whole number >= 1",
+        ),
+        (["judge-batch", "submit", "{a}"], "submit needs -o STATE.json"),
+        (["show", "{a}", "--worst", "0"], "argument --worst: '0' is not a whole number >= 1"),
+    ],
+)
+def test_bad_values_are_argparse_errors_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    a = write(tmp_path / "a.json", {"evaluations": []})
+    message = usage_error(capsys, *(arg.format(a=a) for arg in argv))
+    assert message.startswith(expected), message
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_retrieval._version import __version__
+
+    status, out, _ = run(capsys, "--version")
+    assert (status, out) == (0, f"pytest-retrieval {__version__}\n")
+
+
+def test_judge_batch_refuses_a_wrong_file_before_any_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden = write(tmp_path / "golden.json", GOLDEN)
+    state = tmp_path / "s.json"
+    status, _, err = run(capsys, "judge-batch", "submit", str(golden), "-o", str(state))
+    assert status == 1 and f"{golden}: not a pytest-retrieval report" in err
+    assert "credentials" not in err and not state.exists()
+    report = write(tmp_path / "r.json", {"evaluations": []})
+    message = usage_error(capsys, "judge-batch", "submit", str(report), "-o", str(tmp_path))
+    assert message.startswith(f"-o {tmp_path} is a folder; give the file to write, e.g. -o ")
+    status, _, err = run(capsys, "judge-batch", "collect", str(report))
+    assert status == 1 and f"{report} is a report; collect reads the state file" in err
 
 
 def _report(tmp_path: Path, name: str, degrade: bool) -> Path:
@@ -159,7 +283,7 @@ def test_diff_reports_a_regression_from_two_reports(
     status, out, _ = run(capsys, "diff", str(main_run), str(worse), "--max-drop", "ndcg@10=2%")
     assert status == 1
     assert "REGRESSION: mrr@10 dropped" in out
-    assert "queries got worse on" in out
+    assert "worse on mrr@10 (" in out and "left the top 10: " in out
     assert "1 of 1 evaluations failed" in out
 
 
@@ -172,6 +296,60 @@ def test_diff_bad_reports_are_clear(tmp_path: Path, capsys: pytest.CaptureFixtur
     other = write(tmp_path / "other.json", {"something": "else"})
     status, _, err = run(capsys, "diff", str(other), str(good))
     assert status == 1 and "not a pytest-retrieval report" in err
+
+
+def _edited(report: Path, name: str, edit: Callable[[dict[str, Any]], None]) -> Path:
+    data = json.loads(report.read_text(encoding="utf-8"))
+    edit(data["evaluations"][0])
+    return write(report.with_name(name), data)
+
+
+def _only_recall_at_5(evaluation: dict[str, Any]) -> None:
+    for entry in (evaluation, *evaluation["queries"]):
+        entry["metrics"] = {"recall@5": entry["metrics"]["recall@10"]}
+    evaluation["ci"] = {"recall@5": [0.0, 1.0]}
+    evaluation["gated"] = ["recall@5"]
+
+
+def _other_query_ids(evaluation: dict[str, Any]) -> None:
+    for query in evaluation["queries"]:
+        query["id"] = f"x{query['id']}"
+
+
+def _other_retriever(evaluation: dict[str, Any]) -> None:
+    evaluation["retriever"] = "dense"
+
+
+@pytest.mark.parametrize(
+    ("edit", "because"),
+    [
+        (_only_recall_at_5, "no metric in common: "),
+        (_other_query_ids, "no query in common"),
+        (_other_retriever, "cranfield::bm25 is not in"),
+    ],
+)
+def test_diff_exits_1_when_nothing_was_compared(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    edit: Callable[[dict[str, Any]], None],
+    because: str,
+) -> None:
+    after = _report(tmp_path, "after", degrade=False)
+    before = _edited(after, "before.json", edit)
+    status, out, err = run(capsys, "diff", str(before), str(after))
+    assert status == 1, out + err
+    assert because in out + err
+    assert "nothing compared" in err
+    assert "pytest " not in out + err and "--retrieval-update-baseline" not in out + err
+
+
+def test_diff_a_gated_metric_missing_from_a_report_compares_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _report(tmp_path, "main", degrade=False)
+    status, out, err = run(capsys, "diff", str(report), str(report), "--gate", "recall@3")
+    assert status == 1, out + err
+    assert "--gate recall@3: not in" in out and "nothing compared" in err
 
 
 def test_show_a_baseline_and_a_corrupt_one(

@@ -2,23 +2,34 @@
 
 Subcommands: ``validate`` (schema and sanity report of golden sets), ``convert`` (BEIR,
 TREC qrels or CSV to golden JSON), ``diff`` (the gate's paired comparison between two JSON
-reports), ``show`` (a baseline file, readable), ``judge-batch`` (fill the judge's cache
-through OpenAI's Batch API). Exit status: 0 fine, 1 a problem found
-(invalid golden set, a regression, an unreadable file), 2 bad command-line arguments.
+reports), ``show`` (a baseline file, or a report's queries with their ranked hits),
+``judge-batch`` (fill the judge's cache through OpenAI's Batch API). Exit status: 0 fine,
+1 a problem found (invalid golden set, a regression, nothing to compare, an unreadable
+file), 2 bad command-line arguments (argparse's message, also for problems found after
+parsing: an output path that is a folder, an unknown query id).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import difflib
 import json
+import math
+import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .validators import alpha_arg, positive_int
+from ._version import __version__
+from .errors import ConfigError
+from .validators import alpha_arg, cutoff, fraction, metric_arg, positive_int
+
+if TYPE_CHECKING:
+    from .gate import Allowance
+    from .results import Comparison, EvaluationResult, QueryChange, QueryResult
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -27,14 +38,27 @@ class CliError(Exception):
     """A problem to report in one line (no traceback), exit status 1."""
 
 
+class UsageError(Exception):
+    """A bad command line found only after parsing (an output path that is a folder, a query
+    id the report does not hold): argparse's usage and message, exit status 2."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     command: Command = args.command
     try:
         return command(args)
+    except UsageError as exc:
+        sub: argparse.ArgumentParser = args.parser
+        sub.print_usage(sys.stderr)
+        print(f"{sub.prog}: error: {exc}", file=sys.stderr)
+        return 2
     except CliError as exc:
         print(f"pytest-retrieval {args.command_name}: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `show ... | head` closed the pipe: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
 
@@ -43,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="pytest-retrieval",
         description="Golden-set and report tools for pytest-retrieval.",
     )
+    parser.add_argument("--version", action="version", version=f"pytest-retrieval {__version__}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     for add in (_add_validate, _add_convert, _add_diff, _add_show, _add_judge_batch):
         add(commands)
@@ -51,8 +76,50 @@ def _parser() -> argparse.ArgumentParser:
 
 def _command(commands: Any, name: str, run: Command, **options: Any) -> argparse.ArgumentParser:
     sub: argparse.ArgumentParser = commands.add_parser(name, **options)
-    sub.set_defaults(command=run, command_name=name)
+    sub.set_defaults(command=run, command_name=name, parser=sub)
     return sub
+
+
+def _inputs(args: argparse.Namespace, files: Sequence[str], paths: Sequence[str] = ()) -> None:
+    """The input arguments ``files`` (files) and ``paths`` (a file or a folder: a BEIR
+    folder, a corpus) exist, else argparse's message for the first that does not. Checked
+    when the command runs, not by ``type=``, so parsing a command line never reads disks."""
+    for dest in (*files, *paths):
+        values = getattr(args, dest)
+        for path in values if isinstance(values, list) else [values]:
+            if path is None:
+                continue
+            label = f"--{dest.replace('_', '-')}" if dest in OPTIONS else dest.upper()
+            if dest in files and path.is_dir():
+                raise UsageError(f"argument {label}: {str(path)!r} is a folder, not a file")
+            if not path.exists():
+                what = "file" if dest in files else "file or folder"
+                raise UsageError(f"argument {label}: no such {what}: {str(path)!r}")
+
+
+#: input arguments given as options (the rest are positional)
+OPTIONS = frozenset({"queries", "corpus", "prompt"})
+
+
+def _max_drop(text: str) -> Allowance:
+    """``type=`` of ``diff --max-drop``: the allowance, or argparse's error saying what to
+    write."""
+    from .gate import parse_allowance_assignment
+
+    try:
+        return parse_allowance_assignment(text, "--max-drop")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _unknown(kind: str, wanted: str, known: Sequence[str], where: Path | str) -> str:
+    """``no query id 'q12' in r.json (225 query ids; close matches: q1, q120)``: what to
+    type instead, without printing thousands of ids."""
+    listed = f": {', '.join(known)}" if len(known) <= 8 else ""
+    close = difflib.get_close_matches(wanted, known, n=5, cutoff=0.6)
+    hint = f"; close matches: {', '.join(close)}" if close and len(known) > 8 else ""
+    count = f"{len(known)} {kind}{'' if len(known) == 1 else 's'}"
+    return f"no {kind} {wanted!r} in {where} ({count}{listed}{hint})"
 
 
 # ---------------------------------------------------------------------------- validate
@@ -71,7 +138,13 @@ def _add_validate(commands: Any) -> None:
         "Near-duplicates: word sets (ignoring order, case and punctuation) within one added, "
         "removed or swapped word and a Jaccard similarity of at least 0.8.",
     )
-    sub.add_argument("golden", nargs="+", type=Path, help="golden file or BEIR folder")
+    sub.add_argument(
+        "golden",
+        nargs="+",
+        type=Path,
+        metavar="GOLDEN",
+        help="golden file or BEIR folder",
+    )
     sub.add_argument("--json", action="store_true", help="machine-readable output")
     sub.add_argument(
         "--strict",
@@ -87,6 +160,7 @@ def _validate(args: argparse.Namespace) -> int:
     from .golden import GoldenError, load_golden
     from .sanity import corpus_check, sanity, sanity_text
 
+    _inputs(args, (), ["golden"])
     status = 0
     reports = []
     for path in args.golden:
@@ -138,18 +212,20 @@ def _add_convert(commands: Any) -> None:
         epilog=CSV_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub.add_argument("source", type=Path, help="BEIR folder, qrels file or .csv")
+    sub.add_argument("source", type=Path, metavar="SOURCE", help="BEIR folder, qrels file or .csv")
     sub.add_argument("-o", "--output", required=True, help="output .json, or - for stdout")
     sub.add_argument("--queries", type=Path, help="TREC queries file (QUERY_ID<TAB>TEXT)")
     sub.add_argument("--name", help="golden set name (default: from the source)")
-    sub.add_argument("--k", type=int, default=None, help="default cutoff to store")
+    sub.add_argument("--k", type=cutoff, default=None, help="default cutoff to store")
     sub.add_argument("--force", action="store_true", help="overwrite an existing output")
 
 
 def _convert(args: argparse.Namespace) -> int:
     from .golden import GoldenError, load_golden, load_trec
 
+    _inputs(args, ["queries"], ["source"])
     source: Path = args.source
+    output = None if args.output == "-" else _output_file(Path(args.output), args.force)
     try:
         if source.suffix.lower() == ".csv":
             golden = _golden_from_csv(source)
@@ -162,18 +238,35 @@ def _convert(args: argparse.Namespace) -> int:
     document: dict[str, Any] = {"name": args.name or golden.name, "k": args.k or golden.k}
     document["queries"] = [_entry(q) for q in golden.queries]
     text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
-    if args.output == "-":
+    if output is None:
         sys.stdout.write(text)
         return 0
-    output = Path(args.output)
-    if output.exists() and not args.force:
-        raise CliError(f"{output} exists; pass --force to overwrite it")
     from ._io import atomic_write
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(output, text)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(output, text)
+    except OSError as exc:
+        raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
     print(f"wrote {output}: {len(golden.queries)} queries (fingerprint {golden.fingerprint})")
     return 0
+
+
+def _output_file(output: Path, force: bool, example: str = "golden.json") -> Path:
+    """``-o``, checked before any work: a file path that may be written (a folder, a path
+    under a file, or an existing file without ``--force`` is a usage error)."""
+    if output.is_dir():
+        raise UsageError(
+            f"-o {output} is a folder; give the file to write, e.g. -o {output / example}"
+        )
+    for parent in output.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"-o {output}: {parent} is a file, not a folder")
+            break
+    if output.exists() and not force:
+        raise UsageError(f"{output} exists; pass --force to overwrite it")
+    return output
 
 
 def _entry(query: Any) -> dict[str, Any]:
@@ -243,13 +336,15 @@ def _add_diff(commands: Any) -> None:
         help="compare two JSON reports with the gate's paired test",
         description="Compare REPORT_B with REPORT_A (both written by --retrieval-report): "
         "per evaluation matched by golden set and retriever, the same allowances, paired "
-        "one-sided test and Holm correction as the baseline gate. Exit 1 on a regression.",
+        "one-sided test and Holm correction as the baseline gate. Exit 1 on a regression, "
+        "or when nothing could be compared (no evaluation, query or gated metric in common).",
     )
     sub.add_argument("report_a", type=Path, metavar="REPORT_A", help="the reference run")
     sub.add_argument("report_b", type=Path, metavar="REPORT_B", help="the run to judge")
     sub.add_argument(
         "--max-drop",
         action="append",
+        type=_max_drop,
         default=[],
         metavar="METRIC=DROP",
         help="allowed drop, absolute (0.01) or relative (2%%); repeatable; default 0.01",
@@ -260,25 +355,35 @@ def _add_diff(commands: Any) -> None:
     sub.add_argument(
         "--gate",
         action="append",
+        type=metric_arg,
         default=None,
         metavar="METRIC",
         help="a gated metric (repeatable); default: the gated set REPORT_B was run with",
     )
 
 
-def _read_report(path: Path) -> list[Any]:
-    from .results import EvaluationResult
-
+def _report_data(path: Path) -> dict[str, Any]:
+    """A JSON report's document, or one clear CliError (not JSON, not a report)."""
     data = _json_object(path)
     if not isinstance(data.get("evaluations"), list):
         raise CliError(f"{path}: not a pytest-retrieval report (no 'evaluations' list)")
+    return data
+
+
+def _read_report(path: Path, data: dict[str, Any] | None = None) -> list[EvaluationResult]:
+    """The evaluations of a report (``data``: its document, when already read)."""
+    from .results import result_from_dict
+
+    evaluations = (data if data is not None else _report_data(path))["evaluations"]
     try:
-        return [EvaluationResult.from_dict(entry) for entry in data["evaluations"]]
+        return [result_from_dict(entry) for entry in evaluations]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CliError(f"{path}: a malformed evaluation entry ({exc!r})") from None
 
 
-def _counterpart(result: Any, earlier: Sequence[Any], path: Path) -> Any:
+def _counterpart(
+    result: EvaluationResult, earlier: Sequence[EvaluationResult], path: Path
+) -> EvaluationResult | None:
     """The evaluation of ``earlier`` that ``result`` is compared with: same golden source and
     retriever, else (reports from another checkout) the one with the same golden name and
     retriever; two candidates are an error, never a guess."""
@@ -301,33 +406,22 @@ def _diff(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from .baseline import entry_key
-    from .compare import compare_to_baseline, entry_from_result
-    from .gate import AllowanceError, decide, merge_allowances, parse_allowance_assignment
-    from .metrics import MetricNameError, parse_metric
+    from .gate import decide
     from .render.terminal import regression_lines
 
-    try:
-        allowances = merge_allowances(
-            [parse_allowance_assignment(text, "--max-drop") for text in args.max_drop]
-        )
-        gate = None if args.gate is None else tuple(parse_metric(m).name for m in args.gate)
-    except (AllowanceError, MetricNameError) as exc:
-        raise CliError(str(exc)) from None
+    _inputs(args, ["report_a", "report_b"])
     earlier = _read_report(args.report_a)
     after = _read_report(args.report_b)
     failed = compared = 0
+    why_not: list[str] = []
     for result in after:
         key = entry_key(result.golden_name, result.retriever_id)
-        reference = _counterpart(result, earlier, args.report_a)
-        if reference is None:
-            print(f"{key}: not in {args.report_a}; skipped")
+        outcome = _compared(result, earlier, args)
+        if isinstance(outcome, str):
+            why_not.append(outcome)
+            print(f"{key}: not compared: {outcome}")
             continue
-        if gate is not None:
-            result = replace(result, gated=tuple(m for m in result.metrics if m in gate))
-        entry = entry_from_result(reference, {}, "")
-        comparison = compare_to_baseline(
-            result, entry, allowances, alpha=args.alpha, reference=f"report {args.report_a}"
-        )
+        result, comparison = outcome
         result = decide(replace(result, comparison=comparison, baseline_note=""))
         compared += 1
         print(f"{key}: {len(result.queries)} queries")
@@ -338,31 +432,203 @@ def _diff(args: argparse.Namespace) -> int:
             print(f"    {reason.kind}: {reason.message}")
         failed += not result.verdict.passed
     if compared == 0:
-        raise CliError(f"no evaluation of {args.report_b} is in {args.report_a}")
-    print(f"{failed} of {compared} evaluations failed")
+        because = why_not[0] if len(why_not) == 1 else "see above"
+        raise CliError(
+            f"nothing compared between {args.report_a} and {args.report_b}: {because}. diff "
+            "compares the evaluations both reports hold (same golden set and retriever) on "
+            "their shared queries and gated metrics: write both reports from the same golden "
+            "set and retriever, with the same metrics (--retrieval-metric)"
+        )
+    skipped = f"; {len(why_not)} not compared" if why_not else ""
+    print(f"{failed} of {compared} evaluations failed{skipped}")
     return 1 if failed else 0
+
+
+def _compared(
+    result: EvaluationResult, earlier: Sequence[EvaluationResult], args: argparse.Namespace
+) -> tuple[EvaluationResult, Comparison] | str:
+    """``result`` (gated as ``--gate`` says) and its comparison with its counterpart in
+    ``earlier`` (REPORT_A's evaluations), or why nothing of it could be compared: no such
+    evaluation, a ``--gate`` metric one report lacks, no metric or query in common, no gated
+    metric compared."""
+    from dataclasses import replace
+
+    from .baseline import entry_key
+    from .compare import compare_to_baseline, entry_from_result
+    from .gate import merge_allowances
+
+    report_a, report_b = args.report_a, args.report_b
+    reference = _counterpart(result, earlier, report_a)
+    if reference is None:
+        known = ", ".join(entry_key(r.golden_name, r.retriever_id) for r in earlier)
+        key = entry_key(result.golden_name, result.retriever_id)
+        return f"{key} is not in {report_a} (it has {known or 'no evaluations'})"
+    for report, metrics in ((report_b, result.metrics), (report_a, reference.metrics)):
+        absent = [m for m in args.gate or () if m not in metrics]
+        if absent:
+            return f"--gate {', '.join(absent)}: not in {report} (it has {_names(metrics)})"
+    if not set(result.metrics) & set(reference.metrics):
+        return (
+            f"no metric in common: {report_a} has {_names(reference.metrics)}; "
+            f"{report_b} has {_names(result.metrics)}"
+        )
+    if args.gate is not None:
+        result = replace(result, gated=tuple(args.gate))
+    comparison = compare_to_baseline(
+        result,
+        entry_from_result(reference, {}, ""),
+        merge_allowances(args.max_drop),
+        alpha=args.alpha,
+        reference=f"report {report_a}",
+    )
+    why = _nothing_compared(result, comparison, report_a)
+    return (result, comparison) if why is None else why
+
+
+#: MetricChange verdicts of a metric that was not compared
+UNCOMPARED = ("not in baseline", "judge changed", "not tested")
+
+
+def _nothing_compared(
+    result: EvaluationResult, comparison: Comparison, report_a: Path
+) -> str | None:
+    """Why the comparison compared no gated metric (None: it compared some): no query in
+    common, other metric definitions, a judge that changed, gated metrics only one report has."""
+    from .results import LATENCY
+
+    if comparison.n_common == 0:
+        return (
+            f"no query in common: every query is new or re-judged since {report_a} "
+            f"({len(comparison.added)} added, {len(comparison.removed)} removed, "
+            f"{len(comparison.rejudged)} re-judged)"
+        )
+    if comparison.stale:
+        return str(comparison.stale).replace("the baseline", str(report_a))
+    compared = [c for c in comparison.changes if c.verdict not in UNCOMPARED]
+    if any(c.gated for c in compared if c.metric != LATENCY) or (not result.gated and compared):
+        return None
+    return f"none of the gated metrics ({', '.join(result.gated)}) is in {report_a}"
+
+
+def _names(metrics: Iterable[str]) -> str:
+    """Metric names in their display order, the first six: what a report has."""
+    from .metrics import parse_metric
+
+    ordered = sorted(metrics, key=lambda m: parse_metric(m).sort_key)
+    more = f" (+{len(ordered) - 6} more)" if len(ordered) > 6 else ""
+    return ", ".join(ordered[:6]) + more if ordered else "no metrics"
 
 
 # ---------------------------------------------------------------------------- show
 
 
 def _add_show(commands: Any) -> None:
-    sub = _command(commands, "show", _show, help="print a baseline file readably")
-    sub.add_argument("baseline", type=Path, help="a <golden>.baseline.json file")
+    sub = _command(
+        commands,
+        "show",
+        _show,
+        help="print a baseline file, or a report's queries with their ranked hits",
+        description="A baseline file (<golden>.baseline.json): its entries and metrics. A JSON "
+        "report (--retrieval-report): each evaluation's summary; with --query, --worst or "
+        "--tag, each chosen query's ranked hits with their relevance marks and golden "
+        "grades, the judge's verdicts and, when the run was compared with a baseline, "
+        "where each hit ranked there and the relevant documents that left the top k.",
+    )
+    sub.add_argument(
+        "file",
+        type=Path,
+        metavar="FILE",
+        help="a JSON report or a <golden>.baseline.json file",
+    )
+    pick = sub.add_mutually_exclusive_group()
+    pick.add_argument("--query", action="append", metavar="ID", help="a query id (repeatable)")
+    pick.add_argument(
+        "--worst",
+        type=positive_int,
+        metavar="N",
+        help="the N queries that dropped most on --metric against the baseline (without "
+        "a comparison: the N lowest)",
+    )
+    sub.add_argument(
+        "--tag", metavar="TAG", help="the queries with this tag, worst first (with --worst: N)"
+    )
+    sub.add_argument(
+        "--retriever", metavar="ID", help="only this retriever's evaluation (of several)"
+    )
+    sub.add_argument(
+        "--metric",
+        type=metric_arg,
+        metavar="METRIC",
+        help="what worst means (default: the first regressed metric, else the first gated one)",
+    )
+    sub.add_argument(
+        "--depth", type=positive_int, metavar="N", help="hits listed (default: the report's k)"
+    )
 
 
 def _show(args: argparse.Namespace) -> int:
+    """A baseline or a report, told apart by their content; anything else is refused with
+    what it looks like and what ``show`` reads."""
+    from .baseline import FORMAT
+
+    _inputs(args, ["file"])
+    path: Path = args.file
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read it ({exc.strerror})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        if path.name.endswith(".baseline.json"):
+            return _show_baseline(args)  # the baseline reader says what is wrong with it
+        where = (
+            f"line {exc.lineno}, column {exc.colno}"
+            if isinstance(exc, json.JSONDecodeError)
+            else "not UTF-8 text"
+        )
+        raise UsageError(f"{path} is not JSON ({where}); {SHOW_READS}") from None
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        return _show_baseline(args)
+    if isinstance(data, dict) and isinstance(data.get("evaluations"), list):
+        return _show_report(args, _read_report(path, data))
+    raise UsageError(f"{path} is {_looks_like(data)}, not a report or a baseline; {SHOW_READS}")
+
+
+SHOW_READS = (
+    "show reads a JSON report (pytest --retrieval-report FILE) or a <golden>.baseline.json file"
+)
+
+
+def _looks_like(data: Any) -> str:
+    """What a JSON document that ``show`` cannot read seems to be, for its message."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}"
+    if "queries" in data:
+        return "a golden set (check it with: pytest-retrieval validate FILE)"
+    if "batch_ids" in data or "batch_id" in data:
+        return "a judge-batch state file (pytest-retrieval judge-batch collect FILE)"
+    return "a JSON object with neither 'evaluations' nor 'format'"
+
+
+def _show_baseline(args: argparse.Namespace) -> int:
     from .baseline import BaselineError, read
     from .metrics import parse_metric
     from .render.text import ci, num, text_table
 
-    if not args.baseline.is_file():
-        raise CliError(f"{args.baseline}: no such baseline file")
+    given = [
+        option
+        for option, value in (("--query", args.query), ("--worst", args.worst), ("--tag", args.tag))
+        if value
+    ]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)}: {args.file} is a baseline, which keeps metrics, not ranked "
+            "hits; give a JSON report (pytest --retrieval-report FILE)"
+        )
     try:
-        entries = read(args.baseline)
+        entries = read(args.file)
     except BaselineError as exc:
         raise CliError(str(exc)) from None
-    print(f"{args.baseline}: {len(entries)} entries")
+    print(f"{args.file}: {len(entries)} entries")
     for key, entry in entries.items():
         commit = str(entry.git.get("commit", ""))[:12]
         dirty = " (dirty)" if entry.git.get("dirty") else ""
@@ -382,6 +648,228 @@ def _show(args: argparse.Namespace) -> int:
         if entry.latency_p95_ms is not None:
             print(f"  latency p50 {entry.latency_p50_ms} ms, p95 {entry.latency_p95_ms} ms")
     return 0
+
+
+def _show_report(args: argparse.Namespace, results: list[EvaluationResult]) -> int:
+    """Each chosen evaluation: its summary, or (``--query``/``--worst``/``--tag``) the
+    chosen queries' hits."""
+    from .baseline import entry_key
+    from .render.terminal import summary_lines
+
+    if args.query and args.tag:
+        raise UsageError("--query picks queries by id; leave out --tag (or use --tag alone)")
+    chosen = results
+    if args.retriever is not None:
+        chosen = [
+            r
+            for r in results
+            if args.retriever in (r.retriever_id, entry_key(r.golden_name, r.retriever_id))
+        ]
+        if not chosen:
+            known = sorted({r.retriever_id for r in results})
+            raise UsageError(_unknown("retriever", args.retriever, known, args.file))
+    if not chosen:
+        print(f"{args.file}: no evaluations (nothing ran; see its verdict)")
+        return 0
+    if not (args.query or args.worst or args.tag):
+        for result in chosen:
+            print("\n".join(summary_lines(result)))
+        print(
+            f"ranked hits: pytest-retrieval show {args.file} --query ID (or --worst N, --tag TAG)"
+        )
+        return 0
+    _check_picks(args, chosen)
+    for result in chosen:
+        for line in _evaluation_lines(result, args):
+            print(line)
+    return 0
+
+
+def _check_picks(args: argparse.Namespace, chosen: Sequence[EvaluationResult]) -> None:
+    """Every ``--query`` id and the ``--tag`` exist in one of the chosen evaluations, and
+    ``--metric`` in all of them; else a usage error with the close matches."""
+    ids = list(dict.fromkeys(q.id for r in chosen for q in r.queries))
+    for wanted in args.query or ():
+        if wanted not in ids:
+            raise UsageError(_unknown("query id", wanted, ids, args.file))
+    tags = sorted({tag for r in chosen for q in r.queries for tag in q.tags})
+    if args.tag is not None and args.tag not in tags:
+        raise UsageError(_unknown("tag", args.tag, tags, args.file))
+    for result in chosen:
+        if args.metric is not None and args.metric not in result.metrics:
+            raise UsageError(_unknown("metric", args.metric, list(result.metrics), args.file))
+
+
+def _evaluation_lines(result: EvaluationResult, args: argparse.Namespace) -> list[str]:
+    """One evaluation's chosen queries, each with its hits, worst first."""
+    from .render.text import title
+
+    metric = _ranking_metric(result, args.metric)
+    comparison = result.comparison
+    shift = comparison.shifts.get(metric) if comparison is not None else None
+    lines = [title(result) + (f" · vs {comparison.reference}" if comparison else "")]
+    queries = [q for q in result.queries if args.tag is None or args.tag in q.tags]
+    if args.query:
+        by_id = {q.id: q for q in result.queries}
+        queries = [by_id[i] for i in args.query if i in by_id]
+    elif shift is not None:
+        change = {c.id: c.delta for c in shift.queries}
+        queries.sort(key=lambda q: (change.get(q.id, 0.0), _value(q, metric), q.id))
+        if args.worst:
+            queries = [q for q in queries if change.get(q.id, 0.0) < 0][: args.worst]
+            count = len(queries)
+            what = (
+                f"{count} quer{'y' if count == 1 else 'ies'} dropped" if count else "none dropped"
+            )
+            lines.append(
+                f"  the largest drops on {metric}: {what}"
+                + (f" (of {args.worst} asked for)" if len(queries) < args.worst else "")
+            )
+        else:
+            lines.append(f"  worst first: the largest drop on {metric} first")
+    else:
+        queries.sort(key=lambda q: (_value(q, metric), q.id))
+        queries = queries[: args.worst] if args.worst else queries
+        if args.worst or args.tag:
+            lines.append(f"  worst first by {metric}")
+    if not queries:
+        lines.append("  (none here)")
+    for query in queries:
+        lines.extend(_query_lines(result, query, args.depth or result.k))
+    return lines
+
+
+def _ranking_metric(result: EvaluationResult, wanted: str | None) -> str:
+    """What "worst" means: ``--metric``, else the first metric that regressed, else the first
+    gated one with shifts, else the first gated, else the first computed."""
+    from .metrics import parse_metric
+
+    if wanted is not None:
+        return wanted
+    comparison = result.comparison
+    if comparison is not None and comparison.shifts:
+        regressed = [c.metric for c in comparison.regressed if c.metric in comparison.shifts]
+        return regressed[0] if regressed else next(iter(comparison.shifts))
+    gated = [m for m in result.gated if m in result.metrics]
+    ordered = sorted(result.metrics, key=lambda m: parse_metric(m).sort_key)
+    return gated[0] if gated else ordered[0]
+
+
+def _value(query: QueryResult, metric: str) -> float:
+    """The query's value of ``metric``; a query without one (open, NaN) sorts last."""
+    value = query.metrics.get(metric, math.nan)
+    return math.inf if math.isnan(value) else value
+
+
+def _query_lines(result: EvaluationResult, query: QueryResult, depth: int) -> list[str]:
+    """id, text, tags, metrics (before → after where it changed), the ranked hits as a
+    table, where the relevant documents went, and the relevant ones never retrieved."""
+    from .metrics import parse_metric
+    from .render.rows import move_lines
+    from .render.text import delta, num, text_table
+
+    comparison = result.comparison
+    changes: dict[str, QueryChange] = {}
+    known = 0
+    if comparison is not None:
+        for name, shift in comparison.shifts.items():
+            for change in shift.queries:
+                if change.id == query.id:
+                    changes[name] = change
+                    known = shift.depth
+    lines = ["", f"{query.id}: {query.query}", f"  tags: {', '.join(query.tags) or 'none'}"]
+    if query.error is not None:
+        lines.append(f"  error: {query.error}")
+    rows = [["metric", "value"] + (["before", "Δ"] if changes else [])]
+    for name in sorted(query.metrics, key=lambda m: parse_metric(m).sort_key):
+        row = [name, num(query.metrics[name])]
+        if changes:
+            moved = changes.get(name)
+            row += [num(moved.before), delta(moved.delta, 4)] if moved else ["", ""]
+        rows.append(row)
+    lines.extend(text_table(rows))
+    reference = next((c.reference_ranked for c in changes.values() if c.reference_ranked), ())
+    column = (
+        "baseline" if comparison and comparison.reference.startswith("baseline") else "reference"
+    )
+    lines.extend(text_table(_hit_rows(result, query, depth, (column, reference), known)))
+    if comparison is not None and not changes:
+        lines.append(_unchanged_note(comparison, query.id))
+    seen_k: set[int] = set()
+    for name, change in changes.items():
+        if parse_metric(name).k not in seen_k:  # mrr@10 and ndcg@10 moved the same docs
+            seen_k.add(parse_metric(name).k)
+            lines.extend(f"  {line}" for line in move_lines(change, known))
+    deeper = [f"{d} #{r}" for d, r in query.found_ranks.items() if r > depth]
+    if deeper:
+        lines.append(f"  relevant below rank {depth}: {', '.join(deeper)}")
+    if query.missed:
+        missed = [
+            d if query.relevant[d] == 1 else f"{d} (grade {query.relevant[d]})"
+            for d in query.missed
+        ]
+        lines.append(f"  relevant, not retrieved: {', '.join(missed)}")
+    return lines
+
+
+def _hit_rows(
+    result: EvaluationResult,
+    query: QueryResult,
+    depth: int,
+    ranked: tuple[str, Sequence[str]],
+    known: int,
+) -> list[list[str]]:
+    """rank | doc | relevant | judge | baseline: the columns this report has data for
+    (``ranked``: the reference column's name and the reference's ranking, maybe empty)."""
+    from .render.rows import rank_text
+
+    column, reference = ranked
+    judged = result.judge is not None or bool(query.judgments)
+    graded = any(grade > 1 for grade in query.relevant.values())
+    was = {doc: rank for rank, doc in enumerate(reference, 1)}
+    head = ["rank", "doc", "relevant"] + (["judge"] if judged else [])
+    head += [column] if reference else []
+    rows = [head]
+    for rank, doc in enumerate(query.returned[:depth], 1):
+        grade = query.relevant.get(doc)
+        mark = "" if grade is None else "no (0)" if grade == 0 else "yes"
+        if graded and grade:
+            mark += f" ({grade})"
+        row = [str(rank), doc, mark]
+        if judged:
+            row.append(_judge_text(query.judgments.get(doc)))
+        if reference:
+            row.append(rank_text(was.get(doc), known=known or len(reference)))
+        rows.append(row)
+    if len(rows) == 1:
+        rows.append(["", "(no hits)", ""] + [""] * (len(head) - 3))
+    return rows
+
+
+def _judge_text(verdict: dict[str, Any] | None) -> str:
+    """``yes: mentions the recipe`` / ``grade 2: ...`` / ``ungraded: timeout``."""
+    from .render.text import short
+    from .results import is_graded
+
+    if not verdict:
+        return ""
+    if not is_graded(verdict):
+        return f"ungraded: {short(str(verdict.get('error') or 'no decision'), 40)}"
+    grade = verdict.get("grade")
+    label = f"grade {grade}" if type(grade) is int else ("yes" if verdict["on_topic"] else "no")
+    reason = verdict.get("reason")
+    return f"{label}: {short(' '.join(str(reason).split()), 60)}" if reason else label
+
+
+def _unchanged_note(comparison: Comparison, query_id: str) -> str:
+    """Why a query of a compared run has no baseline ranks beside its hits."""
+    if query_id in comparison.added:
+        return f"  new since the {comparison.reference}: no ranks to compare"
+    if query_id in comparison.rejudged:
+        return f"  re-judged since the {comparison.reference}: not compared"
+    if comparison.stale or not comparison.shifts:
+        return f"  not compared query by query against the {comparison.reference}"
+    return f"  unchanged on {', '.join(comparison.shifts)} against the {comparison.reference}"
 
 
 # ---------------------------------------------------------------------------- judge-batch
@@ -411,15 +899,20 @@ def _add_judge_batch(commands: Any) -> None:
         "running (validating, in_progress, finalizing, cancelling), collect again later.",
     )
     sub.add_argument("action", choices=["submit", "collect"])
-    sub.add_argument("source", type=Path, help="submit: a JSON report; collect: the state file")
+    sub.add_argument(
+        "source",
+        type=Path,
+        metavar="SOURCE",
+        help="submit: a JSON report; collect: the state file",
+    )
     sub.add_argument("-o", "--state", type=Path, help="submit: where to write the state file")
     sub.add_argument("--corpus", type=Path, help="doc texts (default: the golden set's corpus)")
     sub.add_argument("--model", default="gpt-4.1-mini")
     sub.add_argument("--scale", choices=["binary", "0-3"], default="binary")
-    sub.add_argument("--min-score", type=float, default=0.5)
+    sub.add_argument("--min-score", type=fraction, default=0.5)
     sub.add_argument("--base-url", default=None)
     sub.add_argument("--prompt", type=Path, default=None)
-    sub.add_argument("--text-budget", type=int, default=4000)
+    sub.add_argument("--text-budget", type=positive_int, default=4000)
     sub.add_argument(
         "--samples",
         type=positive_int,
@@ -457,6 +950,7 @@ def _batch_judge(settings: dict[str, Any]) -> Any:
 def _judge_batch(args: argparse.Namespace) -> int:
     from .judge.batch import BatchAPIError
 
+    _inputs(args, ["source", "prompt"], ["corpus"])
     try:
         if args.action == "collect":
             return _batch_collect(args)
@@ -470,8 +964,9 @@ def _batch_submit(args: argparse.Namespace) -> int:
     from .judge.batch import pairs_from_report, save_state, submit
 
     if args.state is None:
-        raise CliError("submit needs -o STATE.json (where to remember the batch ids)")
-    report = _json_object(args.source)
+        raise UsageError("submit needs -o STATE.json (where to remember the batch ids)")
+    _output_file(args.state, force=True, example="state.json")  # checked before any batch
+    report = _report_data(args.source)
     settings = {
         "model": args.model,
         "scale": args.scale,
@@ -493,7 +988,14 @@ def _batch_submit(args: argparse.Namespace) -> int:
     if not submitted.batch_ids:
         print(f"nothing to submit: all {submitted.cached} hits are in the cache")
         return 0
-    save_state(args.state, submitted, {"report": str(args.source), "judge": settings})
+    try:
+        args.state.parent.mkdir(parents=True, exist_ok=True)
+        save_state(args.state, submitted, {"report": str(args.source), "judge": settings})
+    except OSError as exc:
+        raise CliError(
+            f"cannot write {args.state} ({exc.strerror or exc}); the batches were submitted: "
+            f"{', '.join(submitted.batch_ids)}"
+        ) from None
     count = len(submitted.batch_ids)
     print(
         f"submitted {count} batch{'es' if count > 1 else ''} "
@@ -516,6 +1018,8 @@ def _batch_collect(args: argparse.Namespace) -> int:
     from .judge.batch import batch_ids, collect
 
     state = _json_object(args.source)
+    if isinstance(state.get("evaluations"), list):
+        raise CliError(f"{args.source} is a report; collect reads the state file of submit -o")
     try:
         ids = batch_ids(state)
         judge = _batch_judge(state["judge"])
