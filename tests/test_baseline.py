@@ -107,13 +107,15 @@ def test_record_compare_regress_update_improve(
     degraded.assert_outcomes(failed=1)
     degraded.stdout.fnmatch_lines(
         [
-            "*retrieval regression: synthetic*",
+            "*retrieval regression: regression: recall@10 dropped*",
             "*metric*baseline*current*Δ*allowed*p*verdict*",
             "*recall@10*0.9000*0.8000*-0.1000*0.0100*regressed*",
             "*REGRESSION: recall@10 dropped 0.1000 (allowed 0.0100, p=*< 0.05)*",
-            "*20 queries got worse on recall@10; the largest drops:*",
-            "*q1: 'topic 1' 1.0000 -> 0.0000*",
-            "*lost from the top: d1a -> not retrieved, d1b -> not retrieved*",
+            "*queries that changed:*",
+            "*recall@10*20*0*180*",
+            "*20 worse on recall@10 (the 5 most changed):*",
+            "*q1 'topic 1' recall@10 1.0000 → 0.0000 · mrr@10 1.0000 → 0.0000*",
+            "*left the top 10: d1a #1 → not retrieved; d1b #2 → not retrieved*",
         ]
     )
     assert baseline.read_text() == baseline.read_text()  # untouched by a compare run

@@ -239,7 +239,9 @@ def test_unknown_compare_to_is_a_usage_error(pytester: pytest.Pytester, xdist: b
 
 def ab_table(result: pytest.RunResult, markdown: str) -> tuple[list[str], list[str]]:
     """The A/B table's rows: in the terminal, and in the Markdown summary."""
-    terminal = section(result.stdout.lines, "retrievers side by side")[2:]
+    below = section(result.stdout.lines, "retrievers side by side")[2:]
+    end = next((i for i, line in enumerate(below) if " against " in line), len(below))
+    terminal = below[:end]  # the changed queries of each retriever follow the table
     lines = markdown.splitlines()
     start = next(i for i, line in enumerate(lines) if "retrievers side by side" in line)
     rows = [line for line in lines[start:] if line.startswith("| `")]

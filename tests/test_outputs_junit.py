@@ -34,13 +34,6 @@ def failure_message(xml: Path) -> str:
     return failure.get("message", "").removeprefix("Failed: ")
 
 
-pytestmark = pytest.mark.xfail(
-    strict=True,
-    reason="render/terminal.failure_text (the lead's) leads with the evaluation's title: "
-    "see the H-outputs report of issue 12",
-)
-
-
 def test_a_failed_threshold_leads_the_junit_message(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(RETRIEVER)
     write_golden(pytester, GOLDEN)

@@ -37,8 +37,9 @@ def test_threshold_failure_fails_item_with_table_and_worst_queries(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
-            "*retrieval gate failed: fruit*",
-            "*threshold: precision@3 = 0.5833 is below 0.7 (threshold from --retrieval-threshold)*",
+            "retrieval gate failed: threshold: precision@3 = 0.5833 is below 0.7 "
+            "(threshold from --retrieval-threshold)",
+            "*fruit [[]retriever] · 4 queries*",
             "*metric*value*95% CI*threshold*status*",
             "*precision@3*0.5833*>= 0.7*FAIL*",
             "*worst queries by precision@3:*",

@@ -94,11 +94,6 @@ def test_a_point_estimate_below_a_threshold_its_interval_reaches_passes_with_a_w
     assert outcome["passed"] is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="render/terminal.summary_lines (the lead's) prints no verdict warnings yet: "
-    "see the H-outputs report of issue 12",
-)
 def test_the_sample_s_warning_shows_in_the_terminal_summary(
     pytester: pytest.Pytester, sampled: tuple[float, float, float]
 ) -> None:

@@ -156,8 +156,9 @@ def test_regression(project: pytest.Pytester) -> None:
     out = run(project, mode="worse")
     assert_agree(out, passed=False, kinds={"regression"})
     evaluation = out.report["evaluations"][0]  # type: ignore[index]
-    worse = evaluation["baseline"]["comparison"]["worse"]
-    assert len(worse["recall@3"]) == N // 2  # every query that got worse, not the first 5
+    shift = evaluation["baseline"]["comparison"]["shifts"]["recall@3"]
+    assert shift["worse"] == N // 2  # every query that got worse, not the first 5
+    assert len([q for q in shift["queries"] if q["after"] < q["before"]]) == N // 2
     # the diff command renders the same verdict for the same pair of runs
     diff = subprocess.run(
         [sys.executable, "-m", "pytest_retrieval", "diff", "good.json", "r.json"],
@@ -292,7 +293,8 @@ def test_ab_marks_use_the_allowances(pytester: pytest.Pytester) -> None:
     lenient = pytester.runpytest(
         "--retrieval-golden", "golden.json", "--retrieval-max-drop", "recall@3=0.6"
     )
-    line = [x for x in lenient.stdout.lines if x.strip().startswith("recall@3")][-1]  # A/B row
+    ab_row = [x for x in lenient.stdout.lines if x.strip().startswith("recall@3") and "-0." in x]
+    line = ab_row[-1]
     assert "-0.5000" in line and "worse" not in line
 
 

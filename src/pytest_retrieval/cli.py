@@ -425,7 +425,7 @@ def _diff(args: argparse.Namespace) -> int:
         result = decide(replace(result, comparison=comparison, baseline_note=""))
         compared += 1
         print(f"{key}: {len(result.queries)} queries")
-        for line in regression_lines(result, comparison):
+        for line in regression_lines(result, comparison, advice=False):
             print(line)
         print(f"  verdict: {result.verdict.word}")
         for reason in result.verdict.reasons:

@@ -37,9 +37,10 @@ from .results import (
     Comparison,
     EvaluationResult,
     MetricChange,
-    QueryChange,
+    QueryShifts,
     finite_or_none,
 )
+from .shifts import Reference, query_shifts
 
 DEFAULT_ALPHA = 0.05
 POWER = 0.8
@@ -129,17 +130,12 @@ def compare_to_baseline(
     latency = allowances.get(LATENCY)
     if latency is not None and entry.latency_p95_ms is not None:
         changes.append(latency_change(result, entry, common, latency, alpha))
-    worse = {
-        c.metric: worse_queries(
-            result, entry, common, c.metric, (before[c.metric], after[c.metric])
-        )
-        for c in changes
-        if c.verdict == "regressed" and c.metric != LATENCY
-    }
+    references = {q: Reference(entry.queries[q].ranked, entry.queries[q].judged) for q in common}
+    shifts = _shifts(result, common, before, after, references, changes, depth=entry.k)
     return replace(
         comparison,
         changes=changes,
-        worse=worse,
+        shifts=shifts,
         judge_changed=judge_changed,
         stale="the baseline has none of the metrics this run computes"
         if missing and len(missing) == len(result.metrics)
@@ -355,35 +351,35 @@ def latency_unchanged(
     return stats.paired_pvalue(np.zeros_like(signs), signs, alternative="two-sided") >= alpha
 
 
-def worse_queries(
+def _shifts(
     result: EvaluationResult,
-    entry: BaselineEntry,
     common: Sequence[str],
-    metric: str,
-    compared: tuple[np.ndarray, np.ndarray] | None = None,
-) -> list[QueryChange]:
-    """Every query that got worse on ``metric``, the largest drop first, with the relevant
-    ids that left the top k (and their rank now). ``compared``: the per-query values of
-    ``common`` the test compared (judge metrics: on the slots graded in both runs), by
-    default the stored ones."""
+    before: Mapping[str, np.ndarray],
+    after: Mapping[str, np.ndarray],
+    references: Mapping[str, Reference],
+    changes: Sequence[MetricChange],
+    *,
+    depth: int,
+) -> dict[str, QueryShifts]:
+    """How the shared queries moved on each gated metric that was compared, on the values
+    the paired tests compared."""
     current = {q.id: q for q in result.queries}
-    k = parse_metric(metric).k
-    changes = []
-    for i, qid in enumerate(common):
-        query = current[qid]
-        before, after = entry.queries[qid].metrics[metric], query.metrics[metric]
-        if compared is not None:
-            before, after = float(compared[0][i]), float(compared[1][i])
-        if not after < before:  # NaN (open queries) never counts
-            continue
-        ranks = {doc: rank for rank, doc in enumerate(query.returned, 1)}
-        lost = {
-            doc: ranks.get(doc)
-            for doc in entry.queries[qid].ranked[:k]
-            if query.relevant.get(doc, 0) > 0 and ranks.get(doc, k + 1) > k
-        }
-        changes.append(QueryChange(qid, query.query, metric, before, after, lost))
-    return sorted(changes, key=lambda c: (c.after - c.before, c.id))
+    judge_depth = _judge_depth(result.metrics)
+    labels_now = {q: result.judge_slots(current[q], judge_depth) for q in common}
+    return {
+        c.metric: query_shifts(
+            c.metric,
+            common,
+            before[c.metric],
+            after[c.metric],
+            current,
+            references,
+            labels_now,
+            depth,
+        )
+        for c in changes
+        if c.gated and c.metric in before
+    }
 
 
 def compare_runs(
@@ -411,8 +407,24 @@ def compare_runs(
     )
     gated = [m for m in reference.gated if m in other.gated] or list(reference.gated)
     changes = judge_changes(before, after, allowances, alpha, gated, two_sided=True)
+    references = {
+        q: Reference(ours[q].returned, reference.judge_slots(ours[q], depth)) for q in common
+    }
+    shifts = _shifts(
+        other,
+        common,
+        before,
+        after,
+        references,
+        changes,
+        depth=max((len(ours[q].returned) for q in common), default=0),
+    )
     return Comparison(
-        f"retriever {reference.retriever_id}", len(common), changes=changes, alpha=alpha
+        f"retriever {reference.retriever_id}",
+        len(common),
+        changes=changes,
+        shifts=shifts,
+        alpha=alpha,
     )
 
 

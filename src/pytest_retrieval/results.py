@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -187,16 +187,120 @@ class MetricChange:
 
 
 @dataclass(frozen=True)
+class HitMove:
+    """A document that entered or left a metric's top k between the reference and this run
+    (ranks are 1-based; None: not retrieved now / not in the reference's known ranking)."""
+
+    doc: str
+    before: int | None
+    after: int | None
+    grade: int | None  # its golden grade (0: judged not relevant); None: not labelled
+    judge_before: int | None = None  # the reference's judge label of it (1/0 or grade 0-3)
+    judge_after: int | None = None  # this run's judge label of it; None: none or ungraded
+    reason: str | None = None  # this run's judge reason, when it was judged
+
+
+@dataclass(frozen=True)
 class QueryChange:
-    """One query that changed on ``metric``: before -> after, and where its relevant docs
-    went (ranks are 1-based; None: not retrieved)."""
+    """One query whose value of ``metric`` changed: before -> after, and the documents that
+    entered or left the top k (relevant first), so a reviewer sees where they went."""
 
     id: str
     query: str
     metric: str
     before: float
     after: float
-    lost: dict[str, int | None]  # relevant id in the reference's top k -> its rank now
+    tags: tuple[str, ...] = ()
+    moves: tuple[HitMove, ...] = ()
+    #: the reference's ranking of this query (a baseline's: its stored top k)
+    reference_ranked: tuple[str, ...] = ()
+
+    @property
+    def delta(self) -> float:
+        return self.after - self.before
+
+    @property
+    def lost(self) -> list[HitMove]:
+        """Relevant documents that left the top k."""
+        return [m for m in self.moves if (m.grade or 0) > 0 and _dropped_out(m.before, m.after)]
+
+    @property
+    def gained(self) -> list[HitMove]:
+        """Relevant documents that entered the top k."""
+        return [m for m in self.moves if (m.grade or 0) > 0 and _dropped_out(m.after, m.before)]
+
+    def to_dict(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["tags"], values["reference_ranked"] = list(self.tags), list(self.reference_ranked)
+        values["moves"] = [_compact(asdict(m)) for m in self.moves]
+        return values
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> QueryChange:
+        return cls(
+            id=data["id"],
+            query=data["query"],
+            metric=data["metric"],
+            before=_nan(data["before"]),
+            after=_nan(data["after"]),
+            tags=tuple(data.get("tags", ())),
+            moves=tuple(HitMove(**move) for move in data.get("moves", ())),
+            reference_ranked=tuple(data.get("reference_ranked", ())),
+        )
+
+
+def _dropped_out(was: int | None, now: int | None) -> bool:
+    """A move that went from rank ``was`` to ``now`` left the top k: moves are only the
+    documents that crossed the cutoff, so the later side being absent or lower is leaving
+    (``_dropped_out(after, before)`` reads time backwards: entering)."""
+    return was is not None and (now is None or now > was)
+
+
+def _compact(move: dict[str, Any]) -> dict[str, Any]:
+    """A move without its empty judge fields (most runs have no judge)."""
+    return {key: value for key, value in move.items() if value is not None or key in _MOVE_KEYS}
+
+
+_MOVE_KEYS = ("doc", "before", "after", "grade")
+
+
+@dataclass(frozen=True)
+class QueryShifts:
+    """How the queries moved on one gated metric: counts, and every query that changed
+    (largest drop first, largest gain last), whatever the aggregate verdict says."""
+
+    metric: str
+    worse: int
+    better: int
+    unchanged: int
+    open: int  # queries with no value in one of the runs: not counted either way
+    depth: int  # how deep the reference's ranking is known (a baseline's: its stored k)
+    queries: tuple[QueryChange, ...] = ()
+
+    def worst(self, n: int) -> list[QueryChange]:
+        """Up to ``n`` queries that got worse, the largest drop first."""
+        return [q for q in self.queries if q.delta < 0][:n]
+
+    def best(self, n: int) -> list[QueryChange]:
+        """Up to ``n`` queries that got better, the largest gain first."""
+        return [q for q in reversed(self.queries) if q.delta > 0][:n]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "worse": self.worse,
+            "better": self.better,
+            "unchanged": self.unchanged,
+            "open": self.open,
+            "depth": self.depth,
+            "queries": [q.to_dict() for q in self.queries],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> QueryShifts:
+        values = {key: data[key] for key in ("metric", "worse", "better", "unchanged", "open")}
+        queries = tuple(QueryChange.from_dict(q) for q in data.get("queries", ()))
+        return cls(**values, depth=data.get("depth", 0), queries=queries)
 
 
 @dataclass(frozen=True)
@@ -209,8 +313,8 @@ class Comparison:
     removed: list[str] = field(default_factory=list)
     rejudged: list[str] = field(default_factory=list)
     changes: list[MetricChange] = field(default_factory=list)
-    #: regressed metric -> every query that got worse on it, the largest drop first
-    worse: dict[str, list[QueryChange]] = field(default_factory=dict)
+    #: gated metric -> how the shared queries moved on it (every changed query)
+    shifts: dict[str, QueryShifts] = field(default_factory=dict)
     stale: str | None = None
     alpha: float = 0.05
     baseline_created: str = ""
@@ -227,19 +331,31 @@ class Comparison:
         return [c for c in self.changes if c.verdict in ("improved", "better")]
 
     @property
+    def worse(self) -> dict[str, list[QueryChange]]:
+        """Regressed metric -> the queries that got worse on it (transitional: the Markdown
+        view moves to ``shifts``)."""
+        return {
+            c.metric: self.shifts[c.metric].worst(len(self.shifts[c.metric].queries))
+            for c in self.regressed
+            if c.metric in self.shifts
+        }
+
+    @property
     def drifted(self) -> bool:
         return bool(self.added or self.removed or self.rejudged)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "shifts"}
+        values["changes"] = [asdict(c) for c in self.changes]
+        values["shifts"] = {name: shift.to_dict() for name, shift in self.shifts.items()}
+        return values
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
-        values = dict(data)
+        values = {key: value for key, value in data.items() if key != "worse"}  # older reports
         values["changes"] = [MetricChange(**c) for c in data.get("changes", [])]
-        values["worse"] = {
-            metric: [QueryChange(**q) for q in queries]
-            for metric, queries in (data.get("worse") or {}).items()
+        values["shifts"] = {
+            name: QueryShifts.from_dict(shift) for name, shift in (data.get("shifts") or {}).items()
         }
         return cls(**values)
 

@@ -112,8 +112,7 @@ def _worst(result: EvaluationResult) -> list[str]:
         rows = [[plain(h) for h in ("query", "text", metric, "relevant lost → new rank")]]
         for change in worse[:WORST_SHOWN]:
             lost = ", ".join(
-                f"{doc} → {'#' + str(rank) if rank else 'gone'}"
-                for doc, rank in change.lost.items()
+                f"{m.doc} → {'#' + str(m.after) if m.after else 'gone'}" for m in change.lost
             )
             rows.append(
                 [

@@ -12,12 +12,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, Reason, Verdict
+from ..metrics import parse_metric
+from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, THRESHOLD, Reason, Verdict
 from .text import ci, command, delta, metric_value, num, p_value
 
 if TYPE_CHECKING:
     from ..compare import ABGroup
-    from ..results import Comparison, EvaluationResult, GateOutcome, MetricChange, QueryResult
+    from ..results import (
+        Comparison,
+        EvaluationResult,
+        GateOutcome,
+        HitMove,
+        MetricChange,
+        QueryChange,
+        QueryResult,
+    )
 
 #: a status tag for a cell part or a note: "" plain, "code", "pass", "fail", "warn"
 Status = str
@@ -28,6 +37,7 @@ Cell = list[Mark]
 
 IDS_SHOWN = 8  # drifted query ids listed per kind before "+N more"
 WORST_QUERIES = 5  # the worst queries a failure shows
+CHANGED_SHOWN = 10  # changed queries shown per direction and gated metric (Markdown, HTML)
 
 
 def plain(text: str) -> Cell:
@@ -50,6 +60,104 @@ class Note:
 def label_problems(verdict: Verdict) -> list[Reason]:
     """The verdict's reasons about judge or downstream labels."""
     return [r for r in verdict.reasons if r.kind in (JUDGE_COVERAGE, DOWNSTREAM_LABELS)]
+
+
+def shift_counts(comparison: Comparison) -> list[list[str]]:
+    """metric | worse | better | unchanged: how the shared queries moved on each gated
+    metric (queries without a value in one run are counted apart)."""
+    rows = [["metric", "worse", "better", "unchanged"]]
+    for name, shift in comparison.shifts.items():
+        unchanged = str(shift.unchanged) + (f" ({shift.open} n/a)" if shift.open else "")
+        rows.append([name, str(shift.worse), str(shift.better), unchanged])
+    return rows
+
+
+def rank_text(rank: int | None, *, known: int | None = None) -> str:
+    """``#3``; None is "not retrieved", or for a reference known only ``known`` deep (a
+    baseline stores its top k) "not in its top N"."""
+    if rank is not None:
+        return f"#{rank}"
+    return f"not in its top {known}" if known else "not retrieved"
+
+
+def move_text(move: HitMove, depth: int | None = None) -> str:
+    """``d12 #2 → #14`` (``depth``: how deep the reference's ranking is known), with the
+    judge's labels when either run has one."""
+    text = f"{move.doc} {rank_text(move.before, known=depth)} → {rank_text(move.after)}"
+    if move.grade is not None and move.grade > 1:
+        text += f" (grade {move.grade})"
+    if move.judge_before is not None or move.judge_after is not None:
+        text += f" · judge {_label(move.judge_before)} → {_label(move.judge_after)}"
+    return text
+
+
+def _label(label: int | None) -> str:
+    return "-" if label is None else str(label)
+
+
+def move_lines(change: QueryChange, depth: int | None = None) -> list[str]:
+    """The relevant documents that left and entered the top k (then judge-labelled
+    others), one line each kind: what a reviewer reads first about a changed query."""
+    k = parse_metric(change.metric).k
+    others = [m for m in change.moves if m not in change.lost and m not in change.gained]
+    kinds = (
+        (f"left the top {k}", change.lost),
+        (f"entered the top {k}", change.gained),
+        ("judged hits that moved", others),
+    )
+    return [
+        f"{what}: " + "; ".join(move_text(m, depth) for m in moves)
+        for what, moves in kinds
+        if moves
+    ]
+
+
+def change_heading(change: QueryChange, also: Sequence[QueryChange] = ()) -> str:
+    """``q12 'the query' [tag, tag] mrr@10 1.0000 → 0.2000``, then the same query's other
+    changed metrics (``also``)."""
+    tags = f" [{', '.join(change.tags)}]" if change.tags else ""
+    values = " · ".join(f"{c.metric} {num(c.before)} → {num(c.after)}" for c in (change, *also))
+    return f"{change.id} {change.query!r}{tags} {values}"
+
+
+@dataclass(frozen=True)
+class ChangedList:
+    """The most changed queries in one direction on one gated metric, each query listed
+    once across metrics (under the first metric it changed most on)."""
+
+    metric: str
+    direction: str  # "worse" or "better"
+    count: int  # how many queries changed this way on the metric
+    shown: list[tuple[QueryChange, list[QueryChange]]]  # change, its other metrics' changes
+    listed_above: int  # of its most changed, how many are listed under a metric above
+
+
+def changed_lists(comparison: Comparison, shown: int) -> list[ChangedList]:
+    """Per gated metric, worse then better: its ``shown`` most changed queries, less those
+    listed under an earlier metric (gated metrics mostly move together; a query is read
+    once, with its changes on the other metrics)."""
+    by_query: dict[str, list[QueryChange]] = {}
+    for shift in comparison.shifts.values():
+        for change in shift.queries:
+            by_query.setdefault(change.id, []).append(change)
+    lists = []
+    for direction in ("worse", "better"):
+        seen: set[str] = set()
+        for metric, shift in comparison.shifts.items():
+            ranked = shift.worst if direction == "worse" else shift.best
+            candidates = ranked(shown)
+            if not candidates:
+                continue
+            fresh = [c for c in candidates if c.id not in seen]
+            entries = [
+                (c, [o for o in by_query[c.id] if o.metric != metric and o.delta * c.delta > 0])
+                for c in fresh
+            ]
+            repeated = len(candidates) - len(fresh)
+            seen.update(c.id for c in fresh)
+            count = shift.worse if direction == "worse" else shift.better
+            lists.append(ChangedList(metric, direction, count, entries, repeated))
+    return lists
 
 
 def worst_queries(
@@ -330,6 +438,7 @@ def notes(result: EvaluationResult) -> list[Note]:
             )
         )
     found += [Note("fail", reason.message) for reason in label_problems(result.verdict)]
+    found += [Note("warn", w.message) for w in result.verdict.warnings if w.kind == THRESHOLD]
     if result.sampled_from is not None:
         found.append(
             Note(

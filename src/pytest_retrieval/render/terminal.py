@@ -10,8 +10,20 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..metrics import parse_metric
-from ..verdicts import REGRESSION
-from .rows import WORST_QUERIES, judge_bill, label_problems, power_lines, recorded, worst_queries
+from ..verdicts import REGRESSION, THRESHOLD
+from .rows import (
+    CHANGED_SHOWN,
+    WORST_QUERIES,
+    change_heading,
+    changed_lists,
+    judge_bill,
+    label_problems,
+    move_lines,
+    power_lines,
+    recorded,
+    shift_counts,
+    worst_queries,
+)
 from .text import ci, command, delta, metric_value, num, p_value, short, text_table, title
 
 if TYPE_CHECKING:
@@ -87,13 +99,14 @@ def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[st
             "  a sample (--retrieval-sample): a quick check, not the full gate; "
             "baselines are never updated from it"
         )
-    lines.extend(baseline_lines(result))
+    lines.extend(baseline_lines(result, verbose=verbose))
     lines.append(f"  verdict: {result.verdict.word}")
     lines.extend(f"    {reason.kind}: {reason.message}" for reason in result.verdict.reasons)
+    lines.extend(f"    note: {w.message}" for w in result.verdict.warnings if w.kind == THRESHOLD)
     return lines
 
 
-def baseline_lines(result: EvaluationResult) -> list[str]:
+def baseline_lines(result: EvaluationResult, *, verbose: bool = False) -> list[str]:
     """Where this run stands against its stored baseline, and what to do about it."""
     lines: list[str] = []
     path = os.path.relpath(result.baseline_path) if result.baseline_path else ""
@@ -106,14 +119,25 @@ def baseline_lines(result: EvaluationResult) -> list[str]:
         lines.append(f"  recording baseline in {path}")
     comparison = result.comparison
     if comparison is not None:
-        lines.extend(regression_lines(result, comparison))
+        lines.extend(regression_lines(result, comparison, verbose=verbose))
     lines.extend(f"  {line}" for line in power_lines(result))
     return lines
 
 
-def regression_lines(result: EvaluationResult, comparison: Comparison) -> list[str]:
+def regression_lines(
+    result: EvaluationResult,
+    comparison: Comparison,
+    *,
+    verbose: bool = False,
+    advice: bool = True,
+) -> list[str]:
     """The run against ``comparison``: drift, judge changes, staleness, the change table, the
-    regressions and the queries that got worse (with the relevant documents they lost)."""
+    regressions and the queries that changed (with where their relevant documents went).
+    ``advice``: say which pytest command fixes what (not for two reports compared)."""
+
+    def fix(words: str, extra: str) -> str:
+        return f"{words} {command(result, extra)}" if advice else ""
+
     lines = [f"  vs {comparison.reference} (recorded {recorded(comparison)}):"]
     if comparison.drifted:
         lines.append(
@@ -132,36 +156,45 @@ def regression_lines(result: EvaluationResult, comparison: Comparison) -> list[s
     if comparison.judge_changed:
         what = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in comparison.judge_changed.items())
         lines.append(
-            f"    the judge changed since the baseline ({what}): its metrics are not compared; "
-            f"re-record with {command(result, '--retrieval-judge --retrieval-update-baseline')}"
+            f"    the judge changed since the baseline ({what}): its metrics are not compared"
+            + fix("; re-record with", "--retrieval-judge --retrieval-update-baseline")
         )
     if comparison.stale:
         lines.append(
-            f"    STALE baseline: {comparison.stale}. Not compared. Refresh it with: "
-            f"{command(result, '--retrieval-update-baseline')}"
+            f"    STALE baseline: {comparison.stale}. Not compared."
+            + fix(" Refresh it with:", "--retrieval-update-baseline")
         )
         return lines
     lines.extend(text_table(change_rows(comparison), indent="    "))
     if comparison.improved:
         names = ", ".join(f"{c.metric} {c.delta:+.4f}" for c in comparison.improved)
         lines.append(
-            f"    improved significantly beyond the allowance ({names}): ratchet the baseline "
-            f"up with {command(result, '--retrieval-update-baseline')}"
+            f"    improved significantly beyond the allowance ({names})"
+            + fix(": ratchet the baseline up with", "--retrieval-update-baseline")
         )
     lines.extend(f"    REGRESSION: {r.message}" for r in result.verdict.of_kind(REGRESSION))
-    for metric, worse in comparison.worse.items():
-        lines.append(f"    {len(worse)} queries got worse on {metric}; the largest drops:")
-        for change in worse[:WORST_QUERIES]:
-            lines.append(
-                f"      {change.id}: {short(change.query, 60)!r} "
-                f"{num(change.before)} -> {num(change.after)}"
-            )
-            if change.lost:
-                moved = ", ".join(
-                    f"{doc} -> {'#' + str(rank) if rank else 'not retrieved'}"
-                    for doc, rank in change.lost.items()
-                )
-                lines.append(f"        lost from the top: {moved}")
+    lines.extend(changed_lines(comparison, shown=CHANGED_SHOWN if verbose else WORST_QUERIES))
+    return lines
+
+
+def changed_lines(comparison: Comparison, shown: int) -> list[str]:
+    """How the shared queries moved per gated metric, and the ``shown`` that got most worse
+    and most better on each, with where their relevant documents went."""
+    if not comparison.shifts:
+        return []
+    lines = ["    queries that changed:"]
+    lines.extend(text_table(shift_counts(comparison), indent="      "))
+    for found in changed_lists(comparison, shown):
+        most = len(found.shown) + found.listed_above
+        above = f", {found.listed_above} of them listed above" if found.listed_above else ""
+        lines.append(
+            f"    {found.count} {found.direction} on {found.metric} "
+            f"(the {most} most changed{above}){':' if found.shown else ''}"
+        )
+        depth = comparison.shifts[found.metric].depth
+        for change, others in found.shown:
+            lines.append(f"      {short(change_heading(change, others), 150)}")
+            lines.extend(f"        {line}" for line in move_lines(change, depth))
     return lines
 
 
@@ -213,6 +246,10 @@ def ab_lines(groups: Sequence[ABGroup]) -> list[str]:
             f"(Δ and paired two-sided p against {reference.retriever_id})"
         )
         lines.extend(text_table(rows))
+        for other, comparison in group.others:
+            if comparison.shifts:
+                lines.append(f"  {other.retriever_id} against {reference.retriever_id}:")
+                lines.extend(changed_lines(comparison, shown=3))
         lines.append("")
     return lines
 
@@ -302,14 +339,18 @@ def short_results_lines(result: EvaluationResult) -> list[str]:
 
 
 def failure_text(result: EvaluationResult, *, verbose: bool = False) -> str:
-    """Why an evaluation failed: its verdict's reasons first (what CI systems show of a long
-    message), then the gate table, failed calls (``verbose``: with their tracebacks), the
-    regression and the worst queries."""
+    """Why an evaluation failed: its first reason on the first line, the others next (CI
+    systems show a long message's first lines only: JUnit's message keeps ten), then the
+    gate table, failed calls (``verbose``: with their tracebacks), the regression and the
+    worst queries."""
     verdict = result.verdict
     only_regressed = all(reason.kind == REGRESSION for reason in verdict.reasons)
     what = "retrieval regression" if only_regressed else "retrieval gate failed"
-    lines = [f"{what}: {title(result)}"]
-    lines += [f"  {reason.kind}: {reason.message}" for reason in verdict.reasons]
+    reasons = [f"{reason.kind}: {reason.message}" for reason in verdict.reasons]
+    more = f" (+{len(reasons) - 1} more below)" if len(reasons) > 1 else ""
+    lines = [f"{what}: {reasons[0]}{more}" if reasons else what]
+    lines += [f"  {reason}" for reason in reasons[1:]]
+    lines.append(f"  {title(result)}")
     lines += metric_table(result)
     if result.errors:
         lines.append(
@@ -320,7 +361,7 @@ def failure_text(result: EvaluationResult, *, verbose: bool = False) -> str:
     if label_problems(verdict):
         lines.extend(judge_lines(result))
     if result.comparison is not None and result.regressed:
-        lines.extend(regression_lines(result, result.comparison))
+        lines.extend(regression_lines(result, result.comparison, verbose=verbose))
     failed = [o for o in verdict.outcomes if not o.passed]
     if failed:
         worst = failed[0].threshold

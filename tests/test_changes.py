@@ -1,0 +1,146 @@
+"""Issue 12, point 1: whenever a reference exists, which queries changed, and where their
+relevant documents went, whatever the aggregate verdict says."""
+
+from __future__ import annotations
+
+import json
+import math
+from importlib import resources
+
+import jsonschema
+import numpy as np
+import pytest
+
+from pytest_retrieval.results import Comparison, QueryResult
+from pytest_retrieval.shifts import Reference, query_shifts
+
+# twenty queries q0..q19, each with one relevant doc r<i>; the retriever reads a ranking
+# plan from plan.json: query id -> the rank of its relevant doc (absent: not retrieved)
+CONFTEST = """
+import json, pathlib, pytest
+
+def search(query, k):
+    plan = json.loads(pathlib.Path("plan.json").read_text())
+    qid = query.split()[-1]
+    ranked = [f"x{qid}-{i}" for i in range(k)]
+    rank = plan.get(qid)
+    if rank is not None:
+        ranked.insert(rank - 1, "r" + qid)
+    return ranked[:k]
+
+@pytest.fixture(scope="session")
+def retriever():
+    return search
+"""
+
+
+def golden() -> dict[str, object]:
+    queries = [
+        {
+            "id": f"q{i}",
+            "query": f"topic {'http://e.v' if i == 3 else 'plain'} q{i}",
+            "relevant": [f"rq{i}"],
+            "tags": ["odd" if i % 2 else "even"],
+        }
+        for i in range(20)
+    ]
+    return {"name": "shifts", "k": 5, "queries": queries}
+
+
+def write_plan(pytester: pytest.Pytester, plan: dict[str, int | None]) -> None:
+    (pytester.path / "plan.json").write_text(json.dumps(plan))
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "golden.json").write_text(json.dumps(golden()))
+    write_plan(pytester, {f"q{i}": 1 for i in range(20)} | {"q7": 2, "q8": 3})
+    pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-update-baseline")
+    return pytester
+
+
+def test_changed_queries_show_without_a_regression(project: pytest.Pytester) -> None:
+    """Two queries got worse and one better: within noise, so the run passes, and still the
+    terminal and the JSON report say which queries moved and where their documents went.
+    (Before: only a regression listed queries, and only the worse ones.)"""
+    plan = {f"q{i}": 1 for i in range(20)} | {"q7": 1, "q8": 3, "q1": 4, "q2": None}
+    write_plan(project, plan)
+    result = project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "r.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*queries that changed:*",
+            "*metric*worse*better*unchanged*",
+            "*recall@5*1*0*19*",
+            "*mrr@5*2*1*17*",
+            "*1 worse on recall@5 (the 1 most changed):*",
+            "*q2 'topic plain q2' [[]even] recall@5 1.0000 → 0.0000 · mrr@5 1.0000 → 0.0000*",
+            "*left the top 5: rq2 #1 → not retrieved*",
+            "*2 worse on mrr@5 (the 2 most changed, 1 of them listed above):*",
+            "*q1 'topic plain q1' [[]odd] mrr@5 1.0000 → 0.2500 · ndcg@5 1.0000 → 0.4307*",
+            "*1 better on mrr@5 (the 1 most changed):*",
+            "*q7 'topic plain q7' [[]odd] mrr@5 0.5000 → 1.0000*",
+        ]
+    )
+    report = json.loads((project.path / "r.json").read_text())
+    schema = resources.files("pytest_retrieval").joinpath("schema/report.schema.json")
+    jsonschema.validate(report, json.loads(schema.read_text()))
+    shifts = report["evaluations"][0]["baseline"]["comparison"]["shifts"]
+    assert set(shifts) == {"recall@5", "mrr@5", "ndcg@5"}  # the gated metrics
+    mrr = shifts["mrr@5"]
+    assert (mrr["worse"], mrr["better"], mrr["unchanged"], mrr["open"]) == (2, 1, 17, 0)
+    assert [q["id"] for q in mrr["queries"]] == ["q2", "q1", "q7"]  # largest drop first
+    q2, q1, q7 = mrr["queries"]
+    assert q2["moves"] == [{"doc": "rq2", "before": 1, "after": None, "grade": 1}]
+    assert q1["moves"] == []  # rq1 fell from #1 to #4: still in the top 5
+    assert (q1["before"], q1["after"]) == (1.0, 0.25)
+    assert q7["reference_ranked"][:2] == ["xq7-0", "rq7"]  # the baseline's stored top k
+    assert q7["tags"] == ["odd"]
+    comparison = Comparison.from_dict(report["evaluations"][0]["baseline"]["comparison"])
+    assert comparison.shifts["mrr@5"].worst(5)[0].lost[0].doc == "rq2"
+
+
+def test_a_relevant_doc_entering_the_top_k_is_listed_with_its_old_rank() -> None:
+    """A document found now that the baseline had below its stored depth: its old rank is
+    unknown (None, "not in its top N"), never invented."""
+    query = QueryResult(
+        "q", "text", ("t",), {"a": 2, "b": 1}, ["a", "z", "b"], {"recall@2": 1.0}, 1.0
+    )
+    reference = Reference(["z", "y"], labels=None)
+    shift = query_shifts(
+        "recall@2",
+        ["q"],
+        np.array([0.0]),
+        np.array([0.5]),
+        {"q": query},
+        {"q": reference},
+        {"q": None},
+        depth=2,
+    )
+    assert (shift.worse, shift.better, shift.unchanged) == (0, 1, 0)
+    (change,) = shift.best(3)
+    assert [(m.doc, m.before, m.after, m.grade) for m in change.gained] == [("a", None, 1, 2)]
+    assert change.lost == []
+
+
+def test_judge_labels_of_moved_hits_are_kept_and_nan_is_not_counted() -> None:
+    judged = {"n": {"on_topic": True, "score": 0.9, "reason": "about it", "error": None}}
+    query = QueryResult("q", "text", (), {}, ["n", "o"], {"otr@1": 1.0}, 1.0, judgments=judged)
+    other = QueryResult("p", "text", (), {}, [], {"otr@1": math.nan}, 1.0)
+    shift = query_shifts(
+        "otr@1",
+        ["q", "p"],
+        np.array([0.0, 1.0]),
+        np.array([1.0, math.nan]),
+        {"q": query, "p": other},
+        {"q": Reference(["o", "n"], labels=[0, 1]), "p": Reference(["m"], labels=[1])},
+        {"q": [1, None], "p": []},
+        depth=2,
+    )
+    assert (shift.worse, shift.better, shift.unchanged, shift.open) == (0, 1, 0, 1)
+    moves = {m.doc: m for m in shift.queries[0].moves}
+    # "n" entered the top 1 (judged on topic now), "o" left it (judged off topic before)
+    assert (moves["n"].before, moves["n"].after, moves["n"].judge_after) == (2, 1, 1)
+    assert moves["n"].reason == "about it"
+    assert (moves["o"].before, moves["o"].after, moves["o"].judge_before) == (1, 2, 0)
