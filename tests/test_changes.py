@@ -144,3 +144,26 @@ def test_judge_labels_of_moved_hits_are_kept_and_nan_is_not_counted() -> None:
     assert (moves["n"].before, moves["n"].after, moves["n"].judge_after) == (2, 1, 1)
     assert moves["n"].reason == "about it"
     assert (moves["o"].before, moves["o"].after, moves["o"].judge_before) == (1, 2, 0)
+
+
+def test_an_ab_run_reports_each_retrievers_changed_queries(pytester: pytest.Pytester) -> None:
+    """A/B: the JSON report holds each retriever's comparison with the reference, with its
+    changed queries (before: A/B comparisons were in no JSON at all)."""
+    pytester.makeconftest(
+        CONFTEST.replace('scope="session")', 'scope="session", params=["main", "pr"])')
+        .replace("def retriever():", "def retriever(request):")
+        .replace("    return search", "    return search if request.param == 'main' else worse")
+        + "\ndef worse(query, k):\n    return [] if query.endswith('q4') else search(query, k)\n"
+    )
+    (pytester.path / "golden.json").write_text(json.dumps(golden()))
+    write_plan(pytester, {f"q{i}": 1 for i in range(20)})
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "r.json")
+    result.stdout.fnmatch_lines(["*pr against main:*", "*left the top 5: rq4 #1 → not retrieved*"])
+    report = json.loads((pytester.path / "r.json").read_text())
+    schema = resources.files("pytest_retrieval").joinpath("schema/report.schema.json")
+    jsonschema.validate(report, json.loads(schema.read_text()))
+    (ab,) = report["ab"]
+    assert (ab["reference"], ab["retriever"]) == ("main", "pr")
+    recall = ab["comparison"]["shifts"]["recall@5"]
+    assert (recall["worse"], recall["better"], recall["unchanged"]) == (1, 0, 19)
+    assert recall["queries"][0]["moves"] == [{"doc": "rq4", "before": 1, "after": None, "grade": 1}]

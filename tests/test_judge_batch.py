@@ -269,6 +269,6 @@ def test_a_password_in_the_base_url_never_reaches_the_state_file(
     server: JudgeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = server.base_url.replace("http://", "http://user:pw-SECRET-9@")
-    assert main([*SUBMIT, "--cache", "jc", "--base-url", url]) == 1
+    assert main([*SUBMIT, "--cache", "jc", "--base-url", url]) == 2  # a bad argument
     assert "--base-url has a password in it" in capsys.readouterr().err
     assert not (tmp_path / "state.json").exists() and server.files == {}

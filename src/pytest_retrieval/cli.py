@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import csv
 import difflib
+import io
 import json
 import math
 import os
@@ -44,6 +45,9 @@ class UsageError(Exception):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # "→" and "Δ" on a cp1252 pipe: "?", not a crash
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="replace")
     parser = _parser()
     args = parser.parse_args(argv)
     command: Command = args.command
@@ -1086,7 +1090,7 @@ def _no_password(url: str | None) -> str | None:
     from urllib.parse import urlsplit
 
     if url and urlsplit(url).password:
-        raise CliError(
+        raise UsageError(
             "--base-url has a password in it, and the state file would keep it: give the "
             "credentials as OPENAI_API_KEY and the URL without them"
         )

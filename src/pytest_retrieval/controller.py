@@ -400,7 +400,7 @@ def write_outputs(
     if outputs.report is not None:
         from .render.json import dumps, json_report
 
-        document = json_report(results, verdict)
+        document = json_report(results, verdict, groups)
         renderers.append((outputs.report, lambda: dumps(document) + "\n"))
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     markdown = ""

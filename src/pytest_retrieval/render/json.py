@@ -12,14 +12,18 @@ from typing import TYPE_CHECKING, Any
 from .._version import __version__
 
 if TYPE_CHECKING:
+    from ..compare import ABGroup
     from ..results import EvaluationResult
     from ..verdicts import Verdict
 
 REPORT_VERSION = 1
 
 
-def json_report(results: Sequence[EvaluationResult], verdict: Verdict) -> dict[str, Any]:
-    """The JSON report: the session's verdict, then every evaluation (with its own)."""
+def json_report(
+    results: Sequence[EvaluationResult], verdict: Verdict, groups: Sequence[ABGroup] = ()
+) -> dict[str, Any]:
+    """The JSON report: the session's verdict, every evaluation (with its own), and each A/B
+    comparison (every retriever against its group's reference, with the changed queries)."""
     return {
         "version": REPORT_VERSION,
         "plugin_version": __version__,
@@ -27,6 +31,16 @@ def json_report(results: Sequence[EvaluationResult], verdict: Verdict) -> dict[s
         "passed": verdict.passed,
         "verdict": verdict.to_dict(),
         "evaluations": [result.to_dict() for result in results],
+        "ab": [
+            {
+                "golden": group.reference.golden_name,
+                "reference": group.reference.retriever_id,
+                "retriever": other.retriever_id,
+                "comparison": comparison.to_dict(),
+            }
+            for group in groups
+            for other, comparison in group.others
+        ],
     }
 
 
