@@ -188,8 +188,9 @@ class MetricChange:
 
 @dataclass(frozen=True)
 class HitMove:
-    """A document that entered or left a metric's top k between the reference and this run
-    (ranks are 1-based; None: not retrieved now / not in the reference's known ranking)."""
+    """A document that entered or left a metric's top k between the reference and this run,
+    or a relevant one that moved within it (ranks are 1-based; None: not retrieved now / not
+    in the reference's known ranking)."""
 
     doc: str
     before: int | None
@@ -202,8 +203,9 @@ class HitMove:
 
 @dataclass(frozen=True)
 class QueryChange:
-    """One query whose value of ``metric`` changed: before -> after, and the documents that
-    entered or left the top k (relevant first), so a reviewer sees where they went."""
+    """One query whose value of ``metric`` changed: before -> after, and where its documents
+    went: those that entered or left the top k, and the relevant ones that moved within it
+    (relevant first), so a reviewer sees why."""
 
     id: str
     query: str
@@ -220,14 +222,18 @@ class QueryChange:
         return self.after - self.before
 
     @property
+    def k(self) -> int:
+        return parse_metric(self.metric).k
+
+    @property
     def lost(self) -> list[HitMove]:
         """Relevant documents that left the top k."""
-        return [m for m in self.moves if (m.grade or 0) > 0 and _dropped_out(m.before, m.after)]
+        return [m for m in self.moves if (m.grade or 0) > 0 and _crossed(m.before, m.after, self.k)]
 
     @property
     def gained(self) -> list[HitMove]:
         """Relevant documents that entered the top k."""
-        return [m for m in self.moves if (m.grade or 0) > 0 and _dropped_out(m.after, m.before)]
+        return [m for m in self.moves if (m.grade or 0) > 0 and _crossed(m.after, m.before, self.k)]
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
@@ -249,11 +255,10 @@ class QueryChange:
         )
 
 
-def _dropped_out(was: int | None, now: int | None) -> bool:
-    """A move that went from rank ``was`` to ``now`` left the top k: moves are only the
-    documents that crossed the cutoff, so the later side being absent or lower is leaving
-    (``_dropped_out(after, before)`` reads time backwards: entering)."""
-    return was is not None and (now is None or now > was)
+def _crossed(was: int | None, now: int | None, k: int) -> bool:
+    """Rank ``was`` was in the top ``k`` and ``now`` is not (``_crossed(after, before, k)``
+    reads time backwards: entering)."""
+    return was is not None and was <= k and (now is None or now > k)
 
 
 def _compact(move: dict[str, Any]) -> dict[str, Any]:

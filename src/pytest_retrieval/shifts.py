@@ -84,14 +84,22 @@ def _change(
     reference: Reference,
     labels_now: Sequence[int | None] | None,
 ) -> QueryChange:
-    """One changed query with the documents that crossed the top-k cutoff: every relevant
-    one, and the others the judge labelled in either run (their verdicts changed the
-    judge metrics); unlabelled, unjudged newcomers are in the rankings themselves."""
+    """One changed query with the documents that crossed the top-k cutoff (every relevant
+    one, and the others the judge labelled in either run: their verdicts changed the judge
+    metrics) and the relevant ones that moved within the top k; unlabelled, unjudged
+    newcomers are in the rankings themselves."""
     old_rank = {doc: rank for rank, doc in enumerate(reference.ranked, 1)}
     new_rank = {doc: rank for rank, doc in enumerate(query.returned, 1)}
     old_top, new_top = reference.ranked[:k], query.returned[:k]
     crossed = [d for d in old_top if new_rank.get(d, k + 1) > k]
     crossed += [d for d in new_top if old_rank.get(d, k + 1) > k]
+    crossed += [  # relevant, in both top k, at another rank: why mrr or ndcg moved
+        d
+        for d in new_top
+        if query.relevant.get(d, 0) > 0
+        and old_rank.get(d, k + 1) <= k
+        and old_rank[d] != new_rank[d]
+    ]
     moves = []
     for doc in crossed:
         was, now = old_rank.get(doc), new_rank.get(doc)

@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..metrics import parse_metric
 from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, THRESHOLD, Reason, Verdict
-from .text import ci, command, delta, metric_value, num, p_value
+from .text import ci, command, delta, metric_value, num, p_value, short
 
 if TYPE_CHECKING:
     from ..compare import ABGroup
@@ -96,13 +95,17 @@ def _label(label: int | None) -> str:
 
 
 def move_lines(change: QueryChange, depth: int | None = None) -> list[str]:
-    """The relevant documents that left and entered the top k (then judge-labelled
-    others), one line each kind: what a reviewer reads first about a changed query."""
-    k = parse_metric(change.metric).k
-    others = [m for m in change.moves if m not in change.lost and m not in change.gained]
+    """Where a changed query's documents went, one line per kind: the relevant ones that
+    left and entered the top k, those that moved within it, then judge-labelled others;
+    what a reviewer reads first about a changed query."""
+    k = change.k
+    lost, gained = change.lost, change.gained
+    within = [m for m in change.moves if (m.grade or 0) > 0 and m not in lost and m not in gained]
+    others = [m for m in change.moves if (m.grade or 0) <= 0]
     kinds = (
-        (f"left the top {k}", change.lost),
-        (f"entered the top {k}", change.gained),
+        (f"left the top {k}", lost),
+        (f"entered the top {k}", gained),
+        (f"moved within the top {k}", within),
         ("judged hits that moved", others),
     )
     return [
@@ -112,12 +115,12 @@ def move_lines(change: QueryChange, depth: int | None = None) -> list[str]:
     ]
 
 
-def change_heading(change: QueryChange, also: Sequence[QueryChange] = ()) -> str:
+def change_heading(change: QueryChange, also: Sequence[QueryChange] = (), width: int = 60) -> str:
     """``q12 'the query' [tag, tag] mrr@10 1.0000 → 0.2000``, then the same query's other
-    changed metrics (``also``)."""
+    changed metrics (``also``); the query text is cut to ``width``, never the values."""
     tags = f" [{', '.join(change.tags)}]" if change.tags else ""
     values = " · ".join(f"{c.metric} {num(c.before)} → {num(c.after)}" for c in (change, *also))
-    return f"{change.id} {change.query!r}{tags} {values}"
+    return f"{change.id} {short(change.query, width)!r}{tags} {values}"
 
 
 @dataclass(frozen=True)

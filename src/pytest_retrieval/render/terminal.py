@@ -193,7 +193,7 @@ def changed_lines(comparison: Comparison, shown: int) -> list[str]:
         )
         depth = comparison.shifts[found.metric].depth
         for change, others in found.shown:
-            lines.append(f"      {short(change_heading(change, others), 150)}")
+            lines.append(f"      {change_heading(change, others)}")
             lines.extend(f"        {line}" for line in move_lines(change, depth))
     return lines
 
