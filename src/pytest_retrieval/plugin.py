@@ -33,7 +33,7 @@ from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     pytest_addoption,
     settings_from_config,
 )
-from .runtest import RESULTS, golden_for, no_fixture_message, run_evaluation
+from .runtest import RESULTS, announce_progress, golden_for, no_fixture_message, run_evaluation
 from .session import (
     EXPECTED_KEY,
     MARKER,
@@ -127,6 +127,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin(REPORTER)
     if reporter is not None:
         config.pluginmanager.unregister(reporter)
+
+
+@pytest.hookimpl(wrapper=True)  # after pytest's header and xdist's workers line
+def pytest_sessionstart(session: pytest.Session) -> Generator[None, None, None]:
+    yield
+    announce_progress(session.config)  # why --retrieval-progress shows nothing under xdist
 
 
 def _anchor(golden: Path) -> Path:

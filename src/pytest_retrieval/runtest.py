@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,9 @@ def run_evaluation(
         )
     except (TypeError, ThresholdError) as exc:
         problem = f"{golden.source}: {exc}"
+    finally:
+        if printer is not None:
+            printer.close()
     if problem is not None:  # outside the except block: no "During handling of..." chain
         pytest.fail(problem, pytrace=False)
     result = attach_baseline(result, golden, state, marker or {})
@@ -168,36 +172,116 @@ def record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> 
 
 def progress_printer(config: pytest.Config, label: str) -> Progress | None:
     """Live progress for this evaluation, or None (``--retrieval-progress off``, an xdist
-    worker whose output nobody sees, or no terminal reporter)."""
+    worker whose output nobody sees, or no terminal reporter). ``auto`` draws a live line only
+    on a terminal whose output pytest captures: with ``-s`` the tests' own prints share the
+    screen, so the line could not be erased cleanly, and plain lines are used."""
     mode = config.stash[STATE].settings.progress
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if mode == "off" or is_worker(config) or reporter is None:
         return None
-    return Progress(
-        config, reporter, label, live=isatty(reporter) if mode == "auto" else mode == "live"
+    if mode == "auto":
+        live = isatty(reporter) and config.getoption("capture", "fd") in ("fd", "sys")
+    else:
+        live = mode == "live"
+    return Progress(config, reporter, label, live=live)
+
+
+def progress_notice(config: pytest.Config) -> str | None:
+    """Why ``--retrieval-progress live`` (or ``lines``) shows nothing in this run, or None.
+
+    Under xdist the evaluations run on workers, and a worker can send the controller only
+    what pytest-xdist knows (test reports, warnings, log start/finish; any other message
+    makes the controller drop the worker), and only at those moments. Progress from inside a
+    running test would have to pose as one of them and would show up as a test report or a
+    warning in every other plugin (JUnit, the summary counts), so there is none."""
+    state = config.stash.get(STATE, None)
+    mode = None if state is None else state.settings.progress
+    if mode not in ("live", "lines") or not config.pluginmanager.has_plugin("dsession"):
+        return None
+    workers = config.getoption("numprocesses", None)
+    flag = f"-n {workers}" if workers is not None else "xdist"
+    return (
+        f"retrieval: --retrieval-progress {mode} is off under {flag}: xdist workers cannot send "
+        "progress mid-test, so each evaluation shows only when its test ends (run without -n to "
+        "see it)"
     )
 
 
+def announce_progress(config: pytest.Config) -> None:
+    """Print :func:`progress_notice`, if any, on the controller's terminal (also under -q:
+    the user asked for progress by name)."""
+    notice = progress_notice(config)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if notice is None or reporter is None:
+        return
+    if config.get_terminal_writer().width_of_current_line != 0:  # after xdist's status
+        reporter.write("\n")
+    reporter.write_line(notice)
+
+
 class Progress:
-    """Writes progress past pytest's output capturing, on lines of its own."""
+    """Writes progress past pytest's output capturing.
+
+    A live line is written raw, outside pytest's count of the current line: it is erased and
+    the cursor put back before pytest writes again, so pytest's next dot or PASSED lands
+    where it would have. Plain lines are written like pytest's own, from a fresh line (``-v``
+    writes the test's name again before its result; ``-q`` dots go on below)."""
 
     def __init__(self, config: pytest.Config, reporter: Any, label: str, live: bool) -> None:
         from .progress import ProgressPrinter
 
         self.reporter = reporter
+        self.terminal = config.get_terminal_writer()
         self.capture = config.pluginmanager.get_plugin("capturemanager")
-        self.printer = ProgressPrinter(label, self._write, live=live)
+        self.live = live
+        self.printer = ProgressPrinter(
+            label,
+            self._write,
+            live=live,
+            width=self._width,
+            column=lambda: int(self.terminal.width_of_current_line),
+        )
         self.started = False
 
-    def _write(self, text: str) -> None:
+    def _uncaptured(self) -> AbstractContextManager[None]:
         from contextlib import nullcontext
 
-        suspended = self.capture.global_and_fixture_disabled() if self.capture else nullcontext()
-        with suspended:
+        if self.capture is None:
+            return nullcontext()
+        return self.capture.global_and_fixture_disabled()  # type: ignore[no-any-return]
+
+    def _width(self) -> int:
+        """The terminal's width now. Read with capturing suspended: while the test runs, file
+        descriptor 1 is pytest's capture file, whose size is the 80-column fallback. Below 40
+        columns pytest assumes 80 (its guard against bogus sizes); the real size wins then."""
+        import shutil
+
+        with self._uncaptured():
+            pytest_width = int(self.terminal.fullwidth)
+            columns = shutil.get_terminal_size((0, 0)).columns
+        return min(pytest_width, columns) if columns > 0 else pytest_width
+
+    def _write(self, text: str) -> None:
+        with self._uncaptured():
+            if self.live:
+                self._write_raw(text)
+                return
             if not self.started:
                 self.reporter.ensure_newline()
+                if self.terminal.width_of_current_line != 0:  # -q: after the dots
+                    self.reporter.write("\n")
                 self.started = True
             self.reporter.write(text, flush=True)
+
+    def _write_raw(self, text: str) -> None:
+        """``text`` to the terminal without touching pytest's count of the current line."""
+        write_raw = getattr(self.terminal, "write_raw", None)  # pytest 9 and later
+        if write_raw is not None:
+            write_raw(text, flush=True)
+            return
+        stream = self.terminal._file  # before pytest 9 only here (those releases do not change)
+        stream.write(text)
+        stream.flush()
 
     def queries(self, done: int, total: int) -> None:
         self.printer.update("queries", done, total)
@@ -211,6 +295,10 @@ class Progress:
             self.printer.update("judge", done, total, detail)
 
         return report
+
+    def close(self) -> None:
+        """Erase a live line left by an evaluation that stopped early (an exception, Ctrl-C)."""
+        self.printer.clear()
 
 
 def chosen_gate(
