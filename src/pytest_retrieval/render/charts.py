@@ -2,7 +2,9 @@
 or one per retriever) and a histogram of a metric's per-query values.
 
 Curves are computed by the gate's own kernels from the stored rankings, so the curve at
-k = 10 is exactly recall@10. Every label goes through ``html.escape``.
+k = 10 is exactly recall@10. A curve is drawn only over the k its rankings cover (a baseline
+stores its top k only): never extended or flat-lined past them. Both axes are labelled. Every
+label goes through ``html.escape``; charts scale down to a narrow screen (``viewBox``).
 """
 
 from __future__ import annotations
@@ -85,15 +87,23 @@ def _ticks(longest: int) -> list[int]:
 Series = tuple[str, Sequence[float], bool]  # name, mean metric@k for k = 1.., dashed
 
 
-WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 362, 250, 40, 12, 30, 40
+WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 362, 250, 54, 12, 30, 40
+K_AXIS = "k (rank cutoff)"
 
 
-def _frame(heading: str, x_label: str, y_ticks: Sequence[tuple[float, str]]) -> list[str]:
-    """An SVG chart's opening: title, horizontal grid lines with labels, axes, x label."""
+def _frame(
+    heading: str, x_label: str, y_label: str, y_ticks: Sequence[tuple[float, str]]
+) -> list[str]:
+    """An SVG chart's opening: title, horizontal grid lines with labels, axes, both axis
+    labels (the y label turned along the axis)."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    middle = TOP + plot_h / 2
     parts = [
-        f'<svg width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(heading)}">',
+        f'<svg width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{escape(heading)}">',
         f'<text class="title" x="{LEFT}" y="16">{escape(heading)}</text>',
+        f'<text class="axis y" x="12" y="{middle:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 12 {middle:.1f})">{escape(y_label)}</text>',
     ]
     for at, label in y_ticks:
         parts.append(
@@ -103,15 +113,21 @@ def _frame(heading: str, x_label: str, y_ticks: Sequence[tuple[float, str]]) -> 
         )
     parts.append(
         f'<path d="M{LEFT} {TOP}V{TOP + plot_h}H{LEFT + plot_w}" fill="none" stroke="#9ca3af"/>'
-        f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 5}" text-anchor="middle">'
-        f"{escape(x_label)}</text>"
+        f'<text class="axis x" x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 5}" '
+        f'text-anchor="middle">{escape(x_label)}</text>'
     )
     return parts
 
 
-def line_chart(family: str, series: Sequence[Series], gate_k: int | None = None) -> str:
-    """An SVG line chart of mean ``family@k`` against k: axes, ticks, legend, a marker at the
-    gate's k, and hover values at the ticked k."""
+def line_chart(
+    family: str, series: Sequence[Series], gate_k: int | None = None, upto: int | None = None
+) -> str:
+    """An SVG line chart of mean ``family@k`` against k: labelled axes, ticks, legend, a
+    marker at the gate's k, and hover values at the ticked k. ``upto`` cuts every series at
+    that k (a close-up of a baseline's stored range). A series shorter than the axis ends
+    where its data ends, marked with a bar and "stored to k = n"."""
+    if upto is not None:
+        series = [(name, values[:upto], dashed) for name, values, dashed in series]
     shown = [s for s in series if s[1]]
     longest = max((len(values) for _, values, _ in shown), default=0)
     if longest == 0:
@@ -128,7 +144,8 @@ def line_chart(family: str, series: Sequence[Series], gate_k: int | None = None)
     ticks = _ticks(longest)
     parts = _frame(
         f"mean {family}@k, k = 1..{longest}",
-        "k",
+        K_AXIS,
+        f"mean {family}@k",
         [(y(v), f"{v:g}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)],
     )
     for k in ticks:
@@ -152,6 +169,14 @@ def line_chart(family: str, series: Sequence[Series], gate_k: int | None = None)
             f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} '
             f'points="{points}"><title>{escape(name)}</title></polyline>'
         )
+        if len(values) < longest:  # its data ends here: say so, draw nothing beyond
+            end_x, end_y = x(len(values)), y(values[-1])
+            parts.append(
+                f'<line class="end" x1="{end_x:.1f}" x2="{end_x:.1f}" y1="{end_y - 7:.1f}" '
+                f'y2="{end_y + 7:.1f}" stroke="{colour}" stroke-width="2"/>'
+                f'<text class="end" x="{end_x + 4:.1f}" y="{end_y - 9:.1f}" style="fill:{colour}">'
+                f"stored to k = {len(values)}</text>"
+            )
         for k in (k for k in marked if k <= len(values)):
             parts.append(
                 f'<circle cx="{x(k):.1f}" cy="{y(values[k - 1]):.1f}" r="3" fill="{colour}">'
@@ -203,6 +228,7 @@ def histogram(result: EvaluationResult, metric: str, bins: int = 10) -> str:
     parts = _frame(
         f"{metric} per query ({values.size}), mean {mean:.3f}",
         metric,
+        "queries",
         [(y(c), str(c)) for c in range(0, int(top_count) + 1, step)],
     )
     for i, count in enumerate(counts.tolist()):

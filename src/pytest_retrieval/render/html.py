@@ -1,9 +1,12 @@
-"""A self-contained HTML report: tables, recall@k / nDCG@k curves, a per-query explorer.
+"""A self-contained HTML report for the reviewer: what changed first, then the tables, the
+recall@k / nDCG@k curves and a per-query explorer.
 
 One file, no network: styles, inline SVG plots (:mod:`.charts`) and a few lines of vanilla
 JavaScript (filter, sort, expand) are all inside, so it can be archived as a CI artifact and
-opened anywhere. Every piece of user text goes through ``html.escape``. Tables and notes come
-from :mod:`.rows`, the same model the Markdown summary renders.
+opened anywhere. Without JavaScript it is a static page whose rows still open (``<details>``).
+It fits a 400 px screen: wide tables scroll in their own box, never the page. Every piece of
+user text goes through ``html.escape``. Tables and notes come from :mod:`.rows`, the same
+model the Markdown summary renders.
 """
 
 from __future__ import annotations
@@ -11,24 +14,43 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from html import escape
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
 from ..verdicts import REGRESSION
 from .charts import Series, baseline_curve, current_curve, histogram, line_chart
-from .rows import Cell, Note, ab_rows, metric_rows, notes, overall, tag_rows
-from .text import num, title
+from .rows import (
+    CHANGED_SHOWN,
+    Cell,
+    Note,
+    ab_rows,
+    metric_rows,
+    move_lines,
+    notes,
+    overall,
+    rank_text,
+    recorded,
+    shift_counts,
+    tag_rows,
+)
+from .text import delta, num, p_value, short, title
 
 if TYPE_CHECKING:
     from ..baseline import BaselineEntry
     from ..compare import ABGroup
-    from ..results import EvaluationResult, QueryResult
+    from ..results import Comparison, EvaluationResult, QueryChange, QueryResult
     from ..verdicts import Verdict
 
-MAX_QUERY_ROWS = 2000  # beyond this the page lists the worst queries only
+#: query rows listed on the whole page (shared by its evaluations, at least MIN_QUERY_ROWS
+#: each): beyond it, the most changed and the worst; the page must open in a browser
+MAX_QUERY_ROWS = 1000
+MIN_QUERY_ROWS = 200
 MIN_HITS_SHOWN = 10
 MAX_HITS_SHOWN = 100
+QUERY_SHOWN = 160  # characters of a query's text in the what-changed panel
 
 #: a cell whose text is a number, a CI, a threshold or a latency: right-aligned
 _NUMERIC = re.compile(r"^(?:[-+]?\d[\d.]*(?: ms)?|\[.*\]|[≥≤] .*|n/a)$")
@@ -38,16 +60,20 @@ CSS = """
 --fail:#b91c1c;--warn:#b45309}
 *{box-sizing:border-box}
 body{margin:0;font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg)}
+p,li,h1,h2,h3,h4{overflow-wrap:anywhere}
 main{max-width:1240px;margin:0 auto;padding:24px 32px 64px}
+@media (max-width:640px){main{padding:14px 10px 40px}}
 h1{font-size:24px;margin:0 0 2px}h2{font-size:19px;margin:44px 0 10px;padding-bottom:6px;
 border-bottom:2px solid var(--line)}h3{font-size:15px;margin:22px 0 8px}
 a{color:#1d4ed8;text-decoration:none}a:hover{text-decoration:underline}
-table{border-collapse:collapse;margin:6px 0 14px}
-th,td{padding:5px 12px;text-align:left;border-bottom:1px solid var(--line);vertical-align:top}
+.scroll{overflow-x:auto;max-width:100%;margin:6px 0 14px}
+table{border-collapse:collapse;margin:0}
+th,td{padding:5px 12px;text-align:left;border-bottom:1px solid var(--line);vertical-align:top;
+overflow-wrap:normal}
 th{background:var(--head);font-weight:600;white-space:nowrap}
 .n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 code{font:12.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:var(--head);
-padding:1px 5px;border-radius:4px}
+padding:1px 5px;border-radius:4px;overflow-wrap:anywhere}
 .muted{color:var(--muted)}.pass{color:var(--pass)}.fail{color:var(--fail)}.warn{color:var(--warn)}
 .badge{display:inline-block;padding:0 8px;border-radius:999px;font-size:12px;font-weight:600;
 line-height:20px;white-space:nowrap}
@@ -58,30 +84,49 @@ ul.notes{margin:6px 0 12px;padding-left:20px}ul.notes li{margin:2px 0}
 ul.notes li.fail::marker,ul.notes li.warn::marker{content:"▲ ";font-size:11px}
 ul.notes li.fail::marker{color:var(--fail)}ul.notes li.warn::marker{color:var(--warn)}
 details{margin:6px 0 12px}summary{cursor:pointer;font-weight:600}
+section.changed{border:2px solid #c7d2fe;border-radius:10px;padding:4px 16px 10px;margin:18px 0;
+background:#f8faff}
+section.changed h2{margin-top:12px}
+table.moved td{min-width:9em}table.moved td.n{min-width:0}
+.moves{margin:0;padding-left:16px}.moves li{margin:1px 0}
 .charts{display:flex;flex-wrap:wrap;gap:16px;margin:10px 0 6px}
-.chart{border:1px solid var(--line);border-radius:8px;padding:6px 8px;background:#fff}
+.chart{border:1px solid var(--line);border-radius:8px;padding:6px 8px;background:#fff;
+max-width:100%}
+.chart svg{display:block;max-width:100%;height:auto}
 svg text{font-size:11px;fill:#4b5563}svg .title{font-size:12.5px;font-weight:600;fill:#111827}
-.toolbar{display:flex;align-items:center;gap:14px;margin:8px 0}
-input.search{padding:7px 11px;width:380px;border:1px solid #d1d5db;border-radius:6px;font:inherit}
+svg .axis{font-size:11.5px;fill:#111827}
+.toolbar{display:flex;flex-wrap:wrap;align-items:center;gap:6px 14px;margin:8px 0}
+input.search{padding:7px 11px;width:380px;max-width:100%;border:1px solid #d1d5db;
+border-radius:6px;font:inherit}
 input.search:focus{outline:2px solid #93c5fd;border-color:#60a5fa}
 table.queries{width:100%}
 table.queries th.sort{cursor:pointer;user-select:none}
 table.queries th.sort::after{content:" ↕";color:#9ca3af}
 table.queries th.asc::after{content:" ↑";color:var(--fg)}
 table.queries th.desc::after{content:" ↓";color:var(--fg)}
+table.queries td.text{min-width:14em}
 tr.q{cursor:pointer}tr.q:hover td:not(.n){background:#f9fafb}
 tr.q:focus-visible{outline:2px solid #93c5fd}
-tr.q td:first-child::before{content:"▸";display:inline-block;width:14px;color:#9ca3af}
-tr.q.open td:first-child::before{content:"▾"}
+.js tr.q td:first-child::before{content:"▸";display:inline-block;width:14px;color:#9ca3af}
+.js tr.q.open td:first-child::before{content:"▾"}
 tr.q.open td:not(.n){background:#eff6ff}tr.q.open td{border-bottom-color:transparent}
-tr.hits>td{background:#f9fafb;padding:8px 14px 12px 28px}
+tr.hits>td{background:#f9fafb;padding:4px 14px 8px 28px}
+tr.hits details{margin:0;position:sticky;left:28px;max-width:calc(100vw - 60px)}
+tr.hits summary{font-weight:400;color:var(--muted)}
+.js tr.hits{display:none}.js tr.hits.shown{display:table-row}.js tr.hits summary{display:none}
+.rankings{display:flex;flex-wrap:wrap;gap:8px 22px;align-items:flex-start}
+.rankings h4{margin:4px 0;font-size:13px}
 table.ranked{margin:0 0 6px;background:#fff}table.ranked td,table.ranked th{padding:3px 10px}
 table.ranked td:first-child{text-align:right;color:var(--muted)}
 tr.rel td{background:#dcfce7}
 td.s0{background:#fef2f2}td.s1{background:#fff7ed}td.s2{background:#fefce8}
 td.s3{background:#f7fee7}td.s4{background:#ecfdf5}
-table.queries td:first-child{white-space:nowrap}
+td.down{color:var(--fail)}td.up{color:var(--pass)}
+table.queries tr.q td:first-child{white-space:nowrap}
 """
+
+#: marks the page as scripted before it renders: rows start folded, the script opens them
+HEAD_JS = "document.documentElement.classList.add('js');"
 
 JS = """
 (function () {
@@ -97,7 +142,7 @@ JS = """
       }
       var show = row.searchText.indexOf(needle) >= 0;
       row.hidden = !show;
-      if (!show) { row.nextElementSibling.hidden = true; row.classList.remove('open'); }
+      if (!show) { row.nextElementSibling.classList.remove('shown'); row.classList.remove('open'); }
       total += 1; shown += show ? 1 : 0;
     });
     document.getElementById(box.dataset.table + '-count').textContent =
@@ -105,13 +150,15 @@ JS = """
   }
   function toggle(row) {
     var hits = row.nextElementSibling;
-    hits.hidden = !hits.hidden;
-    row.classList.toggle('open', !hits.hidden);
-    row.setAttribute('aria-expanded', String(!hits.hidden));
+    var open = !hits.classList.contains('shown');
+    hits.classList.toggle('shown', open);
+    hits.querySelector('details').open = true;
+    row.classList.toggle('open', open);
+    row.setAttribute('aria-expanded', String(open));
   }
   function sort(th) {
     var table = th.closest('table'), body = table.tBodies[0], col = th.cellIndex;
-    var down = th.classList.contains('asc');  // worst first, then best first
+    var down = th.classList.contains('asc');  // lowest (largest drop) first, then highest
     table.querySelectorAll('th.sort').forEach(function (h) { h.classList.remove('asc', 'desc'); });
     th.classList.add(down ? 'desc' : 'asc');
     var pairs = [];
@@ -148,27 +195,34 @@ def render_html(
     baselines: Mapping[int, BaselineEntry] | None = None,
     *,
     verdict: Verdict,
+    created: str = "",
+    git: Mapping[str, Any] | None = None,
 ) -> str:
-    """The whole page, headed by the session's ``verdict``; ``baselines`` maps an index in
-    ``results`` to the stored baseline it was compared with (current-vs-baseline curves)."""
+    """The whole page, headed by the session's ``verdict``, when (``created``, ISO 8601;
+    default: now) and at which commit (``git``: ``{"commit", "dirty"}`` of the checkout that
+    ran) it was made. ``baselines`` maps an index in ``results`` to the stored baseline it
+    was compared with (per-query baseline values, rankings and curves). With no results it
+    still says what failed: the verdict and each of its reasons."""
+    baselines = baselines or {}
     status, word = overall(results, verdict)
-    body = [
-        f"<h1>Retrieval evaluation {_badge(status, word)}</h1>",
-        f'<p class="muted">pytest-retrieval {_e(__version__)} · {len(results)} evaluations</p>',
+    body = [_header(results, verdict, status, word, created, git or {})]
+    compared = [
+        _compared(result, groups, baselines.get(index)) for index, result in enumerate(results)
     ]
-    if verdict.reasons:  # why, first: every reason of the session, by kind
-        body.append(_notes([Note("fail", f"{r.kind}: {r.message}") for r in verdict.reasons]))
+    body.append(_changes_panel(results, compared))
     if len(results) > 1:
         body.append(_overview(results))
     body += [_ab_section(group) for group in groups]
+    cap = max(MIN_QUERY_ROWS, MAX_QUERY_ROWS // max(1, len(results)))  # rows per table
     body += [
-        _section(index, result, (baselines or {}).get(index))
+        _section(index, result, baselines.get(index), compared[index], cap)
         for index, result in enumerate(results)
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>Retrieval evaluation: {_e(word)}</title><style>{CSS}</style></head>"
+        f"<title>Retrieval evaluation: {_e(word)}</title><style>{CSS}</style>"
+        f"<script>{HEAD_JS}</script></head>"
         f"<body><main>{''.join(body)}</main><script>{JS}</script></body></html>\n"
     )
 
@@ -178,6 +232,11 @@ def render_html(
 
 def _badge(status: str, text: str) -> str:
     return f'<span class="badge {status}">{_e(text)}</span>'
+
+
+def _scroll(table: str) -> str:
+    """A table in its own horizontal scroll box: a wide table never widens the page."""
+    return f'<div class="scroll">{table}</div>'
 
 
 def _cell(marks: Cell, tag: str = "td", numeric: bool = False) -> str:
@@ -195,7 +254,8 @@ def _cell(marks: Cell, tag: str = "td", numeric: bool = False) -> str:
 
 
 def _table(rows: Sequence[Sequence[Cell]]) -> str:
-    """A table; columns whose cells are all numbers (or empty) are right-aligned."""
+    """A table in a scroll box; columns whose cells are all numbers (or empty) are
+    right-aligned."""
     header, *body = rows
     numeric = [
         any(row[i] for row in body)
@@ -207,7 +267,7 @@ def _table(rows: Sequence[Sequence[Cell]]) -> str:
         "<tr>" + "".join(_cell(c, "td", n) for c, n in zip(row, numeric, strict=True)) + "</tr>"
         for row in body
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>"
+    return _scroll(f"<table><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>")
 
 
 def _notes(found: Sequence[Note]) -> str:
@@ -222,6 +282,45 @@ def _notes(found: Sequence[Note]) -> str:
 
 def _verdict(result: EvaluationResult) -> str:
     return _badge("pass", "passed") if result.verdict.passed else _badge("fail", "failed")
+
+
+def _header(
+    results: Sequence[EvaluationResult],
+    verdict: Verdict,
+    status: str,
+    word: str,
+    created: str,
+    git: Mapping[str, Any],
+) -> str:
+    """The verdict, when and at which commit the run was made, then every reason it failed."""
+    when = created or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    facts = [
+        f"pytest-retrieval {_e(__version__)}",
+        f"{len(results)} evaluation{'s' if len(results) != 1 else ''}",
+        f'<time datetime="{_e(when)}">{_e(when.replace("T", " "))}</time>',
+    ]
+    commit = str(git.get("commit") or "")
+    if commit:
+        dirty = " (uncommitted changes)" if git.get("dirty") else ""
+        facts.append(f"commit <code>{_e(commit[:12])}</code>{dirty}")
+    goldens = dict.fromkeys((r.golden_name, r.fingerprint) for r in results)
+    facts += [
+        f"golden {_e(name)} <code>{_e(fingerprint[:12])}</code>"
+        for name, fingerprint in goldens
+        if fingerprint
+    ]
+    parts = [
+        f"<h1>Retrieval evaluation {_badge(status, word)}</h1>",
+        f'<p class="muted meta">{" · ".join(facts)}</p>',
+    ]
+    if verdict.reasons:  # why, first: every reason of the session, by kind
+        parts.append(_notes([Note("fail", f"{r.kind}: {r.message}") for r in verdict.reasons]))
+    if not results:
+        parts.append(
+            '<p class="muted">No evaluation ran, so there are no tables, curves or queries: '
+            "the reasons above say what failed and where.</p>"
+        )
+    return f"<header>{''.join(parts)}</header>"
 
 
 def _overview(results: Sequence[EvaluationResult]) -> str:
@@ -245,24 +344,216 @@ def _overview(results: Sequence[EvaluationResult]) -> str:
             f"<td class=n>{passed} / {len(outcomes)}</td><td>{_e(against)}</td>"
             f"<td>{_verdict(result)}</td></tr>"
         )
-    return (
+    return _scroll(
         "<table><thead><tr><th>golden set</th><th>retriever</th><th>queries</th>"
         "<th>thresholds passed</th><th>vs baseline</th><th>verdict</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
 
+# ---------------------------------------------------------------------------- what changed
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """An evaluation against its reference (its baseline, or the A/B reference retriever):
+    the comparison, the reference's name in column heads, and its per-query values and
+    rankings, so the query table can show the reference beside each query."""
+
+    label: str
+    comparison: Comparison
+    #: metric -> query id -> the reference's value, as compared, for the shared queries
+    before: dict[str, dict[str, float]]
+    #: query id -> the reference's ranking (a baseline's: its stored top k)
+    ranked: dict[str, Sequence[str]]
+    #: query id -> metric -> how it changed
+    changes: dict[str, dict[str, QueryChange]]
+
+    @property
+    def depth(self) -> int:
+        """How deep the reference's rankings are known."""
+        return max((s.depth for s in self.comparison.shifts.values()), default=0)
+
+
+def _compared(
+    result: EvaluationResult, groups: Sequence[ABGroup], entry: BaselineEntry | None
+) -> _Compared | None:
+    """``result`` against its baseline (``entry``, when the caller has it) when it was
+    compared with one, else against its A/B reference; None when neither was compared."""
+    comparison = result.comparison
+    if comparison is not None and not comparison.stale and comparison.shifts:
+        stored: dict[str, tuple[Sequence[str], Mapping[str, float]]] = {}
+        if entry is not None:
+            stored = {qid: (q.ranked, q.metrics) for qid, q in entry.queries.items()}
+        return _compared_with(result, "baseline", comparison, stored)
+    for group in groups:
+        for other, against in group.others:
+            if other is result and against.shifts:
+                theirs = {q.id: (q.returned, q.metrics) for q in group.reference.queries}
+                return _compared_with(result, group.reference.retriever_id, against, theirs)
+    return None
+
+
+def _compared_with(
+    result: EvaluationResult,
+    label: str,
+    comparison: Comparison,
+    reference: Mapping[str, tuple[Sequence[str], Mapping[str, float]]],
+) -> _Compared:
+    """The reference's side of each shared query: a changed query's compared value and
+    ranking from the comparison; an unchanged one's value is this run's, its ranking the
+    reference's (``reference``: query id -> ranking, values; empty when unknown)."""
+    changes: dict[str, dict[str, QueryChange]] = {}
+    ranked: dict[str, Sequence[str]] = {}
+    for shift in comparison.shifts.values():
+        for change in shift.queries:
+            changes.setdefault(change.id, {})[change.metric] = change
+            ranked.setdefault(change.id, change.reference_ranked)
+    for qid, (ranking, _) in reference.items():
+        ranked.setdefault(qid, ranking)
+    left_out = set(comparison.added) | set(comparison.rejudged)
+    before: dict[str, dict[str, float]] = {}
+    for metric in comparison.shifts:
+        values = before.setdefault(metric, {})
+        for query in result.queries:
+            if query.id in left_out or (reference and query.id not in reference):
+                continue
+            found = changes.get(query.id, {}).get(metric)
+            if found is not None:
+                values[query.id] = found.before
+                continue
+            # unchanged as compared; a query the reference has no value for stays open
+            theirs = reference.get(query.id)
+            known = theirs is None or math.isfinite(theirs[1].get(metric, math.nan))
+            values[query.id] = query.metrics.get(metric, math.nan) if known else math.nan
+    return _Compared(label, comparison, before, ranked, changes)
+
+
+def _changes_panel(
+    results: Sequence[EvaluationResult], compared: Sequence[_Compared | None]
+) -> str:
+    """What changed, before anything else: per compared evaluation, its gated metrics against
+    the reference (verdict, Δ, p, queries worse / better / unchanged), then the queries that
+    changed most each way and where their relevant documents went."""
+    blocks = [
+        _changed_block(index, result, against)
+        for index, (result, against) in enumerate(zip(results, compared, strict=True))
+        if against is not None
+    ]
+    if not blocks:
+        return ""
+    return f'<section class="changed" id="changed"><h2>What changed</h2>{"".join(blocks)}</section>'
+
+
+def _changed_block(index: int, result: EvaluationResult, against: _Compared) -> str:
+    comparison = against.comparison
+    reference = (
+        f"its baseline (recorded {recorded(comparison)})"
+        if against.label == "baseline"
+        else f"retriever {against.label}"
+    )
+    changes = {c.metric: c for c in comparison.changes}
+    counts = {row[0]: row[1:] for row in shift_counts(comparison)[1:]}
+    rows = []
+    for metric in comparison.shifts:
+        change = changes.get(metric)
+        worse, better, unchanged = counts[metric]
+        if change is None:
+            values = '<td class="n"></td>' * 4 + "<td></td>"
+        else:
+            p = change.p_adjusted if change.gated else change.p_value
+            status = {"regressed": "fail", "worse": "fail", "within noise": "warn"}.get(
+                change.verdict, "pass" if change.verdict in ("improved", "better") else ""
+            )
+            verdict = _badge(status, change.verdict) if status else _e(change.verdict)
+            values = (
+                f'<td class="n">{num(change.baseline)}</td><td class="n">{num(change.current)}'
+                f'</td><td class="n">{delta(change.delta, 4)}</td><td class="n">{p_value(p)}'
+                f"</td><td>{verdict}</td>"
+            )
+        rows.append(
+            f"<tr><td><code>{_e(metric)}</code></td>{values}<td class=n>{_e(worse)}</td>"
+            f"<td class=n>{_e(better)}</td><td class=n>{_e(unchanged)}</td></tr>"
+        )
+    table = _scroll(
+        f"<table><thead><tr><th>gated metric</th><th>{_e(against.label)}</th><th>now</th>"
+        "<th>Δ</th><th>p</th><th>verdict</th><th>queries worse</th><th>better</th>"
+        f"<th>unchanged</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+    lead = [
+        Note(
+            "fail",
+            f"{c.metric} {c.verdict}: {num(c.baseline)} → {num(c.current)} "
+            f"(Δ {delta(c.delta, 4)}, p {p_value(c.p_adjusted if c.gated else c.p_value)})",
+        )
+        for c in comparison.regressed
+        if c.metric in comparison.shifts
+    ] or [Note("", f"no gated metric is significantly worse than {reference}")]
+    moved = "".join(
+        _moved(shift.metric, shift.worst(CHANGED_SHOWN), shift.best(CHANGED_SHOWN), against)
+        for shift in comparison.shifts.values()
+    )
+    return (
+        f'<h3><a href="#eval-{index}">{_e(title(result))}</a> {_verdict(result)} '
+        f'<span class="muted">against {_e(reference)}</span></h3>' + _notes(lead) + table + moved
+    )
+
+
+def _moved(
+    metric: str, worst: Sequence[QueryChange], best: Sequence[QueryChange], against: _Compared
+) -> str:
+    """The queries that changed most on ``metric``, worse then better: text, tags, value
+    before -> after, and the relevant documents that left or entered the top k."""
+    if not worst and not best:
+        return f'<p class="muted">No query changed on <code>{_e(metric)}</code>.</p>'
+    rows = []
+    for change in [*worst, *best]:
+        tags = ", ".join(change.tags)
+        lines = [_e(line) for line in move_lines(change, against.depth)]
+        lines += [
+            f"judge on {_e(move.doc)}: {_e(move.reason)}" for move in change.moves if move.reason
+        ]
+        where = "".join(f"<li>{line}</li>" for line in lines)
+        where = f'<ul class="moves">{where}</ul>' if where else '<span class="muted">—</span>'
+        direction = "down" if change.delta < 0 else "up"
+        rows.append(
+            f"<tr><td><code>{_e(change.id)}</code> {_e(short(change.query, QUERY_SHOWN))}</td>"
+            f"<td>{_e(tags)}</td><td class=n>{num(change.before)} → {num(change.after)}</td>"
+            f'<td class="n {direction}">{delta(change.delta, 4)}</td><td>{where}</td></tr>'
+        )
+    heading = (
+        f"<code>{_e(metric)}</code>: the {len(worst)} largest drops and the {len(best)} largest "
+        "gains"
+    )
+    return f"<h4>{heading}</h4>" + _scroll(
+        '<table class="moved"><thead><tr><th>query</th><th>tags</th>'
+        f"<th>{_e(against.label)} → now</th><th>Δ</th><th>relevant documents that moved"
+        f"</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 # ---------------------------------------------------------------------------- sections
 
 
-def _section(index: int, result: EvaluationResult, entry: BaselineEntry | None) -> str:
+def _section(
+    index: int,
+    result: EvaluationResult,
+    entry: BaselineEntry | None,
+    against: _Compared | None,
+    cap: int,
+) -> str:
     charts = []
     for family in ("recall", "ndcg"):
-        series: list[Series] = [("current", current_curve(result, family), False)]
+        now = current_curve(result, family)
+        series: list[Series] = [("current", now, False)]
+        stored: list[float] = []
         if entry is not None:
-            recorded = f" ({entry.created[:10]})" if entry.created else ""
-            series.append((f"baseline{recorded}", baseline_curve(result, entry, family), True))
+            when = f" ({entry.created[:10]})" if entry.created else ""
+            stored = baseline_curve(result, entry, family)
+            series.append((f"baseline{when}", stored, True))
         charts.append(line_chart(family, series, result.k))
+        if stored and len(stored) < len(now):  # a close-up of the range both runs cover
+            charts.append(line_chart(family, series, result.k, upto=len(stored)))
     ndcg = f"ndcg@{result.k}"
     charts.append(
         histogram(result, ndcg if ndcg in result.metrics else next(iter(result.metrics), ""))
@@ -270,27 +561,59 @@ def _section(index: int, result: EvaluationResult, entry: BaselineEntry | None) 
     tags = ""
     if result.per_tag:
         tags = f"<details><summary>By tag</summary>{_table(tag_rows(result))}</details>"
+    facts = [
+        f"golden {_e(result.golden_source)}",
+        f"fingerprint <code>{_e(result.fingerprint[:12])}</code>",
+        f"k = {result.k}",
+    ]
+    if result.comparison is not None:
+        facts.append(f"baseline recorded {_e(recorded(result.comparison))}")
     return (
         f'<h2 id="eval-{index}">{_e(title(result))} {_verdict(result)}</h2>'
+        f'<p class="muted meta">{" · ".join(facts)}</p>'
         + _table(metric_rows(result))
         + _notes(notes(result))
         + tags
         + f'<div class="charts">{"".join(charts)}</div>'
-        + _query_table(index, result)
+        + _query_table(index, result, against, cap)
     )
 
 
-def _listed(result: EvaluationResult, metric: str) -> list[QueryResult]:
-    """Every query, or for a big golden set the MAX_QUERY_ROWS worst by ``metric`` (the page
-    must stay small enough for a browser; the JSON report has them all)."""
-    if len(result.queries) <= MAX_QUERY_ROWS:
-        return list(result.queries)
+def _columns(result: EvaluationResult) -> list[str]:
+    """The query table's metrics: the failing ones (a threshold missed, a regression), then
+    the other gated ones, in the evaluation's order; the first metric when none is gated."""
+    failing = {o.threshold.metric.name for o in result.verdict.outcomes if not o.passed}
+    failing |= {r.metric for r in result.verdict.reasons if r.metric}
+    names = [m for m in result.metrics if m in failing]
+    names += [m for m in result.metrics if m in result.gated and m not in failing]
+    return names or list(result.metrics)[:1]
+
+
+def _listed(
+    result: EvaluationResult, columns: Sequence[str], against: _Compared | None, cap: int
+) -> tuple[list[QueryResult], int]:
+    """Every query, or for a big golden set ``cap`` of them: up to half the most
+    changed on the shown metrics (the largest change first), the rest the worst by the
+    first (the page must stay small enough for a browser; the JSON report has them all).
+    Returns the rows in the golden set's order and how many were kept for their change."""
+    if len(result.queries) <= cap:
+        return list(result.queries), 0
+    moved: dict[str, float] = {}
+    if against is not None:
+        for qid, per_metric in against.changes.items():
+            sizes = [abs(c.delta) for metric, c in per_metric.items() if metric in columns]
+            if sizes:
+                moved[qid] = max(sizes)
+    changed = sorted(moved, key=lambda qid: (-moved[qid], qid))[: cap // 2]
+    kept = set(changed)
 
     def score(query: QueryResult) -> float:
-        value = query.metrics.get(metric, math.nan)
+        value = query.metrics.get(columns[0], math.nan)
         return math.inf if math.isnan(value) else value
 
-    return sorted(result.queries, key=score)[:MAX_QUERY_ROWS]
+    rest = [q for q in sorted(result.queries, key=score) if q.id not in kept]
+    kept.update(q.id for q in rest[: cap - len(kept)])
+    return [q for q in result.queries if q.id in kept], len(changed)
 
 
 def _shade(value: float) -> str:
@@ -298,39 +621,66 @@ def _shade(value: float) -> str:
     return "" if not math.isfinite(value) else f" s{min(4, int(value * 5))}"
 
 
-def _query_table(index: int, result: EvaluationResult) -> str:
-    shown = list(result.metrics)[:3]
+def _query_table(index: int, result: EvaluationResult, against: _Compared | None, cap: int) -> str:
+    columns = _columns(result)
     table_id = f"queries-{index}"
-    listed = _listed(result, shown[0] if shown else "")
+    listed, changed = _listed(result, columns, against, cap)
+    compared = [m for m in columns if against is not None and m in against.before]
     rows = []
     for query in listed:
         cells = ""
-        for name in shown:
+        for name in columns:
             value = query.metrics.get(name, math.nan)
             cells += f'<td class="n{_shade(value)}">{num(value)}</td>'
+            if name in compared and against is not None:
+                then = against.before[name].get(query.id, math.nan)
+                change = value - then
+                moved = " down" if change < 0 else (" up" if change > 0 else "")
+                cells += (
+                    f'<td class="n">{"" if math.isnan(then) else num(then)}</td>'
+                    f'<td class="n{moved}">{delta(change, 4)}</td>'
+                )
         error = f" {_badge('fail', 'error')}" if query.error else ""
+        width = 3 + len(columns) + 2 * len(compared)
         rows.append(
             f'<tr class="q" tabindex="0" aria-expanded="false"><td>{_e(query.id)}</td>'
-            f"<td>{_e(query.query)}{error}</td><td>{_e(', '.join(query.tags))}</td>{cells}</tr>"
-            f'<tr class="hits" hidden><td colspan="{3 + len(shown)}">'
-            f"{_hits(query, result.k)}</td></tr>"
+            f'<td class="text">{_e(query.query)}{error}</td><td>{_e(", ".join(query.tags))}</td>'
+            f'{cells}</tr><tr class="hits"><td colspan="{width}"><details><summary>ranked '
+            f"hits of {_e(query.id)}</summary>{_hits(query, result.k, against)}</details>"
+            "</td></tr>"
         )
-    heading = f"Queries ({len(result.queries)})"
-    if len(listed) < len(result.queries):
+    total = len(result.queries)
+    heading = f"Queries ({total})"
+    if len(listed) < total:
+        worst = len(listed) - changed
+        kept = f"the {worst} worst by {columns[0]}"
+        if changed:
+            kept = f"the {changed} most changed against the {against.label if against else ''}"
+            kept += f" and the {worst} worst by {columns[0]}"
         heading = (
-            f"The {len(listed)} worst of {len(result.queries)} queries by {_e(shown[0])} "
-            "(all of them are in the JSON report)"
+            f"{len(listed)} of {total} queries: {kept}; {total - len(listed)} left out "
+            "(the JSON report has all of them)"
         )
-    head = "".join(f'<th class="sort n" title="sort">{_e(name)}</th>' for name in shown)
+    head = ""
+    for name in columns:
+        head += f'<th class="sort n" title="sort by {_e(name)}">{_e(name)}</th>'
+        if name in compared and against is not None:
+            head += (
+                f'<th class="sort n" title="{_e(name)} of the {_e(against.label)}">'
+                f'{_e(against.label)}</th><th class="sort n delta" title="sort by the change in '
+                f'{_e(name)}">Δ {_e(name)}</th>'
+            )
     return (
-        f"<h3>{heading}</h3>"
+        f"<h3>{_e(heading)}</h3>"
         '<div class="toolbar">'
         f'<input class="search" type="search" data-table="{table_id}" '
         'placeholder="Filter by id, text or tag" aria-label="filter queries">'
         f'<span class="muted" id="{table_id}-count">{len(listed)} of {len(listed)} shown</span>'
-        '<span class="muted">click a row for its ranked hits</span></div>'
-        f'<table class="queries" id="{table_id}"><thead><tr><th>id</th><th>query</th>'
-        f"<th>tags</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        '<span class="muted">click a row for its ranked hits; a column head sorts</span></div>'
+        + _scroll(
+            f'<table class="queries" id="{table_id}"><thead><tr><th>id</th><th>query</th>'
+            f"<th>tags</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
     )
 
 
@@ -357,24 +707,36 @@ def _judged(verdict: Mapping[str, Any] | None) -> str:
     return f"{label} {_e(reason)}" if reason else label
 
 
-def _hits(query: QueryResult, k: int) -> str:
-    """The ranked hits of one query: golden grades, judge verdicts, downstream labels; then
-    the relevant documents further down or not retrieved at all."""
+def _golden(grade: int | None) -> tuple[bool, str]:
+    """Whether a golden grade is relevant, and how the hit tables show it."""
+    if grade is None:
+        return False, ""
+    if grade > 0:
+        return True, _badge("pass", f"relevant ({grade})")
+    return False, "not relevant (0)"
+
+
+def _hits(query: QueryResult, k: int, against: _Compared | None) -> str:
+    """One query opened: how it changed, its ranked hits (golden grades, judge verdicts,
+    downstream labels, the reference's rank of each), the reference's ranking beside them,
+    then the relevant documents further down or not retrieved at all."""
     if query.error:
         return f'<p class="fail">retriever error: {_e(query.error)}</p>'
     depth = min(max(k, MIN_HITS_SHOWN), MAX_HITS_SHOWN)
+    reference = against.ranked.get(query.id) if against is not None else None
+    before = {doc: rank for rank, doc in enumerate(reference or (), 1)}
     judged, labelled = bool(query.judgments), bool(query.downstream)
     head = "<tr><th>#</th><th>doc id</th><th>golden grade</th>"
+    if against is not None and reference is not None:
+        head += f"<th>{_e(against.label)} rank</th>"
     head += ("<th>LLM judge</th>" if judged else "") + ("<th>downstream</th>" if labelled else "")
     rows = []
     for rank, doc in enumerate(query.returned[:depth], 1):
-        grade = query.relevant.get(doc)
-        relevant = grade is not None and grade > 0
-        golden = "" if grade is None else "not relevant (0)"
-        if relevant:
-            golden = _badge("pass", f"relevant ({grade})")
+        relevant, golden = _golden(query.relevant.get(doc))
         row = f"<tr{' class=rel' if relevant else ''}><td>{rank}</td><td>{_e(doc)}</td>"
         row += f"<td>{golden}</td>"
+        if against is not None and reference is not None:
+            row += f"<td>{rank_text(before.get(doc), known=against.depth)}</td>"
         if judged:
             row += f"<td>{_judged(query.judgments.get(doc))}</td>"
         if labelled:
@@ -382,8 +744,23 @@ def _hits(query: QueryResult, k: int) -> str:
             row += f"<td>{'' if label is None else f'{label:.2f}'}</td>"
         rows.append(row + "</tr>")
     if not rows:
-        rows.append(
-            f'<tr><td colspan="{3 + judged + labelled}" class="muted">nothing came back</td></tr>'
+        rows.append('<tr><td colspan="3" class="muted">nothing came back</td></tr>')
+    tables = [
+        f'<div><h4>this run</h4><table class="ranked"><thead>{head}</thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    ]
+    if against is not None and reference is not None:
+        tables.append(_reference_ranking(query, reference[:depth], against.label))
+    lines = []
+    changed = against.changes.get(query.id, {}) if against is not None else {}
+    known = against.depth if against is not None else None
+    against_label = against.label if against is not None else ""
+    for change in changed.values():
+        moved = "".join(f"<li>{_e(line)}</li>" for line in move_lines(change, known))
+        lines.append(
+            f"<p><code>{_e(change.metric)}</code> {num(change.before)} → {num(change.after)} "
+            f"(Δ {delta(change.delta, 4)} against the {_e(against_label)})</p>"
+            + (f'<ul class="moves">{moved}</ul>' if moved else "")
         )
     tail = []
     deeper = [(doc, rank) for doc, rank in query.found_ranks.items() if rank > depth]
@@ -392,8 +769,26 @@ def _hits(query: QueryResult, k: int) -> str:
     if query.missed:
         tail.append("relevant, not retrieved: " + ", ".join(_e(doc) for doc in query.missed))
     more = "".join(f'<p class="muted">{line}</p>' for line in tail)
+    return "".join(lines) + f'<div class="rankings">{"".join(tables)}</div>' + more
+
+
+def _reference_ranking(query: QueryResult, reference: Sequence[str], label: str) -> str:
+    """The reference's ranking of ``query`` (a baseline's stored top k), each document's
+    golden grade and its rank in this run."""
+    now = {doc: rank for rank, doc in enumerate(query.returned, 1)}
+    rows = []
+    for rank, doc in enumerate(reference, 1):
+        relevant, golden = _golden(query.relevant.get(doc))
+        rows.append(
+            f"<tr{' class=rel' if relevant else ''}><td>{rank}</td><td>{_e(doc)}</td>"
+            f"<td>{golden}</td><td>{rank_text(now.get(doc))}</td></tr>"
+        )
+    if not rows:
+        rows.append('<tr><td colspan="4" class="muted">nothing came back</td></tr>')
     return (
-        f'<table class="ranked"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>{more}'
+        f'<div class="reference"><h4>{_e(label)} (top {len(reference)})</h4>'
+        '<table class="ranked"><thead><tr><th>#</th><th>doc id</th><th>golden grade</th>'
+        f"<th>now</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
