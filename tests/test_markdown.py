@@ -20,8 +20,8 @@ from pytest_retrieval.render.markdown import render_markdown
 from pytest_retrieval.results import Comparison
 from pytest_retrieval.verdicts import session_verdict
 
-#: GitHub's dialect as far as markdown-it goes: tables, strikethrough, raw HTML allowed
-GFM = MarkdownIt("gfm-like", {"html": True, "linkify": False})
+#: GitHub's dialect as far as markdown-it goes: tables, strikethrough, raw HTML, autolinks
+GFM = MarkdownIt("gfm-like", {"html": True, "linkify": True})
 
 HOSTILE = "a|b <script>x</script>\n`c` **b** [l](http://e.v) ![i](http://e.v) $x$ \\| ~~s~~"
 
@@ -82,10 +82,15 @@ def check_gfm(markdown: str) -> tuple[list[list[list[str]]], Rendered]:
     rendered = Rendered()
     rendered.feed(GFM.render(markdown))
     assert not rendered.problems and not rendered.open, (rendered.problems, rendered.open)
-    allowed = {"h2", "h3", "p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}
-    allowed |= {"details", "summary", "code"}
+    allowed = {"h2", "h3", "h4", "p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}
+    allowed |= {"details", "summary", "code", "strong"}
     assert rendered.tags <= allowed, rendered.tags - allowed  # no <script>, <a>, <img>, <em>...
     return parsed, rendered
+
+
+def metric_table(parsed: list[list[list[str]]]) -> list[list[str]]:
+    """The (first) metric table among the parsed tables."""
+    return next(rows for rows in parsed if rows[0][:2] == ["metric", "value"])
 
 
 JUDGE = {
@@ -130,11 +135,11 @@ def test_hostile_text_stays_text(tmp_path: Path) -> None:
     result = replace(result, retriever_id="ret | <u>x</u>")
     markdown = md([result])
     parsed, rendered = check_gfm(markdown)
-    text = "".join(rendered.text)
+    text = "".join(rendered.text).replace("\u2060", "")  # the joiners that stop autolinks
     flat = HOSTILE.replace("\n", " ")
     assert len(HOSTILE) < 80 and flat in text  # shown as typed, nothing interpreted
     assert "fruit | <b>set</b> [ret | <u>x</u>]" in text and "q|1 <i> &amp;" in text
-    metrics = parsed[0]
+    metrics = metric_table(parsed)
     assert metrics[0] == ["metric", "value", "95% CI", "threshold", "baseline", "Δ", "p", "verdict"]
     tag_gate = next(row for row in metrics if "precision@3" in row[0] and "t" in row[0])
     assert tag_gate[3] == "≥ 0.9" and "❌" in tag_gate[7]
@@ -182,9 +187,15 @@ def test_baseline_drift_judge_and_power_notes(tmp_path: Path) -> None:
     assert "judge m (prompt v1): 7 calls, 5 cache hits, 120 tokens, ~$0.0042" in text
     assert "coverage 100.0%" in text
     assert "power: 3 queries detect a 0.3 drop in recall@3" in text
-    regressed = [row for row in parsed[0][1:] if "❌ regressed" in row[7]]
+    regressed = [row for row in metric_table(parsed)[1:] if "❌ regressed" in row[7]]
     assert regressed and all(row[4] and row[5].startswith("-") for row in regressed)
-    assert "queries got worse on recall@3 (the largest drops)</summary>" in markdown
+    # before the metric table: the queries that got worse, and where their documents went
+    changed = markdown.split("| metric | value |")[0].replace("\u2060", "")
+    assert "**recall@3: 3 queries worse, 0 better**" in changed
+    assert (
+        "| apple | apple | fruit | ❌ 1.0000 → 0.0000 (-1.0000) | left the top 3: "
+        "d1 \\#1 → not retrieved; d4 \\#2 → not retrieved |"
+    ) in changed
 
 
 def test_stale_and_missing_baselines_say_what_to_do(tmp_path: Path) -> None:
@@ -285,8 +296,9 @@ def test_regression_with_hostile_text_through_the_plugin(pytester: pytest.Pytest
     markdown = (pytester.path / "summary.md").read_text("utf-8")
     parsed, _ = check_gfm(markdown)
     assert "compared with baseline golden.json.baseline.json (recorded" in markdown
-    assert any("❌ regressed" in row[7] for row in parsed[0][1:])
-    assert "queries got worse on recall@3 (the largest drops)</summary>" in markdown
+    assert any("❌ regressed" in row[7] for row in metric_table(parsed)[1:])
+    assert "#### Changed queries against baseline golden.json.baseline.json" in markdown
+    assert re.search(r"\*\*recall@3: \d queries worse, 0 better\*\*", markdown)
     assert "&lt;script&gt;" in markdown and "a\\|b" in markdown
 
 
