@@ -168,3 +168,59 @@ def test_an_ab_run_reports_each_retrievers_changed_queries(pytester: pytest.Pyte
     recall = ab["comparison"]["shifts"]["recall@5"]
     assert (recall["worse"], recall["better"], recall["unchanged"]) == (1, 0, 19)
     assert recall["queries"][0]["moves"] == [{"doc": "rq4", "before": 1, "after": None, "grade": 1}]
+
+
+def test_the_report_keeps_the_first_hits_text_and_score_and_its_commit(
+    pytester: pytest.Pytester,
+) -> None:
+    """What a reviewer reads of a hit (issue 12, point 3): its text, cut and folded, and its
+    score, for the first 10 hits only; and the report says at which commit it was made."""
+    pytester.makeconftest(
+        """
+import pytest
+
+def search(query, k):
+    return [{"id": f"d{i}", "text": f"doc {i}\\n\\n" + "word " * 100, "score": 10.0 - i}
+            for i in range(k)]
+
+@pytest.fixture(scope="session")
+def retriever():
+    return search
+"""
+    )
+    queries = [{"id": "q", "query": "anything", "relevant": ["d1"]}]
+    (pytester.path / "golden.json").write_text(json.dumps({"k": 12, "queries": queries}))
+    pytester.run("git", "init", "-q")
+    pytester.run(
+        "git",
+        "-c",
+        "user.email=a@b",
+        "-c",
+        "user.name=a",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    )
+    commit = pytester.run("git", "rev-parse", "HEAD").outlines[0]
+    result = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-report",
+        "r.json",
+        "--retrieval-html",
+        "r.html",
+    )
+    assert result.ret == 0, result.stdout.str()
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["git"]["commit"] == commit
+    (query,) = report["evaluations"][0]["queries"]
+    assert list(query["texts"]) == [f"d{i}" for i in range(10)]  # not d10, d11
+    assert query["texts"]["d3"].startswith("doc 3 word word")  # whitespace folded
+    assert len(query["texts"]["d3"]) == 200 and query["texts"]["d3"].endswith("…")
+    assert query["scores"] == {f"d{i}": 10.0 - i for i in range(10)}
+    html = (pytester.path / "r.html").read_text()
+    assert commit[:12] in html
+    assert '"d3": "doc 3 word word' in html  # each text once; the page's script shows it
+    assert "<td>4</td><td>d3</td><td>7</td>" in html  # rank, doc id, score

@@ -177,6 +177,12 @@ def test_reviewer_page(
         assert "baseline (top 10)" in shown
         assert f"#{move.after}" in shown and move.doc in shown
         assert "baseline rank" in hits.inner_text()
+        # each hit's text (cut) under its id, and its score, in this run's ranking
+        first_hit = hits.locator("table.now tbody tr").first
+        doc = first_hit.locator("td").nth(1)
+        assert doc.locator(".hit").is_visible()
+        assert len(doc.locator(".hit").inner_text()) > 20
+        float(first_hit.locator("td").nth(2).inner_text())  # the retriever's score
         _no_sideways_scroll(page)
         hits.scroll_into_view_if_needed()
         _shot(page, screenshots, f"opened-row-{width}.png")

@@ -823,30 +823,39 @@ def _hit_rows(
     ranked: tuple[str, Sequence[str]],
     known: int,
 ) -> list[list[str]]:
-    """rank | doc | relevant | judge | baseline: the columns this report has data for
-    (``ranked``: the reference column's name and the reference's ranking, maybe empty)."""
+    """rank | doc | score | relevant | judge | baseline | text: the columns this report has
+    data for (``ranked``: the reference column's name and the reference's ranking, maybe
+    empty)."""
     from .render.rows import rank_text
+    from .render.text import short
 
     column, reference = ranked
     judged = result.judge is not None or bool(query.judgments)
     graded = any(grade > 1 for grade in query.relevant.values())
     was = {doc: rank for rank, doc in enumerate(reference, 1)}
-    head = ["rank", "doc", "relevant"] + (["judge"] if judged else [])
-    head += [column] if reference else []
+    head = ["rank", "doc"] + (["score"] if query.scores else []) + ["relevant"]
+    head += (["judge"] if judged else []) + ([column] if reference else [])
+    head += ["text"] if query.texts else []
     rows = [head]
     for rank, doc in enumerate(query.returned[:depth], 1):
         grade = query.relevant.get(doc)
         mark = "" if grade is None else "no (0)" if grade == 0 else "yes"
         if graded and grade:
             mark += f" ({grade})"
-        row = [str(rank), doc, mark]
+        row = [str(rank), doc]
+        if query.scores:
+            score = query.scores.get(doc)
+            row.append("" if score is None else f"{score:.4g}")
+        row.append(mark)
         if judged:
             row.append(_judge_text(query.judgments.get(doc)))
         if reference:
             row.append(rank_text(was.get(doc), known=known or len(reference)))
+        if query.texts:
+            row.append(short(query.texts.get(doc, ""), 50))
         rows.append(row)
     if len(rows) == 1:
-        rows.append(["", "(no hits)", ""] + [""] * (len(head) - 3))
+        rows.append(["", "(no hits)"] + [""] * (len(head) - 2))
     return rows
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -275,7 +275,7 @@ class Reporter:
             results,
             verdict,
             groups=self._groups(results),
-            html=lambda: self._html(results, verdict),
+            baselines=lambda: self._baselines(results),
         )
         for problem in problems:
             self._fail(session, problem)
@@ -299,9 +299,10 @@ class Reporter:
                 self._fail(session, Reason(USAGE, str(exc)), usage=True)
             return []
 
-    def _html(self, results: list[EvaluationResult], verdict: Verdict) -> str:
+    def _baselines(self, results: list[EvaluationResult]) -> dict[int, Any]:
+        """Index in ``results`` -> the stored baseline entry it was compared with (the HTML
+        draws its per-query values, rankings and curves)."""
         from .baseline import find, golden_key
-        from .render.html import render_html
 
         baselines = {}
         for index, result in enumerate(results):
@@ -313,7 +314,7 @@ class Reporter:
             entry = find(entries, key, result.golden_name, result.retriever_id)
             if entry is not None:
                 baselines[index] = entry
-        return render_html(results, self._groups(results), baselines, verdict=verdict)
+        return baselines
 
     def partial(self) -> dict[str, list[str]]:
         """Golden set source -> why this run cannot stand for the whole set (absent when it
@@ -391,27 +392,44 @@ def write_outputs(
     verdict: Verdict,
     *,
     groups: Sequence[Any] = (),
-    html: Callable[[], str] | None = None,
+    baselines: Callable[[], Mapping[int, Any]] | None = None,
 ) -> list[Reason]:
     """JSON, Markdown (appended to ``$GITHUB_STEP_SUMMARY`` too) and HTML, each only when
-    asked for; ``html`` renders the page when the caller has more to show (baselines).
-    Returns an output reason for each file that could not be written."""
+    asked for, each stamped with the same time and commit; ``baselines`` gives the HTML the
+    stored baselines the results were compared with. Returns an output reason for each file
+    that could not be written."""
+    from ._io import git_info, now
+
+    stamped = outputs.report is not None or outputs.html is not None
+    created, git = now(), git_info(config.rootpath) if stamped else {}
     renderers: list[tuple[Path, Callable[[], str]]] = []
     if outputs.report is not None:
         from .render.json import dumps, json_report
 
-        document = json_report(results, verdict, groups)
+        document = json_report(results, verdict, groups, created=created, git=git)
         renderers.append((outputs.report, lambda: dumps(document) + "\n"))
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     markdown = ""
     if outputs.markdown is not None or step_summary:
         from .render.markdown import render_markdown
 
-        markdown = render_markdown(results, groups, verdict)
+        markdown = render_markdown(
+            results,
+            groups,
+            verdict,
+            report=None if outputs.report is None else os.path.relpath(outputs.report),
+            html=None if outputs.html is None else os.path.relpath(outputs.html),
+        )
         if outputs.markdown is not None:
             renderers.append((outputs.markdown, lambda: markdown))
     if outputs.html is not None:
-        renderers.append((outputs.html, html or (lambda: _page(results, groups, verdict))))
+        from .render.html import render_html
+
+        def page() -> str:
+            found = baselines() if baselines is not None else None
+            return render_html(results, groups, found, verdict=verdict, created=created, git=git)
+
+        renderers.append((outputs.html, page))
     problems: list[Reason] = []
     for path, render in renderers:
         target = path if path.is_absolute() else config.invocation_params.dir / path
@@ -435,12 +453,6 @@ def startup_failed(
     filled yet. Returns an output reason for each file that could not be written."""
     verdict = Verdict((Reason(USAGE, message),))
     return write_outputs(config, output_paths(config, given), [], verdict)
-
-
-def _page(results: list[EvaluationResult], groups: Sequence[Any], verdict: Verdict) -> str:
-    from .render.html import render_html
-
-    return render_html(results, groups, verdict=verdict)
 
 
 def _write(path: Path, render: Callable[[], str]) -> list[Reason]:

@@ -17,7 +17,7 @@ from .adapters import adapt
 from .golden import GoldenQuery, GoldenSet, load_golden
 from .hits import QueryRun, error_key
 from .metrics import FloatArray
-from .results import EvaluationResult, QueryResult, Threshold, is_graded
+from .results import HIT_DETAIL, HIT_TEXT, EvaluationResult, QueryResult, Threshold, is_graded
 from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, Retriever, run_retriever
 from .verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, RETRIEVER_ERRORS, THRESHOLD
 
@@ -323,6 +323,17 @@ def _check_labels(
             )
 
 
+def _texts(run: QueryRun) -> dict[str, str]:
+    """The first hits' texts as a report keeps them: cut, whitespace runs folded."""
+    kept = {}
+    for doc in run.ids[:HIT_DETAIL]:
+        text = run.texts.get(doc)
+        if text is not None:
+            folded = " ".join(text[: HIT_TEXT * 2].split())
+            kept[doc] = folded if len(folded) <= HIT_TEXT else folded[: HIT_TEXT - 1] + "…"
+    return kept
+
+
 def _score(
     golden_set: GoldenSet,
     runs: Sequence[QueryRun],
@@ -349,6 +360,8 @@ def _score(
             judgments=verdicts,
             downstream=labels,
             criteria=q.criteria,
+            texts=_texts(run),
+            scores={d: run.scores[d] for d in run.ids[:HIT_DETAIL] if d in run.scores},
         )
         for q, run, verdicts, labels in zip(
             golden_set.queries, runs, judgments, downstream, strict=True

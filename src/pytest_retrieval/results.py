@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 LATENCY = "latency_p95"
+HIT_DETAIL = 10  # hits per query whose text and score a report keeps
+HIT_TEXT = 200  # characters of a hit's text a report keeps
 
 
 # ---------------------------------------------------------------------------- per query
@@ -57,6 +59,12 @@ class QueryResult:
     #: the golden query's relevance criteria for the judge (carried so a report alone can
     #: rebuild the judge's prompts, e.g. ``judge-batch submit REPORT``)
     criteria: str | None = None
+    #: doc id -> the text the retriever gave, cut to HIT_TEXT characters, for the first
+    #: HIT_DETAIL hits (what a reviewer reads in the HTML and ``show``; bounded so a large
+    #: golden set's report stays small)
+    texts: dict[str, str] = field(default_factory=dict)
+    #: doc id -> the retriever's score, for the first HIT_DETAIL hits that had one
+    scores: dict[str, float] = field(default_factory=dict)
 
     @property
     def missed(self) -> list[str]:
@@ -90,6 +98,8 @@ class QueryResult:
             "judgments": self.judgments,
             "downstream": self.downstream,
             "criteria": self.criteria,
+            "texts": self.texts,
+            "scores": self.scores,
         }
 
 
@@ -623,6 +633,8 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
             judgments=dict(q.get("judgments") or {}),
             downstream=dict(q.get("downstream") or {}),
             criteria=q.get("criteria"),
+            texts=dict(q.get("texts") or {}),
+            scores=dict(q.get("scores") or {}),
         )
         for q in data["queries"]
     ]

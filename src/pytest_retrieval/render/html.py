@@ -11,6 +11,7 @@ model the Markdown summary renders.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -50,6 +51,7 @@ MAX_QUERY_ROWS = 1000
 MIN_QUERY_ROWS = 200
 MIN_HITS_SHOWN = 10
 MAX_HITS_SHOWN = 100
+HIT_TEXT_SHOWN = 100  # characters of a hit's text in an opened row (the JSON report keeps 200)
 QUERY_SHOWN = 160  # characters of a query's text in the what-changed panel
 
 #: a cell whose text is a number, a CI, a threshold or a latency: right-aligned
@@ -89,6 +91,7 @@ background:#f8faff}
 section.changed h2{margin-top:12px}
 table.moved td{min-width:9em}table.moved td.n{min-width:0}
 .moves{margin:0;padding-left:16px}.moves li{margin:1px 0}
+.hit{color:#555;font-size:12px;min-width:18ch;max-width:46ch;white-space:normal}
 .charts{display:flex;flex-wrap:wrap;gap:16px;margin:10px 0 6px}
 .chart{border:1px solid var(--line);border-radius:8px;padding:6px 8px;background:#fff;
 max-width:100%}
@@ -130,6 +133,15 @@ HEAD_JS = "document.documentElement.classList.add('js');"
 
 JS = """
 (function () {
+  var texts = JSON.parse(document.getElementById('hit-texts').textContent);
+  document.querySelectorAll('table.now tbody tr').forEach(function (row) {
+    var id = row.cells.length > 1 ? row.cells[1].textContent : '';
+    var text = Object.prototype.hasOwnProperty.call(texts, id) && texts[id];
+    if (text) {
+      var hit = document.createElement('div');
+      hit.className = 'hit'; hit.textContent = text; row.cells[1].appendChild(hit);
+    }
+  });
   function filter(box) {
     var needle = box.value.trim().toLowerCase();
     var table = document.getElementById(box.dataset.table);
@@ -214,10 +226,13 @@ def render_html(
         body.append(_overview(results))
     body += [_ab_section(group) for group in groups]
     cap = max(MIN_QUERY_ROWS, MAX_QUERY_ROWS // max(1, len(results)))  # rows per table
+    texts: dict[str, str] = {}  # doc id -> its text, once per page however often it is shown
     body += [
-        _section(index, result, baselines.get(index), compared[index], cap)
+        _section(index, result, baselines.get(index), compared[index], cap, texts)
         for index, result in enumerate(results)
     ]
+    shared = json.dumps(texts, ensure_ascii=False).replace("</", "<\\/")
+    body.append(f'<script type="application/json" id="hit-texts">{shared}</script>')
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
@@ -541,6 +556,7 @@ def _section(
     entry: BaselineEntry | None,
     against: _Compared | None,
     cap: int,
+    texts: dict[str, str],
 ) -> str:
     charts = []
     for family in ("recall", "ndcg"):
@@ -575,7 +591,7 @@ def _section(
         + _notes(notes(result))
         + tags
         + f'<div class="charts">{"".join(charts)}</div>'
-        + _query_table(index, result, against, cap)
+        + _query_table(index, result, against, cap, texts)
     )
 
 
@@ -621,7 +637,13 @@ def _shade(value: float) -> str:
     return "" if not math.isfinite(value) else f" s{min(4, int(value * 5))}"
 
 
-def _query_table(index: int, result: EvaluationResult, against: _Compared | None, cap: int) -> str:
+def _query_table(
+    index: int,
+    result: EvaluationResult,
+    against: _Compared | None,
+    cap: int,
+    texts: dict[str, str],
+) -> str:
     columns = _columns(result)
     table_id = f"queries-{index}"
     listed, changed = _listed(result, columns, against, cap)
@@ -646,7 +668,7 @@ def _query_table(index: int, result: EvaluationResult, against: _Compared | None
             f'<tr class="q" tabindex="0" aria-expanded="false"><td>{_e(query.id)}</td>'
             f'<td class="text">{_e(query.query)}{error}</td><td>{_e(", ".join(query.tags))}</td>'
             f'{cells}</tr><tr class="hits"><td colspan="{width}"><details><summary>ranked '
-            f"hits of {_e(query.id)}</summary>{_hits(query, result.k, against)}</details>"
+            f"hits of {_e(query.id)}</summary>{_hits(query, result.k, against, texts)}</details>"
             "</td></tr>"
         )
     total = len(result.queries)
@@ -716,24 +738,33 @@ def _golden(grade: int | None) -> tuple[bool, str]:
     return False, "not relevant (0)"
 
 
-def _hits(query: QueryResult, k: int, against: _Compared | None) -> str:
+def _hits(query: QueryResult, k: int, against: _Compared | None, texts: dict[str, str]) -> str:
     """One query opened: how it changed, its ranked hits (golden grades, judge verdicts,
     downstream labels, the reference's rank of each), the reference's ranking beside them,
-    then the relevant documents further down or not retrieved at all."""
+    then the relevant documents further down or not retrieved at all. Hit texts go to
+    ``texts`` (the page holds each once; its script fills them in)."""
     if query.error:
         return f'<p class="fail">retriever error: {_e(query.error)}</p>'
     depth = min(max(k, MIN_HITS_SHOWN), MAX_HITS_SHOWN)
     reference = against.ranked.get(query.id) if against is not None else None
     before = {doc: rank for rank, doc in enumerate(reference or (), 1)}
     judged, labelled = bool(query.judgments), bool(query.downstream)
-    head = "<tr><th>#</th><th>doc id</th><th>golden grade</th>"
+    head = "<tr><th>#</th><th>doc id</th>"
+    head += ("<th>score</th>" if query.scores else "") + "<th>golden grade</th>"
     if against is not None and reference is not None:
         head += f"<th>{_e(against.label)} rank</th>"
     head += ("<th>LLM judge</th>" if judged else "") + ("<th>downstream</th>" if labelled else "")
     rows = []
     for rank, doc in enumerate(query.returned[:depth], 1):
         relevant, golden = _golden(query.relevant.get(doc))
-        row = f"<tr{' class=rel' if relevant else ''}><td>{rank}</td><td>{_e(doc)}</td>"
+        row = f"<tr{' class=rel' if relevant else ''}><td>{rank}</td><td>{_e(doc)}"
+        text = query.texts.get(doc)
+        if text:
+            texts.setdefault(doc, short(text, HIT_TEXT_SHOWN))
+        row += "</td>"
+        if query.scores:
+            score = query.scores.get(doc)
+            row += f"<td>{'' if score is None else f'{score:.4g}'}</td>"
         row += f"<td>{golden}</td>"
         if against is not None and reference is not None:
             row += f"<td>{rank_text(before.get(doc), known=against.depth)}</td>"
@@ -746,7 +777,7 @@ def _hits(query: QueryResult, k: int, against: _Compared | None) -> str:
     if not rows:
         rows.append('<tr><td colspan="3" class="muted">nothing came back</td></tr>')
     tables = [
-        f'<div><h4>this run</h4><table class="ranked"><thead>{head}</thead>'
+        f'<div><h4>this run</h4><table class="ranked now"><thead>{head}</thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     ]
     if against is not None and reference is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -20,14 +20,21 @@ REPORT_VERSION = 1
 
 
 def json_report(
-    results: Sequence[EvaluationResult], verdict: Verdict, groups: Sequence[ABGroup] = ()
+    results: Sequence[EvaluationResult],
+    verdict: Verdict,
+    groups: Sequence[ABGroup] = (),
+    *,
+    created: str = "",
+    git: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON report: the session's verdict, every evaluation (with its own), and each A/B
-    comparison (every retriever against its group's reference, with the changed queries)."""
+    """The JSON report: when (``created``, default now) and at which commit (``git``) it was
+    made, the session's verdict, every evaluation (with its own), and each A/B comparison
+    (every retriever against its group's reference, with the changed queries)."""
     return {
         "version": REPORT_VERSION,
         "plugin_version": __version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": created or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git": dict(git or {}),
         "passed": verdict.passed,
         "verdict": verdict.to_dict(),
         "evaluations": [result.to_dict() for result in results],
