@@ -346,16 +346,6 @@ class Comparison:
         return [c for c in self.changes if c.verdict in ("improved", "better")]
 
     @property
-    def worse(self) -> dict[str, list[QueryChange]]:
-        """Regressed metric -> the queries that got worse on it (transitional: the Markdown
-        view moves to ``shifts``)."""
-        return {
-            c.metric: self.shifts[c.metric].worst(len(self.shifts[c.metric].queries))
-            for c in self.regressed
-            if c.metric in self.shifts
-        }
-
-    @property
     def drifted(self) -> bool:
         return bool(self.added or self.removed or self.rejudged)
 
