@@ -107,7 +107,7 @@ def test_record_compare_regress_update_improve(
     degraded.assert_outcomes(failed=1)
     degraded.stdout.fnmatch_lines(
         [
-            "*retrieval regression: regression: recall@10 dropped*",
+            "retrieval regression: recall@10 dropped*",
             "*metric*baseline*current*Δ*allowed*p*verdict*",
             "*recall@10*0.9000*0.8000*-0.1000*0.0100*regressed*",
             "*REGRESSION: recall@10 dropped 0.1000 (allowed 0.0100, p=*< 0.05)*",
@@ -115,7 +115,7 @@ def test_record_compare_regress_update_improve(
             "*recall@10*20*0*180*",
             "*20 worse on recall@10 (the 5 most changed):*",
             "*q1 'topic 1' recall@10 1.0000 → 0.0000 · mrr@10 1.0000 → 0.0000*",
-            "*left the top 10: d1a #1 → not retrieved; d1b #2 → not retrieved*",
+            "*left the top 10: d1a #1 → below #10; d1b #2 → below #10*",
         ]
     )
     assert baseline.read_text() == baseline.read_text()  # untouched by a compare run

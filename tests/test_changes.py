@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from importlib import resources
 
 import jsonschema
@@ -76,7 +77,7 @@ def test_changed_queries_show_without_a_regression(project: pytest.Pytester) -> 
             "*mrr@5*2*1*17*",
             "*1 worse on recall@5 (the 1 most changed):*",
             "*q2 'topic plain q2' [[]even] recall@5 1.0000 → 0.0000 · mrr@5 1.0000 → 0.0000*",
-            "*left the top 5: rq2 #1 → not retrieved*",
+            "*left the top 5: rq2 #1 → below #5*",
             "*2 worse on mrr@5 (the 2 most changed, 1 of them listed above):*",
             "*q1 'topic plain q1' [[]odd] mrr@5 1.0000 → 0.2500 · ndcg@5 1.0000 → 0.4307*",
             "*moved within the top 5: rq1 #1 → #4*",
@@ -104,7 +105,7 @@ def test_changed_queries_show_without_a_regression(project: pytest.Pytester) -> 
 
 def test_a_relevant_doc_entering_the_top_k_is_listed_with_its_old_rank() -> None:
     """A document found now that the baseline had below its stored depth: its old rank is
-    unknown (None, "not in its top N"), never invented."""
+    unknown (None, "below #N"), never invented."""
     query = QueryResult(
         "q", "text", ("t",), {"a": 2, "b": 1}, ["a", "z", "b"], {"recall@2": 1.0}, 1.0
     )
@@ -118,6 +119,7 @@ def test_a_relevant_doc_entering_the_top_k_is_listed_with_its_old_rank() -> None
         {"q": reference},
         {"q": None},
         depth=2,
+        asked=3,
     )
     assert (shift.worse, shift.better, shift.unchanged) == (0, 1, 0)
     (change,) = shift.best(3)
@@ -138,6 +140,7 @@ def test_judge_labels_of_moved_hits_are_kept_and_nan_is_not_counted() -> None:
         {"q": Reference(["o", "n"], labels=[0, 1]), "p": Reference(["m"], labels=[1])},
         {"q": [1, None], "p": []},
         depth=2,
+        asked=2,
     )
     assert (shift.worse, shift.better, shift.unchanged, shift.open) == (0, 1, 0, 1)
     moves = {m.doc: m for m in shift.queries[0].moves}
@@ -159,7 +162,7 @@ def test_an_ab_run_reports_each_retrievers_changed_queries(pytester: pytest.Pyte
     (pytester.path / "golden.json").write_text(json.dumps(golden()))
     write_plan(pytester, {f"q{i}": 1 for i in range(20)})
     result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "r.json")
-    result.stdout.fnmatch_lines(["*pr against main:*", "*left the top 5: rq4 #1 → not retrieved*"])
+    result.stdout.fnmatch_lines(["*pr against main:*", "*left the top 5: rq4 #1 → below #5*"])
     report = json.loads((pytester.path / "r.json").read_text())
     schema = resources.files("pytest_retrieval").joinpath("schema/report.schema.json")
     jsonschema.validate(report, json.loads(schema.read_text()))
@@ -222,5 +225,66 @@ def retriever():
     assert query["scores"] == {f"d{i}": 10.0 - i for i in range(10)}
     html = (pytester.path / "r.html").read_text()
     assert commit[:12] in html
-    assert '"d3": "doc 3 word word' in html  # each text once; the page's script shows it
-    assert "<td>4</td><td>d3</td><td>7</td>" in html  # rank, doc id, score
+    # each text once, numbered; the page's script puts it under its doc id
+    texts = json.loads(html.split('id="hit-texts">')[1].split("</script>")[0])
+    number = html.split('<td>4</td><td data-t="')[1].split('"')[0]
+    assert texts[int(number)].startswith("doc 3 word word")
+    assert f'<td>4</td><td data-t="{number}">d3</td><td>7</td>' in html  # rank, id, score
+
+
+def test_moves_never_claim_more_than_the_rankings_show() -> None:
+    """Review of issue 12: a document below the depth this run retrieved was "not
+    retrieved" (it may be at #25 of a full ranking), and with a gated metric deeper than the
+    baseline's stored top k every document the baseline did not store "entered" the top k."""
+    from pytest_retrieval.render.rows import depth_note, move_lines
+
+    query = QueryResult("q", "text", (), {"a": 1, "b": 1}, ["n", "b"], {"recall@5": 0.5}, 1.0)
+    shift = query_shifts(
+        "recall@5",
+        ["q"],
+        np.array([1.0]),
+        np.array([0.5]),
+        {"q": query},
+        {"q": Reference(["a", "x"])},  # a baseline that stores its top 2
+        {"q": None},
+        depth=2,
+        asked=5,
+    )
+    (change,) = shift.worst(1)
+    # "a" left (known at #1, not in this run's top 5); "n" and "b" may have been at #3..#5
+    # of the baseline: neither is claimed to have entered
+    assert [(m.doc, m.before, m.after) for m in change.moves] == [("a", 1, None)]
+    assert move_lines(change) == ["left the top 5: a #1 → below #5"]
+    assert depth_note(shift) == (
+        "the reference's ranking is known to #2 only: documents that entered the top 5 of "
+        "recall@5 from below #2 cannot be told apart"
+    )
+
+
+def test_show_ranks_an_ab_retriever_against_its_reference(pytester: pytest.Pytester) -> None:
+    """Review of issue 12: show read only baseline comparisons, so in an A/B report --worst
+    gave the lowest values, not the largest drops against the reference, and no ranks."""
+    pytester.makeconftest(
+        CONFTEST.replace('scope="session")', 'scope="session", params=["main", "pr"])')
+        .replace("def retriever():", "def retriever(request):")
+        .replace("    return search", "    return search if request.param == 'main' else worse")
+        + "\ndef worse(query, k):\n    return [] if query.endswith('q4') else search(query, k)\n"
+    )
+    (pytester.path / "golden.json").write_text(json.dumps(golden()))
+    write_plan(pytester, {f"q{i}": 1 for i in range(20)} | {"q9": None})
+    pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "r.json")
+    shown = pytester.run(
+        sys.executable,
+        "-m",
+        "pytest_retrieval",
+        "show",
+        "r.json",
+        "--retriever",
+        "pr",
+        "--worst",
+        "1",
+    )
+    assert shown.ret == 0, shown.stderr.str()
+    out = shown.stdout.str()
+    assert "q4" in out and "q9" not in out  # q4 dropped; q9 is lowest in both runs
+    assert "left the top 5: rq4 #1 → below #5" in out

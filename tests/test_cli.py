@@ -296,6 +296,11 @@ def test_diff_bad_reports_are_clear(tmp_path: Path, capsys: pytest.CaptureFixtur
     other = write(tmp_path / "other.json", {"something": "else"})
     status, _, err = run(capsys, "diff", str(other), str(good))
     assert status == 1 and "not a pytest-retrieval report" in err
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(bytes(range(128, 256)))  # not UTF-8: was a UnicodeDecodeError traceback
+    for command in (["diff", str(good), str(binary)], ["judge-batch", "collect", str(binary)]):
+        status, _, err = run(capsys, *command)
+        assert status == 1 and f"{binary}: not JSON (not UTF-8 text)" in err, err
 
 
 def _edited(report: Path, name: str, edit: Callable[[dict[str, Any]], None]) -> Path:
@@ -399,3 +404,23 @@ def test_module_and_console_script_entry_points() -> None:
     assert script.exists(), "the pytest-retrieval console script is installed"
     help_run = subprocess.run([str(script), "--help"], capture_output=True, text=True)
     assert help_run.returncode == 0 and "validate" in help_run.stdout
+
+
+def test_a_report_of_a_session_that_ran_nothing_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review of issue 12: diff said "see above" with nothing above and advised matching
+    metrics; show said "see its verdict" without showing it and accepted any --query."""
+    good = _report(tmp_path, "main", degrade=False)
+    reason = {"kind": "usage", "message": "golden.json: /queries/0/relevant: fix it"}
+    empty = write(
+        tmp_path / "empty.json",
+        {"passed": False, "verdict": {"passed": False, "reasons": [reason]}, "evaluations": []},
+    )
+    status, _, err = run(capsys, "diff", str(good), str(empty))
+    assert status == 1
+    assert f"{empty} holds no evaluation" in err and "usage: golden.json: /queries/0/" in err
+    status, out, _ = run(capsys, "show", str(empty))
+    assert status == 0 and "no evaluation ran: usage: golden.json: /queries/0/relevant" in out
+    status, _, err = run(capsys, "show", str(empty), "--query", "q1")
+    assert status == 2 and "holds no evaluation: usage: golden.json" in err

@@ -72,12 +72,12 @@ def test_a_query_beside_its_baseline_ranking(
     assert ["mrr@3", "0.5000", "1.0000", "-0.5000"] in cells
     assert ["precision@3", "0.3333"] in cells  # not gated: no shift, no before
     assert table(out, ["rank", "doc", "relevant", "baseline"], 3) == [
-        ["1", "d5", "", "not in its top 3"],
+        ["1", "d5", "", "below #3"],
         ["2", "d1", "yes", "#1"],
         ["3", "d2", "", "#3"],
     ]
-    assert "  left the top 3: d4 #2 → not retrieved" in out
-    assert "  relevant, not retrieved: d4" in out
+    assert "  left the top 3: d4 #2 → below #3" in out
+    assert "  relevant, not in the 3 hits retrieved: d4" in out
 
 
 def test_worst_and_tag_order_by_the_drop_and_unchanged_queries_say_so(
@@ -117,7 +117,7 @@ def test_judge_verdicts_and_several_retrievers(
     assert status == 0 and out.count("apple: apple") == 2
     assert "fruit [dense]" in out
     assert table(out, ["rank", "doc", "relevant", "judge", "baseline"], 3) == [
-        ["1", "d5", "", "no: a bread machine manual", "not in its top 3"],
+        ["1", "d5", "", "no: a bread machine manual", "below #3"],
         ["2", "d1", "yes", "yes: " + "x" * 57 + "...", "#1"],
         ["3", "d2", "", "ungraded: timeout after 60 s", "#3"],
     ]

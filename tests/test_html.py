@@ -527,7 +527,7 @@ def test_expanded_row_shows_the_baseline_ranking_beside(
     assert re.search(rf"<td>1</td><td>{first}</td><td>.*?</td><td>#{now[first]}</td>", reference)
     current = hits.split('<div class="reference">')[0]
     assert "<th>baseline rank</th>" in current
-    hit = rf"<td>1</td><td>{query.returned[0]}</td><td>[0-9.]+</td><td>.*?</td><td>#3</td>"
+    hit = rf"<td>1</td><td[^>]*>{query.returned[0]}</td><td>[0-9.]+</td><td>.*?</td><td>#3</td>"
     assert re.search(hit, current)  # rank, doc id, score, golden grade, baseline rank
     assert f"<code>ndcg@10</code> {change.before:.4f} → {change.after:.4f}" in hits
 

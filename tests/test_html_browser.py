@@ -240,3 +240,39 @@ def test_nothing_ran_page(browser: Any, tmp_path: Path, screenshots: Path) -> No
     finally:
         page.close()
     assert problems == []
+
+
+def test_hit_texts_are_the_queries_own_and_cannot_break_the_page(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Review of issue 12: a hit's text holding "<!-- <script>" silently turned the page's
+    script off (no sorting, no rows opening, no texts), and texts were keyed by doc id for
+    the whole page, so a per-query snippet showed another query's text."""
+    from pytest_retrieval.results import QueryResult
+
+    def query(qid: str, snippet: str) -> QueryResult:
+        return QueryResult(
+            qid,
+            f"query {qid}",
+            (),
+            {"d1": 1},
+            ["d1", "d2"],
+            {"recall@2": 1.0},
+            1.0,
+            texts={"d1": snippet, "d2": "x <!-- <script> y </script> z"},
+        )
+
+    golden_queries = [query("a", "snippet for a"), query("b", "snippet for b")]
+    base = evaluate(lambda q, k: ["d1", "d2"], load_golden(ROOT / "example_golden" / "tiny.json"))
+    result = replace(base, queries=golden_queries, metrics={"recall@2": 1.0}, k=2)
+    page_file = tmp_path / "page.html"
+    page_file.write_text(render_html([result], verdict=session_verdict([result], [])))
+    problems: list[str] = []
+    page = _open(browser, page_file, 1280, problems)
+    assert page.evaluate("() => document.scripts.length") == 3, "a script was swallowed"
+    page.locator("#queries-0 tr.q").nth(1).click()
+    opened = page.locator("#queries-0 tr.hits").nth(1)
+    cells = opened.locator("table.now tbody tr td:nth-child(2)")
+    assert cells.nth(0).inner_text() == "d1\nsnippet for b"  # b's own snippet, not a's
+    assert cells.nth(1).inner_text() == "d2\nx <!-- <script> y </script> z"
+    assert problems == []

@@ -194,7 +194,7 @@ def test_baseline_drift_judge_and_power_notes(tmp_path: Path) -> None:
     assert "**recall@3: 3 queries worse, 0 better**" in changed
     assert (
         "| apple | apple | fruit | ❌ 1.0000 → 0.0000 (-1.0000) | left the top 3: "
-        "d1 \\#1 → not retrieved; d4 \\#2 → not retrieved |"
+        "d1 \\#1 → below \\#3; d4 \\#2 → below \\#3 |"
     ) in changed
 
 

@@ -339,7 +339,7 @@ def test_a_changed_query_says_where_each_kind_of_document_went() -> None:
     )
     assert row == (
         "| q | text | t | ❌ 0.9000 → 0.4000 (-0.5000) | left the top 5: a #1 → not retrieved; "
-        "b #3 → #12 (grade 2) · entered the top 5: c not in its top 5 → #2 · moved within the "
+        "b #3 → #12 (grade 2) · entered the top 5: c below #5 → #2 · moved within the "
         "top 5: d #4 → #2 · +2 more | f: off topic |"
     )
 
@@ -395,7 +395,7 @@ def test_a_pr_within_noise_still_shows_where_the_documents_went(
     assert "**recall@3: 1 query worse, 0 better**" in screen
     assert (
         "| cherry | cherry | fruit | ❌ 1.0000 → 0.0000 (-1.0000) | "
-        "left the top 3: d3 #1 → not retrieved; d6 #2 → not retrieved |"
+        "left the top 3: d3 #1 → below #3; d6 #2 → below #3 |"
     ) in screen
 
 

@@ -181,20 +181,28 @@ def test_a_collection_error_in_a_test_file_still_writes_every_output(
     )
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["local", "xdist"])
 def test_a_usage_error_found_at_collection_still_writes_every_output(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]
 ) -> None:
+    """Under xdist the marker is checked on the workers, where raising a usage error crashed
+    the session (INTERNALERROR, no outputs): the workers now run nothing and the controller
+    reports it, with the same exit status and words."""
     pytester.makeconftest(KEYWORD_RETRIEVER)
     write_golden(pytester)
     pytester.makepyfile(
         test_marked="import pytest\n\n@pytest.mark.retrieval(colour=1)\ndef test_x():\n    pass\n"
     )
-    written = run(pytester, monkeypatch, ".")
+    written = run(pytester, monkeypatch, ".", *workers)
     assert written.run.ret == pytest.ExitCode.USAGE_ERROR
     [(kind, message)] = written.reasons()
     assert kind == "usage"
     assert message.startswith("test_marked.py::test_x: @pytest.mark.retrieval: unknown argument")
-    written.run.stderr.fnmatch_lines([f"ERROR: {message}"])
+    if workers:
+        written.run.stdout.fnmatch_lines([f"usage: {message}"])
+        assert "INTERNALERROR" not in written.run.stdout.str() + written.run.stderr.str()
+    else:
+        written.run.stderr.fnmatch_lines([f"ERROR: {message}"])
 
 
 def test_a_conftest_that_does_not_import_still_writes_every_output(
@@ -228,6 +236,8 @@ def test_a_run_stopped_before_its_evaluation_does_not_pass(
         "1 golden-set evaluation did not run (golden.json::retrieval): the session stopped "
         "early (stopping after 1 failures)"
     )
+    # the terminal lists the reason its verdict line points to ("1 reason, listed above")
+    written.run.stdout.fnmatch_lines([f"no result: {message}", "*1 reason, listed above*"])
 
 
 def test_only_unit_tests_selected_writes_nothing(

@@ -136,17 +136,28 @@ def test_a_tag_threshold_on_a_sample_is_judged_on_the_tag_s_interval(
     pytester.makeconftest(RETRIEVER)
     write_golden(pytester, golden(range(QUERIES)))
     _, evaluation = sample_run(pytester)
-    value = evaluation["per_tag"]["errors"]["metrics"]["recall@3"]
+    assert evaluation["per_tag"]["faq"]["n_queries"] >= 30  # a tag big enough to judge
+    value = evaluation["per_tag"]["faq"]["metrics"]["recall@3"]
     assert 0.3 < value < 0.9
     result, evaluation = sample_run(
-        pytester, "--retrieval-threshold", f"recall@3[errors]={value + 0.02:.4f}"
+        pytester, "--retrieval-threshold", f"recall@3[faq]={value + 0.02:.4f}"
     )
-    result.assert_outcomes(passed=1)  # 17 queries of the tag: the interval is wide
+    result.assert_outcomes(passed=1)  # the tag's interval reaches the threshold
     [warning] = [w for w in evaluation["verdict"]["warnings"] if w["kind"] == "threshold"]
     assert warning["message"].startswith(
-        f"recall@3 on tag 'errors' = {value:.4f} is below {value + 0.02:.4f}"
+        f"recall@3 on tag 'faq' = {value:.4f} is below {value + 0.02:.4f}"
     )
     assert "upper 95% bound" in warning["message"]
+    # 17 sampled queries of the tag "errors": too few for any interval to show a failure
+    small = evaluation["per_tag"]["errors"]
+    assert small["n_queries"] < 30
+    result, evaluation = sample_run(pytester, "--retrieval-threshold", "recall@3[errors]=0.99")
+    result.assert_outcomes(passed=1)
+    [warning] = [w for w in evaluation["verdict"]["warnings"] if w["kind"] == "threshold"]
+    assert (
+        f"{small['n_queries']} sampled queries on tag 'errors' (fewer than 30)"
+        in (warning["message"])
+    )
 
 
 def test_the_regression_gate_on_a_sample_is_the_full_test_on_the_sampled_queries(
@@ -181,3 +192,29 @@ def test_the_regression_gate_on_a_sample_is_the_full_test_on_the_sampled_queries
     assert mrr["current"] < mrr["baseline"] and mrr["p_value"] is not None  # a real test
     assert evaluation["verdict"]["passed"] == full["verdict"]["passed"]
     assert sample.ret == (pytest.ExitCode.OK if full["verdict"]["passed"] else 1)
+
+
+def test_a_tiny_sample_never_fails_a_threshold(pytester: pytest.Pytester) -> None:
+    """Review of issue 12: a sample of 1 has a bootstrap interval [x, x], so it failed a
+    threshold the full set passes; fewer than 30 sampled queries (in the sample, or in a
+    tagged part of it) cannot show a failure, and the note says so."""
+    pytester.makeconftest(RETRIEVER)
+    (pytester.path / "golden.json").write_text(json.dumps(golden(range(QUERIES))))
+    result = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-sample",
+        "3",
+        "--retrieval-threshold",
+        "recall@3=0.99",
+        "--retrieval-report",
+        "r.json",
+    )
+    evaluation = report(pytester, "r.json")["evaluations"][0]
+    [outcome] = evaluation["thresholds"]
+    assert outcome["value"] < 0.99 and outcome["passed"] is True, outcome
+    assert result.ret == 0, result.stdout.str()
+    [note] = [w for w in evaluation["verdict"]["warnings"] if w["kind"] == "threshold"]
+    assert (
+        "3 sampled queries (fewer than 30) cannot show that the full set fails" in (note["message"])
+    )

@@ -374,6 +374,40 @@ def _report_data(path: Path) -> dict[str, Any]:
     return data
 
 
+def _with_ab(results: list[EvaluationResult], data: dict[str, Any]) -> list[EvaluationResult]:
+    """An A/B run's retrievers with their comparison against the reference (the report's
+    ``ab``), where no baseline comparison is theirs: ``show`` then ranks by the drop
+    against the reference and puts its ranks beside the hits."""
+    from dataclasses import replace
+
+    from .results import Comparison
+
+    found: dict[tuple[Any, Any], dict[str, Any]] = {
+        (entry.get("golden"), entry.get("retriever")): entry["comparison"]
+        for entry in data.get("ab") or []
+        if isinstance(entry, dict) and isinstance(entry.get("comparison"), dict)
+    }
+    return [
+        replace(result, comparison=Comparison.from_dict(found[key]))
+        if result.comparison is None and key in found
+        else result
+        for result in results
+        for key in [(result.golden_name, result.retriever_id)]
+    ]
+
+
+def _why_empty(data: dict[str, Any]) -> str:
+    """A report without evaluations: its session's reasons (what stopped it), quoted."""
+    verdict = data.get("verdict")
+    found = verdict.get("reasons") if isinstance(verdict, dict) else None
+    reasons = [
+        f"{r.get('kind')}: {r.get('message')}"
+        for r in (found if isinstance(found, list) else [])
+        if isinstance(r, dict)
+    ]
+    return "; ".join(reasons) or "its session ran none (no reason recorded)"
+
+
 def _read_report(path: Path, data: dict[str, Any] | None = None) -> list[EvaluationResult]:
     """The evaluations of a report (``data``: its document, when already read)."""
     from .results import result_from_dict
@@ -414,8 +448,15 @@ def _diff(args: argparse.Namespace) -> int:
     from .render.terminal import regression_lines
 
     _inputs(args, ["report_a", "report_b"])
-    earlier = _read_report(args.report_a)
-    after = _read_report(args.report_b)
+    documents = [_report_data(args.report_a), _report_data(args.report_b)]
+    for path, document in zip((args.report_a, args.report_b), documents, strict=True):
+        if not document["evaluations"]:
+            raise CliError(
+                f"nothing to compare: {path} holds no evaluation, its session stopped "
+                f"before any ran ({_why_empty(document)}); fix that run and write it again"
+            )
+    earlier = _read_report(args.report_a, documents[0])
+    after = _read_report(args.report_b, documents[1])
     failed = compared = 0
     why_not: list[str] = []
     for result in after:
@@ -593,7 +634,12 @@ def _show(args: argparse.Namespace) -> int:
     if isinstance(data, dict) and data.get("format") == FORMAT:
         return _show_baseline(args)
     if isinstance(data, dict) and isinstance(data.get("evaluations"), list):
-        return _show_report(args, _read_report(path, data))
+        if not data["evaluations"]:  # the session failed before any evaluation ran
+            if args.query or args.worst or args.tag or args.retriever:
+                raise UsageError(f"{path} holds no evaluation: {_why_empty(data)}")
+            print(f"{path}: no evaluation ran: {_why_empty(data)}")
+            return 0
+        return _show_report(args, _with_ab(_read_report(path, data), data))
     raise UsageError(f"{path} is {_looks_like(data)}, not a report or a baseline; {SHOW_READS}")
 
 
@@ -672,9 +718,6 @@ def _show_report(args: argparse.Namespace, results: list[EvaluationResult]) -> i
         if not chosen:
             known = sorted({r.retriever_id for r in results})
             raise UsageError(_unknown("retriever", args.retriever, known, args.file))
-    if not chosen:
-        print(f"{args.file}: no evaluations (nothing ran; see its verdict)")
-        return 0
     if not (args.query or args.worst or args.tag):
         for result in chosen:
             print("\n".join(summary_lines(result)))
@@ -812,7 +855,8 @@ def _query_lines(result: EvaluationResult, query: QueryResult, depth: int) -> li
             d if query.relevant[d] == 1 else f"{d} (grade {query.relevant[d]})"
             for d in query.missed
         ]
-        lines.append(f"  relevant, not retrieved: {', '.join(missed)}")
+        where = f"not in the {len(query.returned)} hits retrieved"
+        lines.append(f"  relevant, {where}: {', '.join(missed)}")
     return lines
 
 
@@ -1112,6 +1156,8 @@ def _json_object(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise CliError(f"{path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: not JSON (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
         raise CliError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno})") from None
     if not isinstance(data, dict):

@@ -376,6 +376,7 @@ def _shifts(
             references,
             labels_now,
             depth,
+            result.depth,
         )
         for c in changes
         if c.gated and c.metric in before
@@ -417,7 +418,7 @@ def compare_runs(
         after,
         references,
         changes,
-        depth=max((len(ours[q].returned) for q in common), default=0),
+        depth=reference.depth,
     )
     return Comparison(
         f"retriever {reference.retriever_id}",

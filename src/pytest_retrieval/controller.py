@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .options import Outputs, output_paths
-from .session import EXPECTED_KEY, SessionState, layered_allowances
+from .session import EXPECTED_KEY, USAGE_KEY, SessionState, layered_allowances
 from .verdicts import (
     CALIBRATION,
     NO_RESULT,
@@ -115,9 +115,14 @@ class Reporter:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """xdist: the golden items each worker collected, for the partial-run check."""
-        for path, ids in (getattr(node, "workeroutput", {}) or {}).get(EXPECTED_KEY, {}).items():
+        """xdist: the golden items each worker collected, for the partial-run check, and the
+        usage errors it found (a bad marker: found where items are collected)."""
+        output = getattr(node, "workeroutput", {}) or {}
+        for path, ids in output.get(EXPECTED_KEY, {}).items():
             self.state.expected.setdefault(Path(path), set()).update(ids)
+        for message in output.get(USAGE_KEY, []):
+            if message not in self.state.usage:
+                self.state.usage.append(message)
 
     def results(self, nodeids: set[str] | None = None) -> list[EvaluationResult]:
         """Every evaluation of the session (or of the items ``nodeids``), in declaration
@@ -197,6 +202,11 @@ class Reporter:
         if self.config.option.collectonly:
             return
         self._stopped_early(session)
+        if self.state.usage and session.exitstatus in (
+            pytest.ExitCode.OK,
+            pytest.ExitCode.NO_TESTS_COLLECTED,  # xdist workers ran nothing, as without -n
+        ):
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if self._nothing_to_say():
             return  # nothing of ours ran (e.g. only unit tests were selected)
         settings = self.state.settings
@@ -221,13 +231,13 @@ class Reporter:
         if not why or not unrun or self.stopped():
             return
         shown = ", ".join(unrun[:3]) + (", ..." if len(unrun) > 3 else "")
-        self.reasons.append(
-            Reason(
-                NO_RESULT,
-                f"{_count(len(unrun), 'golden-set evaluation')} did not run ({shown}): the "
-                f"session stopped early ({why})",
-            )
+        reason = Reason(
+            NO_RESULT,
+            f"{_count(len(unrun), 'golden-set evaluation')} did not run ({shown}): the "
+            f"session stopped early ({why})",
         )
+        self.reasons.append(reason)
+        self.notes.append(f"{reason.kind}: {reason.message}")  # the summary lists it
 
     def _junit_properties(self, verdict: Verdict) -> None:
         """The session's verdict as JUnit testsuite properties (``--junitxml``), so a reason

@@ -97,6 +97,10 @@ def merge(*layers: Iterable[Threshold]) -> list[Threshold]:
     return list(merged.values())
 
 
+#: fewest sampled queries (in the sample, or in a tag of it) that can fail a threshold
+MIN_SAMPLED = 30
+
+
 def check(
     thresholds: Iterable[Threshold],
     values: Mapping[str, float],
@@ -105,11 +109,13 @@ def check(
     tag_intervals: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
     *,
     sample: bool = False,
+    sizes: Mapping[str, int] | None = None,
 ) -> list[GateOutcome]:
     """Compare each threshold with the aggregate (or per-tag) value; NaN never passes. On a
     ``sample``, a threshold its 95% interval reaches passes: only an upper bound below it
     shows that the full set fails (the point estimate alone would fail where the gate of
-    the full run passes)."""
+    the full run passes); and below MIN_SAMPLED queries (``sizes``: per tag, "" for all)
+    nothing can show it (a bootstrap of three values is no interval)."""
     outcomes = []
     for threshold in thresholds:
         name = threshold.metric.name
@@ -124,7 +130,8 @@ def check(
                 )
             value = tag_values[threshold.tag][name]
             ci = (tag_intervals or {}).get(threshold.tag, {}).get(name)
-        reached = sample and ci is not None and ci[1] >= threshold.minimum
+        small = (sizes or {}).get(threshold.tag or "", MIN_SAMPLED) < MIN_SAMPLED
+        reached = sample and (small or (ci is not None and ci[1] >= threshold.minimum))
         passed = not math.isnan(value) and (value >= threshold.minimum or reached)
         outcomes.append(GateOutcome(threshold, value, ci, passed))
     return outcomes
@@ -266,6 +273,7 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
             result.ci,
             tag_intervals(result) if sample else None,
             sample=sample,
+            sizes={"": len(result.queries), **result.tag_counts},
         )
     )
     reasons: list[Reason] = []
@@ -275,7 +283,15 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
         scope = f" on tag {t.tag!r}" if t.tag else ""
         of = f"on a sample of {len(result.queries)} of {result.sampled_from} queries"
         if outcome.passed:
-            if outcome.value < t.minimum:  # a sample's estimate, within its interval's reach
+            sampled = result.tag_counts.get(t.tag, 0) if t.tag else len(result.queries)
+            if outcome.value < t.minimum and sampled < MIN_SAMPLED:
+                why = (
+                    f"{t.metric.name}{scope} = {outcome.value:.4f} is below {t.minimum:g} {of}, "
+                    f"but {sampled} sampled queries{scope} (fewer than {MIN_SAMPLED}) cannot "
+                    f"show that the full set fails (threshold from {t.source})"
+                )
+                warnings.append(Reason(THRESHOLD, why, t.key))
+            elif outcome.value < t.minimum:  # a sample's estimate, within its interval's reach
                 high = outcome.ci[1] if outcome.ci else math.nan
                 why = (
                     f"{t.metric.name}{scope} = {outcome.value:.4f} is below {t.minimum:g} {of}, "

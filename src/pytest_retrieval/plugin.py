@@ -38,6 +38,7 @@ from .session import (
     EXPECTED_KEY,
     MARKER,
     STATE,
+    USAGE_KEY,
     SessionState,
     as_test_failure,
     check_compare_to,
@@ -244,10 +245,16 @@ def pytest_collection_modifyitems(
     partial for a set when one of them then does not run), check retrieval markers, and
     with --retrieval-only deselect everything else."""
     state = config.stash[STATE]
+    worker = is_worker(config)
     for index, item in enumerate(items):
         state.order[item.nodeid] = index  # declaration order: the A/B reference is the first
         if isinstance(item.parent, GoldenModule):
             state.expected.setdefault(item.parent.golden_path, set()).add(item.nodeid)
+        elif worker:  # a usage error raised on an xdist worker crashes it: the controller says
+            try:
+                check_item_marker(item, state)
+            except ConfigError as exc:
+                state.usage.append(str(exc))
         else:
             with usage_errors(state):
                 check_item_marker(item, state)
@@ -261,10 +268,14 @@ def pytest_collection_modifyitems(
                     if isinstance(item.parent, GoldenModule) and hasattr(item, "callspec")
                 },
             )
-    if is_worker(config):  # the controller decides partial runs from what workers collected
+    if worker:  # the controller decides partial runs from what workers collected
         config.workeroutput[EXPECTED_KEY] = {  # type: ignore[attr-defined]
             str(path): sorted(ids) for path, ids in state.expected.items()
         }
+        config.workeroutput[USAGE_KEY] = list(state.usage)  # type: ignore[attr-defined]
+        if state.usage:  # as without -n, a usage error runs nothing (every worker sees it)
+            config.hook.pytest_deselected(items=list(items))
+            items[:] = []
     if state.settings.only:
         others = [item for item in items if not isinstance(item.parent, GoldenModule)]
         if others:

@@ -226,6 +226,8 @@ class QueryChange:
     moves: tuple[HitMove, ...] = ()
     #: the reference's ranking of this query (a baseline's: its stored top k)
     reference_ranked: tuple[str, ...] = ()
+    depth: int = 0  # how deep the reference's ranking is known (a baseline stores its top k)
+    asked: int = 0  # how deep this run retrieved: a rank of None means "below #asked"
 
     @property
     def delta(self) -> float:
@@ -262,6 +264,8 @@ class QueryChange:
             tags=tuple(data.get("tags", ())),
             moves=tuple(HitMove(**move) for move in data.get("moves", ())),
             reference_ranked=tuple(data.get("reference_ranked", ())),
+            depth=data.get("depth", 0),
+            asked=data.get("asked", 0),
         )
 
 
@@ -459,6 +463,11 @@ class EvaluationResult:
     @property
     def duplicates(self) -> int:
         return sum(q.duplicates for q in self.queries)
+
+    @property
+    def depth(self) -> int:
+        """How deep each query was retrieved: the deepest k of its metrics."""
+        return max([self.k, *(parse_metric(m).k for m in self.metrics)])
 
     @property
     def relevance_level(self) -> int:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 #: where a worker leaves the golden items it collected, for the controller (xdist)
 EXPECTED_KEY = "retrieval_expected"
+USAGE_KEY = "retrieval_usage"  # usage errors an xdist worker found, for the controller
 MARKER = "retrieval"
 MARKER_KEYS = {"golden", "thresholds", "metrics", "k", "max_drop", "gate"}
 

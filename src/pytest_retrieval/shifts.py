@@ -38,12 +38,13 @@ def query_shifts(
     references: Mapping[str, Reference],
     labels_now: Mapping[str, Sequence[int | None] | None],
     depth: int,
+    asked: int,
 ) -> QueryShifts:
     """How the queries ``ids`` moved on ``metric``, given their values in the reference
     (``before``) and now (``after``), as compared (judge metrics: on the slots graded in both).
 
     ``labels_now``: this run's judge labels by rank per query; ``depth``: how deep the
-    reference's rankings are known.
+    reference's rankings are known; ``asked``: how deep this run retrieved.
     """
     delta = np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64)
     valid = np.isfinite(delta)
@@ -60,6 +61,8 @@ def query_shifts(
             float(after[i]),
             references[ids[i]],
             labels_now.get(ids[i]),
+            depth,
+            asked,
         )
         for i in changed.tolist()
     ]
@@ -83,16 +86,20 @@ def _change(
     after: float,
     reference: Reference,
     labels_now: Sequence[int | None] | None,
+    depth: int,
+    asked: int,
 ) -> QueryChange:
     """One changed query with the documents that crossed the top-k cutoff (every relevant
     one, and the others the judge labelled in either run: their verdicts changed the judge
     metrics) and the relevant ones that moved within the top k; unlabelled, unjudged
-    newcomers are in the rankings themselves."""
+    newcomers are in the rankings themselves. A reference known less deep than k (a
+    baseline stores its top k) cannot tell that a document entered from below its depth:
+    only documents it ranked below k count as entering."""
     old_rank = {doc: rank for rank, doc in enumerate(reference.ranked, 1)}
     new_rank = {doc: rank for rank, doc in enumerate(query.returned, 1)}
     old_top, new_top = reference.ranked[:k], query.returned[:k]
     crossed = [d for d in old_top if new_rank.get(d, k + 1) > k]
-    crossed += [d for d in new_top if old_rank.get(d, k + 1) > k]
+    crossed += [d for d in new_top if old_rank.get(d, k + 1 if depth >= k else 0) > k]
     crossed += [  # relevant, in both top k, at another rank: why mrr or ndcg moved
         d
         for d in new_top
@@ -124,6 +131,8 @@ def _change(
         tags=query.tags,
         moves=tuple(moves),
         reference_ranked=tuple(reference.ranked),
+        depth=depth,
+        asked=asked,
     )
 
 

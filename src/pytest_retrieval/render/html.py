@@ -48,9 +48,11 @@ if TYPE_CHECKING:
 #: query rows listed on the whole page (shared by its evaluations, at least MIN_QUERY_ROWS
 #: each): beyond it, the most changed and the worst; the page must open in a browser
 MAX_QUERY_ROWS = 1000
-MIN_QUERY_ROWS = 200
+MIN_QUERY_ROWS = 20
+#: hits listed in an opened row: the golden set's k within these bounds (relevant ones
+#: further down are named under the table), so a k of 100 does not make the page 10x larger
 MIN_HITS_SHOWN = 10
-MAX_HITS_SHOWN = 100
+MAX_HITS_SHOWN = 20
 HIT_TEXT_SHOWN = 100  # characters of a hit's text in an opened row (the JSON report keeps 200)
 QUERY_SHOWN = 160  # characters of a query's text in the what-changed panel
 
@@ -134,13 +136,9 @@ HEAD_JS = "document.documentElement.classList.add('js');"
 JS = """
 (function () {
   var texts = JSON.parse(document.getElementById('hit-texts').textContent);
-  document.querySelectorAll('table.now tbody tr').forEach(function (row) {
-    var id = row.cells.length > 1 ? row.cells[1].textContent : '';
-    var text = Object.prototype.hasOwnProperty.call(texts, id) && texts[id];
-    if (text) {
-      var hit = document.createElement('div');
-      hit.className = 'hit'; hit.textContent = text; row.cells[1].appendChild(hit);
-    }
+  document.querySelectorAll('td[data-t]').forEach(function (cell) {
+    var hit = document.createElement('div');
+    hit.className = 'hit'; hit.textContent = texts[+cell.dataset.t]; cell.appendChild(hit);
   });
   function filter(box) {
     var needle = box.value.trim().toLowerCase();
@@ -226,12 +224,13 @@ def render_html(
         body.append(_overview(results))
     body += [_ab_section(group) for group in groups]
     cap = max(MIN_QUERY_ROWS, MAX_QUERY_ROWS // max(1, len(results)))  # rows per table
-    texts: dict[str, str] = {}  # doc id -> its text, once per page however often it is shown
+    texts: dict[str, int] = {}  # a hit's text -> its number: each text once per page
     body += [
         _section(index, result, baselines.get(index), compared[index], cap, texts)
         for index, result in enumerate(results)
     ]
-    shared = json.dumps(texts, ensure_ascii=False).replace("</", "<\\/")
+    # "<" escaped: no "</script" or "<!--" in a hit's text can end or bend the block
+    shared = json.dumps(list(texts), ensure_ascii=False).replace("<", "\\u003c")
     body.append(f'<script type="application/json" id="hit-texts">{shared}</script>')
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -556,7 +555,7 @@ def _section(
     entry: BaselineEntry | None,
     against: _Compared | None,
     cap: int,
-    texts: dict[str, str],
+    texts: dict[str, int],
 ) -> str:
     charts = []
     for family in ("recall", "ndcg"):
@@ -642,7 +641,7 @@ def _query_table(
     result: EvaluationResult,
     against: _Compared | None,
     cap: int,
-    texts: dict[str, str],
+    texts: dict[str, int],
 ) -> str:
     columns = _columns(result)
     table_id = f"queries-{index}"
@@ -663,12 +662,13 @@ def _query_table(
                     f'<td class="n{moved}">{delta(change, 4)}</td>'
                 )
         error = f" {_badge('fail', 'error')}" if query.error else ""
+        opened = _hits(query, result.k, result.depth, against, texts)
         width = 3 + len(columns) + 2 * len(compared)
         rows.append(
             f'<tr class="q" tabindex="0" aria-expanded="false"><td>{_e(query.id)}</td>'
             f'<td class="text">{_e(query.query)}{error}</td><td>{_e(", ".join(query.tags))}</td>'
             f'{cells}</tr><tr class="hits"><td colspan="{width}"><details><summary>ranked '
-            f"hits of {_e(query.id)}</summary>{_hits(query, result.k, against, texts)}</details>"
+            f"hits of {_e(query.id)}</summary>{opened}</details>"
             "</td></tr>"
         )
     total = len(result.queries)
@@ -738,11 +738,14 @@ def _golden(grade: int | None) -> tuple[bool, str]:
     return False, "not relevant (0)"
 
 
-def _hits(query: QueryResult, k: int, against: _Compared | None, texts: dict[str, str]) -> str:
+def _hits(
+    query: QueryResult, k: int, asked: int, against: _Compared | None, texts: dict[str, int]
+) -> str:
     """One query opened: how it changed, its ranked hits (golden grades, judge verdicts,
     downstream labels, the reference's rank of each), the reference's ranking beside them,
-    then the relevant documents further down or not retrieved at all. Hit texts go to
-    ``texts`` (the page holds each once; its script fills them in)."""
+    then the relevant documents further down or not retrieved at all (``asked``: how deep
+    the run retrieved). Hit texts are numbered in ``texts`` (the page holds each once; its
+    script fills them in)."""
     if query.error:
         return f'<p class="fail">retriever error: {_e(query.error)}</p>'
     depth = min(max(k, MIN_HITS_SHOWN), MAX_HITS_SHOWN)
@@ -757,11 +760,10 @@ def _hits(query: QueryResult, k: int, against: _Compared | None, texts: dict[str
     rows = []
     for rank, doc in enumerate(query.returned[:depth], 1):
         relevant, golden = _golden(query.relevant.get(doc))
-        row = f"<tr{' class=rel' if relevant else ''}><td>{rank}</td><td>{_e(doc)}"
         text = query.texts.get(doc)
-        if text:
-            texts.setdefault(doc, short(text, HIT_TEXT_SHOWN))
-        row += "</td>"
+        number = texts.setdefault(short(text, HIT_TEXT_SHOWN), len(texts)) if text else None
+        cell = "<td>" if number is None else f'<td data-t="{number}">'
+        row = f"<tr{' class=rel' if relevant else ''}><td>{rank}</td>{cell}{_e(doc)}</td>"
         if query.scores:
             score = query.scores.get(doc)
             row += f"<td>{'' if score is None else f'{score:.4g}'}</td>"
@@ -781,7 +783,7 @@ def _hits(query: QueryResult, k: int, against: _Compared | None, texts: dict[str
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     ]
     if against is not None and reference is not None:
-        tables.append(_reference_ranking(query, reference[:depth], against.label))
+        tables.append(_reference_ranking(query, reference[:depth], against.label, asked))
     lines = []
     changed = against.changes.get(query.id, {}) if against is not None else {}
     known = against.depth if against is not None else None
@@ -798,21 +800,22 @@ def _hits(query: QueryResult, k: int, against: _Compared | None, texts: dict[str
     if deeper:
         tail.append("relevant further down: " + ", ".join(f"{_e(d)} #{r}" for d, r in deeper))
     if query.missed:
-        tail.append("relevant, not retrieved: " + ", ".join(_e(doc) for doc in query.missed))
+        where = f"not in the {len(query.returned)} hits retrieved"
+        tail.append(f"relevant, {where}: " + ", ".join(_e(doc) for doc in query.missed))
     more = "".join(f'<p class="muted">{line}</p>' for line in tail)
     return "".join(lines) + f'<div class="rankings">{"".join(tables)}</div>' + more
 
 
-def _reference_ranking(query: QueryResult, reference: Sequence[str], label: str) -> str:
+def _reference_ranking(query: QueryResult, reference: Sequence[str], label: str, asked: int) -> str:
     """The reference's ranking of ``query`` (a baseline's stored top k), each document's
-    golden grade and its rank in this run."""
+    golden grade and its rank in this run (retrieved ``asked`` deep)."""
     now = {doc: rank for rank, doc in enumerate(query.returned, 1)}
     rows = []
     for rank, doc in enumerate(reference, 1):
         relevant, golden = _golden(query.relevant.get(doc))
         rows.append(
             f"<tr{' class=rel' if relevant else ''}><td>{rank}</td><td>{_e(doc)}</td>"
-            f"<td>{golden}</td><td>{rank_text(now.get(doc))}</td></tr>"
+            f"<td>{golden}</td><td>{rank_text(now.get(doc), known=asked)}</td></tr>"
         )
     if not rows:
         rows.append('<tr><td colspan="4" class="muted">nothing came back</td></tr>')

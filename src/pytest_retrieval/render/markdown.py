@@ -403,7 +403,10 @@ def _change_row(change: QueryChange, depth: int, judged: bool) -> list[Cell]:
     room, pieces = MOVES_SHOWN, []
     for label, moves in kinds:
         if moves and room > 0:
-            pieces.append(f"{label}: " + "; ".join(move_text(m, depth) for m in moves[:room]))
+            pieces.append(
+                f"{label}: "
+                + "; ".join(move_text(m, change.depth or depth, change.asked) for m in moves[:room])
+            )
         room -= len(moves)
     moved = " · ".join(pieces) + (f" · +{-room} more" if room < 0 else "")
     status = "fail" if change.delta < 0 else "pass"

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..metrics import parse_metric
 from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, THRESHOLD, Reason, Verdict
 from .text import ci, command, delta, metric_value, num, p_value, short
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
         MetricChange,
         QueryChange,
         QueryResult,
+        QueryShifts,
     )
 
 #: a status tag for a cell part or a note: "" plain, "code", "pass", "fail", "warn"
@@ -61,6 +63,18 @@ def label_problems(verdict: Verdict) -> list[Reason]:
     return [r for r in verdict.reasons if r.kind in (JUDGE_COVERAGE, DOWNSTREAM_LABELS)]
 
 
+def depth_note(shift: QueryShifts) -> str | None:
+    """When the reference's ranking is known less deep than the metric's k (a baseline
+    stores its top k; a deeper metric gated since): which moves cannot be told."""
+    k = parse_metric(shift.metric).k
+    if not shift.depth or shift.depth >= k:
+        return None
+    return (
+        f"the reference's ranking is known to #{shift.depth} only: documents that entered "
+        f"the top {k} of {shift.metric} from below #{shift.depth} cannot be told apart"
+    )
+
+
 def shift_counts(comparison: Comparison) -> list[list[str]]:
     """metric | worse | better | unchanged: how the shared queries moved on each gated
     metric (queries without a value in one run are counted apart)."""
@@ -72,17 +86,18 @@ def shift_counts(comparison: Comparison) -> list[list[str]]:
 
 
 def rank_text(rank: int | None, *, known: int | None = None) -> str:
-    """``#3``; None is "not retrieved", or for a reference known only ``known`` deep (a
-    baseline stores its top k) "not in its top N"."""
+    """``#3``; None is "below #N" for a ranking known ``known`` deep (a run retrieves its
+    deepest metric's k, a baseline stores its top k), else "not retrieved"."""
     if rank is not None:
         return f"#{rank}"
-    return f"not in its top {known}" if known else "not retrieved"
+    return f"below #{known}" if known else "not retrieved"
 
 
-def move_text(move: HitMove, depth: int | None = None) -> str:
-    """``d12 #2 → #14`` (``depth``: how deep the reference's ranking is known), with the
-    judge's labels when either run has one."""
-    text = f"{move.doc} {rank_text(move.before, known=depth)} → {rank_text(move.after)}"
+def move_text(move: HitMove, depth: int | None = None, asked: int | None = None) -> str:
+    """``d12 #2 → #14`` (``depth``: how deep the reference's ranking is known; ``asked``:
+    how deep this run retrieved), with the judge's labels when either run has one."""
+    before = rank_text(move.before, known=depth)
+    text = f"{move.doc} {before} → {rank_text(move.after, known=asked)}"
     if move.grade is not None and move.grade > 1:
         text += f" (grade {move.grade})"
     if move.judge_before is not None or move.judge_after is not None:
@@ -109,7 +124,7 @@ def move_lines(change: QueryChange, depth: int | None = None) -> list[str]:
         ("judged hits that moved", others),
     )
     return [
-        f"{what}: " + "; ".join(move_text(m, depth) for m in moves)
+        f"{what}: " + "; ".join(move_text(m, change.depth or depth, change.asked) for m in moves)
         for what, moves in kinds
         if moves
     ]

@@ -16,6 +16,7 @@ from .rows import (
     WORST_QUERIES,
     change_heading,
     changed_lists,
+    depth_note,
     judge_bill,
     label_problems,
     move_lines,
@@ -192,6 +193,9 @@ def changed_lines(comparison: Comparison, shown: int) -> list[str]:
             f"(the {most} most changed{above}){':' if found.shown else ''}"
         )
         depth = comparison.shifts[found.metric].depth
+        note = depth_note(comparison.shifts[found.metric])
+        if note and found.shown:
+            lines.append(f"      ({note})")
         for change, others in found.shown:
             lines.append(f"      {change_heading(change, others)}")
             lines.extend(f"        {line}" for line in move_lines(change, depth))
@@ -346,7 +350,10 @@ def failure_text(result: EvaluationResult, *, verbose: bool = False) -> str:
     verdict = result.verdict
     only_regressed = all(reason.kind == REGRESSION for reason in verdict.reasons)
     what = "retrieval regression" if only_regressed else "retrieval gate failed"
-    reasons = [f"{reason.kind}: {reason.message}" for reason in verdict.reasons]
+    reasons = [  # "retrieval regression: regression: ..." says it twice
+        reason.message if only_regressed else f"{reason.kind}: {reason.message}"
+        for reason in verdict.reasons
+    ]
     more = f" (+{len(reasons) - 1} more below)" if len(reasons) > 1 else ""
     lines = [f"{what}: {reasons[0]}{more}" if reasons else what]
     lines += [f"  {reason}" for reason in reasons[1:]]
