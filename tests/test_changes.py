@@ -3,6 +3,7 @@ relevant documents went, whatever the aggregate verdict says."""
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import sys
@@ -256,8 +257,8 @@ def test_moves_never_claim_more_than_the_rankings_show() -> None:
     assert [(m.doc, m.before, m.after) for m in change.moves] == [("a", 1, None)]
     assert move_lines(change) == ["left the top 5: a #1 → below #5"]
     assert depth_note(shift) == (
-        "the reference's ranking is known to #2 only: documents that entered the top 5 of "
-        "recall@5 from below #2 cannot be told apart"
+        "the reference's ranking is known to #2 only: a document below #2 in it that entered "
+        "or left the top 5 of recall@5 cannot be shown"
     )
 
 
@@ -288,3 +289,35 @@ def test_show_ranks_an_ab_retriever_against_its_reference(pytester: pytest.Pytes
     out = shown.stdout.str()
     assert "q4" in out and "q9" not in out  # q4 dropped; q9 is lowest in both runs
     assert "left the top 5: rq4 #1 → below #5" in out
+
+
+def test_every_output_says_when_the_baseline_is_known_less_deep_than_the_gate(
+    pytester: pytest.Pytester,
+) -> None:
+    """Re-review of issue 12: the note that a baseline stores its top k only (so moves from
+    below it cannot be shown) reached the terminal alone."""
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "golden.json").write_text(json.dumps(golden()))  # k = 5: stored top 5
+    write_plan(pytester, {f"q{i}": 1 for i in range(20)})
+    deeper = ("--retrieval-metric", "recall@10", "--retrieval-gate", "recall@10")
+    pytester.runpytest("--retrieval-golden", "golden.json", *deeper, "--retrieval-update-baseline")
+    write_plan(pytester, {f"q{i}": 1 for i in range(20)} | {"q2": None})
+    result = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        *deeper,
+        "--retrieval-report",
+        "r.json",
+        "--retrieval-markdown",
+        "r.md",
+        "--retrieval-html",
+        "r.html",
+    )
+    note = "the reference's ranking is known to #5 only"
+    result.stdout.fnmatch_lines([f"*({note}: a document below #5 in it*"])
+    assert "ranking is known to \\#\u20605 only" in (pytester.path / "r.md").read_text()
+    assert note in html.unescape((pytester.path / "r.html").read_text())
+    shown = pytester.run(
+        sys.executable, "-m", "pytest_retrieval", "show", "r.json", "--query", "q2"
+    )
+    assert note in shown.stdout.str()

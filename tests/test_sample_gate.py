@@ -218,3 +218,33 @@ def test_a_tiny_sample_never_fails_a_threshold(pytester: pytest.Pytester) -> Non
     assert (
         "3 sampled queries (fewer than 30) cannot show that the full set fails" in (note["message"])
     )
+
+
+def test_a_sample_that_drew_none_of_a_tag_does_not_fail(pytester: pytest.Pytester) -> None:
+    """Re-review of issue 12: a tag threshold whose tag the sample did not draw was a usage
+    error ("no query has the tag"), exit 4, though the full set has it."""
+    pytester.makeconftest(RETRIEVER)
+    data = golden(range(QUERIES))
+    data["queries"][7]["tags"].append("rare")  # one query of 225: a sample of 3 misses it
+    write_golden(pytester, data)
+    result = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-sample",
+        "3",
+        "--retrieval-threshold",
+        "recall@3[rare]=0.5",
+        "--retrieval-report",
+        "r.json",
+    )
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    evaluation = report(pytester, "r.json")["evaluations"][0]
+    [warning] = [w for w in evaluation["verdict"]["warnings"] if w["kind"] == "threshold"]
+    assert warning["message"].startswith(
+        "recall@3[rare] was not checked: no query on a sample of 3 of 225 queries has the "
+        "tag 'rare'"
+    )
+    typo = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-threshold", "recall@3[rarre]=0.5"
+    )
+    assert typo.ret == pytest.ExitCode.USAGE_ERROR  # the full run still catches a typo

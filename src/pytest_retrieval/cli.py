@@ -405,7 +405,8 @@ def _why_empty(data: dict[str, Any]) -> str:
         for r in (found if isinstance(found, list) else [])
         if isinstance(r, dict)
     ]
-    return "; ".join(reasons) or "its session ran none (no reason recorded)"
+    text = "; ".join(reasons) or "no reason recorded"
+    return "".join(c if c.isprintable() else " " for c in text)  # a file's text, not escapes
 
 
 def _read_report(path: Path, data: dict[str, Any] | None = None) -> list[EvaluationResult]:
@@ -812,7 +813,7 @@ def _query_lines(result: EvaluationResult, query: QueryResult, depth: int) -> li
     """id, text, tags, metrics (before → after where it changed), the ranked hits as a
     table, where the relevant documents went, and the relevant ones never retrieved."""
     from .metrics import parse_metric
-    from .render.rows import move_lines
+    from .render.rows import depth_note, move_lines
     from .render.text import delta, num, text_table
 
     comparison = result.comparison
@@ -847,6 +848,8 @@ def _query_lines(result: EvaluationResult, query: QueryResult, depth: int) -> li
         if parse_metric(name).k not in seen_k:  # mrr@10 and ndcg@10 moved the same docs
             seen_k.add(parse_metric(name).k)
             lines.extend(f"  {line}" for line in move_lines(change, known))
+            if comparison is not None and (note := depth_note(comparison.shifts[name])):
+                lines.append(f"  ({note})")
     deeper = [f"{d} #{r}" for d, r in query.found_ranks.items() if r > depth]
     if deeper:
         lines.append(f"  relevant below rank {depth}: {', '.join(deeper)}")

@@ -122,6 +122,9 @@ def check(
         if threshold.tag is None:
             value, ci = values[name], intervals.get(name)
         else:
+            if threshold.tag not in tag_values and sample:  # none of the tag was drawn
+                outcomes.append(GateOutcome(threshold, math.nan, None, True))
+                continue
             if threshold.tag not in tag_values:
                 known = ", ".join(sorted(tag_values)) or "none"
                 raise ThresholdError(
@@ -284,10 +287,20 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
         of = f"on a sample of {len(result.queries)} of {result.sampled_from} queries"
         if outcome.passed:
             sampled = result.tag_counts.get(t.tag, 0) if t.tag else len(result.queries)
-            if outcome.value < t.minimum and sampled < MIN_SAMPLED:
+            queries = "query" if sampled == 1 else "queries"
+            if math.isnan(outcome.value):  # a sample that drew none of the tag
+                warnings.append(
+                    Reason(
+                        THRESHOLD,
+                        f"{t.key} was not checked: no query {of} has the tag {t.tag!r} "
+                        f"(threshold from {t.source})",
+                        t.key,
+                    )
+                )
+            elif outcome.value < t.minimum and sampled < MIN_SAMPLED:
                 why = (
                     f"{t.metric.name}{scope} = {outcome.value:.4f} is below {t.minimum:g} {of}, "
-                    f"but {sampled} sampled queries{scope} (fewer than {MIN_SAMPLED}) cannot "
+                    f"but {sampled} sampled {queries}{scope} (fewer than {MIN_SAMPLED}) cannot "
                     f"show that the full set fails (threshold from {t.source})"
                 )
                 warnings.append(Reason(THRESHOLD, why, t.key))

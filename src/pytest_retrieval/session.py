@@ -210,9 +210,10 @@ def layered_thresholds(
 
 
 def check_tags(chosen: Iterable[Threshold], golden: GoldenSet, where: str) -> None:
-    """A threshold on a tag that no query of the golden set has can never be checked."""
+    """A threshold on a tag that no query of the golden set has can never be checked (a
+    sample may not have drawn a tag the full set has: its gate says so instead)."""
     tagged = [t for t in chosen if t.tag is not None]
-    if not tagged:
+    if not tagged or golden.sampled_from is not None:
         return
     tags = {tag for query in golden.queries for tag in query.tags}
     for threshold in tagged:

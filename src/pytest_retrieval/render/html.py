@@ -28,6 +28,7 @@ from .rows import (
     Cell,
     Note,
     ab_rows,
+    depth_note,
     metric_rows,
     move_lines,
     notes,
@@ -505,6 +506,7 @@ def _changed_block(index: int, result: EvaluationResult, against: _Compared) -> 
     ] or [Note("", f"no gated metric is significantly worse than {reference}")]
     moved = "".join(
         _moved(shift.metric, shift.worst(CHANGED_SHOWN), shift.best(CHANGED_SHOWN), against)
+        + _notes([Note("warn", note)] if (note := depth_note(shift)) else [])
         for shift in comparison.shifts.values()
     )
     return (

@@ -27,6 +27,7 @@ from .rows import (
     CHANGED_SHOWN,
     Cell,
     ab_rows,
+    depth_note,
     metric_rows,
     move_text,
     notes,
@@ -377,6 +378,9 @@ def _changed(comparison: Comparison, where: Where) -> Part:
                     f"{escape(where.data)})"
                 )
             shown += [title, ""]
+            note = depth_note(shift)
+            if note:
+                shown += [f"_{escape(note)}_", ""]
             if worse[:n] or better[:n]:
                 shown += [*head, *worse[:n], *better[:n], ""]
         return shown

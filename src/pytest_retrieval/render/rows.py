@@ -70,8 +70,9 @@ def depth_note(shift: QueryShifts) -> str | None:
     if not shift.depth or shift.depth >= k:
         return None
     return (
-        f"the reference's ranking is known to #{shift.depth} only: documents that entered "
-        f"the top {k} of {shift.metric} from below #{shift.depth} cannot be told apart"
+        f"the reference's ranking is known to #{shift.depth} only: a document below "
+        f"#{shift.depth} in it that entered or left the top {k} of {shift.metric} cannot be "
+        "shown"
     )
 
 
