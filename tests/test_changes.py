@@ -49,6 +49,16 @@ def golden() -> dict[str, object]:
     return {"name": "shifts", "k": 5, "queries": queries}
 
 
+def make_ab_project(pytester: pytest.Pytester) -> None:
+    """An A/B pair: "main" (the plan's rankings) and "pr", which returns nothing for q4."""
+    pytester.makeconftest(
+        CONFTEST.replace('scope="session")', 'scope="session", params=["main", "pr"])')
+        .replace("def retriever():", "def retriever(request):")
+        .replace("    return search", "    return search if request.param == 'main' else worse")
+        + "\ndef worse(query, k):\n    return [] if query.endswith('q4') else search(query, k)\n"
+    )
+
+
 def write_plan(pytester: pytest.Pytester, plan: dict[str, int | None]) -> None:
     (pytester.path / "plan.json").write_text(json.dumps(plan))
 
@@ -154,12 +164,7 @@ def test_judge_labels_of_moved_hits_are_kept_and_nan_is_not_counted() -> None:
 def test_an_ab_run_reports_each_retrievers_changed_queries(pytester: pytest.Pytester) -> None:
     """A/B: the JSON report holds each retriever's comparison with the reference, with its
     changed queries (before: A/B comparisons were in no JSON at all)."""
-    pytester.makeconftest(
-        CONFTEST.replace('scope="session")', 'scope="session", params=["main", "pr"])')
-        .replace("def retriever():", "def retriever(request):")
-        .replace("    return search", "    return search if request.param == 'main' else worse")
-        + "\ndef worse(query, k):\n    return [] if query.endswith('q4') else search(query, k)\n"
-    )
+    make_ab_project(pytester)
     (pytester.path / "golden.json").write_text(json.dumps(golden()))
     write_plan(pytester, {f"q{i}": 1 for i in range(20)})
     result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "r.json")
@@ -265,12 +270,7 @@ def test_moves_never_claim_more_than_the_rankings_show() -> None:
 def test_show_ranks_an_ab_retriever_against_its_reference(pytester: pytest.Pytester) -> None:
     """Review of issue 12: show read only baseline comparisons, so in an A/B report --worst
     gave the lowest values, not the largest drops against the reference, and no ranks."""
-    pytester.makeconftest(
-        CONFTEST.replace('scope="session")', 'scope="session", params=["main", "pr"])')
-        .replace("def retriever():", "def retriever(request):")
-        .replace("    return search", "    return search if request.param == 'main' else worse")
-        + "\ndef worse(query, k):\n    return [] if query.endswith('q4') else search(query, k)\n"
-    )
+    make_ab_project(pytester)
     (pytester.path / "golden.json").write_text(json.dumps(golden()))
     write_plan(pytester, {f"q{i}": 1 for i in range(20)} | {"q9": None})
     pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "r.json")

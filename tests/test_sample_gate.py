@@ -49,12 +49,14 @@ def report(pytester: pytest.Pytester, name: str) -> dict[str, Any]:
     return data
 
 
-def sample_run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+def sample_run(
+    pytester: pytest.Pytester, *args: str, size: int = 50
+) -> tuple[pytest.RunResult, dict[str, Any]]:
     result = pytester.runpytest(
         "--retrieval-golden",
         "golden.json",
         "--retrieval-sample",
-        "50",
+        str(size),
         "--retrieval-report",
         "r.json",
         *args,
@@ -200,17 +202,7 @@ def test_a_tiny_sample_never_fails_a_threshold(pytester: pytest.Pytester) -> Non
     tagged part of it) cannot show a failure, and the note says so."""
     pytester.makeconftest(RETRIEVER)
     (pytester.path / "golden.json").write_text(json.dumps(golden(range(QUERIES))))
-    result = pytester.runpytest(
-        "--retrieval-golden",
-        "golden.json",
-        "--retrieval-sample",
-        "3",
-        "--retrieval-threshold",
-        "recall@3=0.99",
-        "--retrieval-report",
-        "r.json",
-    )
-    evaluation = report(pytester, "r.json")["evaluations"][0]
+    result, evaluation = sample_run(pytester, "--retrieval-threshold", "recall@3=0.99", size=3)
     [outcome] = evaluation["thresholds"]
     assert outcome["value"] < 0.99 and outcome["passed"] is True, outcome
     assert result.ret == 0, result.stdout.str()
@@ -227,18 +219,8 @@ def test_a_sample_that_drew_none_of_a_tag_does_not_fail(pytester: pytest.Pyteste
     data = golden(range(QUERIES))
     data["queries"][7]["tags"].append("rare")  # one query of 225: a sample of 3 misses it
     write_golden(pytester, data)
-    result = pytester.runpytest(
-        "--retrieval-golden",
-        "golden.json",
-        "--retrieval-sample",
-        "3",
-        "--retrieval-threshold",
-        "recall@3[rare]=0.5",
-        "--retrieval-report",
-        "r.json",
-    )
+    result, evaluation = sample_run(pytester, "--retrieval-threshold", "recall@3[rare]=0.5", size=3)
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
-    evaluation = report(pytester, "r.json")["evaluations"][0]
     [warning] = [w for w in evaluation["verdict"]["warnings"] if w["kind"] == "threshold"]
     assert warning["message"].startswith(
         "recall@3[rare] was not checked: no query on a sample of 3 of 225 queries has the "
