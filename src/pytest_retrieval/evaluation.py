@@ -83,6 +83,103 @@ def with_metrics(result: EvaluationResult, names: Sequence[str]) -> EvaluationRe
     )
 
 
+class PartsMismatch(ValueError):
+    """Evaluations that are not disjoint parts of one evaluation (another golden set,
+    retriever, k, metric list or thresholds, or a query in two parts)."""
+
+
+def merge_parts(
+    parts: Sequence[EvaluationResult], order: Sequence[str] | None = None
+) -> EvaluationResult:
+    """One evaluation from evaluations of disjoint parts of one golden set (CI shards, xdist
+    workers): the queries joined -- in ``order`` (query ids, the golden set's order) when
+    given, else part after part -- and every number (means, CIs, per-tag, coverage) computed
+    again over the union, so the result is the one a single run would give. Judge and eRAG
+    summaries add up. No baseline comparison is carried over: attach one to the whole."""
+    if not parts:
+        raise PartsMismatch("no parts to merge")
+    first = parts[0]
+    for part in parts[1:]:
+        for what, mine, theirs in (
+            ("golden set", first.golden_name, part.golden_name),
+            ("golden fingerprint", first.fingerprint, part.fingerprint),
+            ("retriever", first.retriever_id, part.retriever_id),
+            ("k", first.k, part.k),
+            ("metrics", sorted(first.metrics), sorted(part.metrics)),
+            ("thresholds", first.thresholds, part.thresholds),
+            ("relevance level", first.relevance_level, part.relevance_level),
+        ):
+            if mine != theirs:
+                raise PartsMismatch(f"parts differ in {what}: {mine!r} vs {theirs!r}")
+    queries = [q for part in parts for q in part.queries]
+    seen: dict[str, int] = {}
+    for q in queries:
+        seen[q.id] = seen.get(q.id, 0) + 1
+    twice = [qid for qid, n in seen.items() if n > 1]
+    if twice:
+        raise PartsMismatch(f"query {twice[0]!r} is in more than one part ({len(twice)} such)")
+    if order is not None:
+        position = {qid: i for i, qid in enumerate(order)}
+        queries.sort(key=lambda q: position.get(q.id, len(position)))
+    merged = _aggregate(
+        name=first.golden_name,
+        source=first.golden_source,
+        fingerprint=first.fingerprint,
+        retriever_id=first.retriever_id,
+        k=first.k,
+        base=queries,
+        runs=[q.returned for q in queries],
+        qrels=[q.relevant for q in queries],
+        wanted=list(first.metrics),
+        thresholds=first.thresholds,
+        relevance_level=first.relevance_level,
+    )
+    tracebacks: dict[str, str] = {}
+    for part in parts:
+        for key, text in part.tracebacks.items():
+            tracebacks.setdefault(key, text)
+    return gate.decide(
+        replace(
+            merged,
+            gated=tuple(dict.fromkeys(m for part in parts for m in part.gated)),
+            judge=_add_summaries([p.judge for p in parts]),
+            erag=_add_summaries([p.erag for p in parts]),
+            sampled_from=first.sampled_from,
+            tracebacks=tracebacks,
+        )
+    )
+
+
+def _add_summaries(summaries: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Run summaries (judge, eRAG) of parts as one: counters and cause tallies added, the
+    rest (settings, model) from the first; shares (coverage, agreement) weighted again."""
+    present = [s for s in summaries if s is not None]
+    if not present:
+        return None
+    total = dict(present[0])
+    for summary in present[1:]:
+        for key, value in summary.items():
+            old = total.get(key)
+            if key == "causes" and isinstance(value, Mapping):
+                causes = dict(old or {})
+                for cause, n in value.items():
+                    causes[cause] = causes.get(cause, 0) + n
+                total[key] = causes
+            elif (
+                isinstance(value, int | float)
+                and isinstance(old, int | float)
+                and not isinstance(value, bool)
+                and key not in _NOT_COUNTERS
+                and key != "coverage"
+            ):
+                total[key] = old + value
+            elif key not in total:
+                total[key] = value
+    if "pairs" in total and "graded" in total:
+        total["coverage"] = total["graded"] / total["pairs"] if total["pairs"] else 1.0
+    return total
+
+
 def metric_names(
     golden: GoldenSet, k: int, extra: Iterable[str], thresholds: Iterable[Threshold]
 ) -> list[str]:
@@ -110,8 +207,12 @@ def evaluate(
     downstream: DownstreamRunner | None = None,
     doc_id_key: str | None = None,
     gated: Iterable[str] | None = None,
+    runs: Sequence[QueryRun] | None = None,
 ) -> EvaluationResult:
     """Run ``retriever(query, k, **params)`` over the golden set and score it.
+
+    With ``runs`` (one :class:`QueryRun` per golden query, in golden order: a precomputed
+    run file) the retriever is not called (pass None) and the rest is the same.
 
     ``thresholds`` default to the golden file's; metrics default to the golden file's list or
     recall/precision/hit_rate/mrr/ndcg/map at its k. With a ``judge`` (see
@@ -151,16 +252,19 @@ def evaluate(
     wanted = metric_names(golden_set, cutoff, [*defaults, *metrics], chosen)
     _check_labels(golden_set, wanted, judge, downstream)
     depth = max([cutoff, *(_check_name(name).k for name in wanted)])
-    retriever = adapt(retriever, doc_id_key=doc_id_key)  # LangChain, LlamaIndex, Haystack
-    with frozen_heap():
-        runs = run_retriever(
-            retriever,
-            golden_set.queries,
-            depth,
-            concurrency=concurrency,
-            timeout=timeout,
-            progress=progress,
-        )
+    if runs is None:
+        retriever = adapt(retriever, doc_id_key=doc_id_key)  # LangChain, LlamaIndex, Haystack
+        with frozen_heap():
+            runs = run_retriever(
+                retriever,
+                golden_set.queries,
+                depth,
+                concurrency=concurrency,
+                timeout=timeout,
+                progress=progress,
+            )
+    elif len(runs) != len(golden_set.queries):
+        raise ValueError(f"{len(runs)} runs for {len(golden_set.queries)} golden queries")
     label_depth = {
         source: max(
             (m.k for m in map(kernels.parse_metric, wanted) if m.labels in kinds), default=0
