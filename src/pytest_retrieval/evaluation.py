@@ -191,7 +191,7 @@ def metric_names(
 
 
 def evaluate(
-    retriever: Retriever,
+    retriever: Retriever | None,
     golden: GoldenSet | str | Path,
     *,
     metrics: Iterable[str] = (),
@@ -253,6 +253,8 @@ def evaluate(
     _check_labels(golden_set, wanted, judge, downstream)
     depth = max([cutoff, *(_check_name(name).k for name in wanted)])
     if runs is None:
+        if retriever is None:
+            raise TypeError("evaluate() needs a retriever, or runs=")
         retriever = adapt(retriever, doc_id_key=doc_id_key)  # LangChain, LlamaIndex, Haystack
         with frozen_heap():
             runs = run_retriever(
