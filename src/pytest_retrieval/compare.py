@@ -27,8 +27,10 @@ from .metrics import (
     DEFINITIONS_VERSION,
     JUDGE_METRICS_VERSION,
     JUDGED,
+    FloatArray,
     Metric,
     SlotMatrix,
+    compute,
     parse_metric,
     slot_values,
 )
@@ -469,32 +471,46 @@ def power_table(
         return {}
     n = len(result.queries) if result.comparison is None else result.comparison.n_common
     relevant = {q.id: q.relevant for q in result.queries}
+    golden_ks = sorted({m.k for m in map(parse_metric, result.gated) if m.labels == "golden"})
     table = {}
+    counted: dict[str, dict[int, FloatArray]] = {}  # "baseline"/"run" -> k -> hits per query
     for metric in result.gated:
         k = parse_metric(metric).k
         if entry is not None and all(metric in q.metrics for q in entry.queries.values()):
+            source = "baseline"
             ids = list(entry.queries)
             values = np.array([entry.queries[q].metrics[metric] for q in ids])
             ranked = [entry.queries[q].ranked for q in ids]
             reference = entry.metrics.get(metric, result.metrics[metric])
         else:
+            source = "run"
             ids = [q.id for q in result.queries]
             values = np.array([q.metrics[metric] for q in result.queries])
             ranked = [q.returned for q in result.queries]
             reference = result.metrics[metric]
         hits = None
         if parse_metric(metric).labels == "golden":  # relevant docs in each top k
-            hits = np.array(
-                [
-                    sum(1 for d in docs[:k] if relevant.get(q, {}).get(d, 0) > 0)
-                    for q, docs in zip(ids, ranked, strict=True)
-                ]
-            )
+            if source not in counted:  # every k from one pass over the rankings
+                qrels = [relevant.get(q) or {"": 1} for q in ids]
+                counted[source] = _relevant_hits(ranked, qrels, golden_ks, source == "run")
+            hits = counted[source][k]
         allowance = allowances.get(metric) or default_allowance(metric)
         drop = detectable_drop(values, n, alpha, len(result.gated), hits=hits)
         if math.isfinite(drop):
             table[metric] = (drop, allowance.allowed(reference))
     return table
+
+
+def _relevant_hits(
+    ranked: Sequence[Sequence[str]],
+    qrels: Sequence[Mapping[str, int]],
+    ks: Sequence[int],
+    unique: bool,
+) -> dict[int, FloatArray]:
+    """Relevant docs in each top k, by the metric kernels (precision@k times k); ``unique``:
+    the rankings repeat no id (this run's: deduplicated when the retriever returned them)."""
+    values = compute([Metric("precision", k) for k in ks], ranked, qrels, unique=unique)
+    return {k: np.rint(values[f"precision@{k}"] * k) for k in ks}
 
 
 def entry_from_result(

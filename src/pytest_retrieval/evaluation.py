@@ -64,8 +64,6 @@ def with_metrics(result: EvaluationResult, names: Sequence[str]) -> EvaluationRe
         retriever_id=result.retriever_id,
         k=result.k,
         base=result.queries,
-        runs=[q.returned for q in result.queries],
-        qrels=[q.relevant for q in result.queries],
         wanted=wanted,
         thresholds=result.thresholds,
         relevance_level=result.relevance_level,
@@ -128,8 +126,6 @@ def merge_parts(
         retriever_id=first.retriever_id,
         k=first.k,
         base=queries,
-        runs=[q.returned for q in queries],
-        qrels=[q.relevant for q in queries],
         wanted=list(first.metrics),
         thresholds=first.thresholds,
         relevance_level=first.relevance_level,
@@ -451,8 +447,9 @@ def _score(
     downstream: Sequence[dict[str, float]],
     level: int,
 ) -> EvaluationResult:
+    fingerprints = golden_set.query_fingerprints
     base = [
-        QueryResult(
+        QueryResult.build(
             id=q.id,
             query=q.query,
             tags=q.tags,
@@ -462,12 +459,12 @@ def _score(
             latency_ms=run.latency * 1000.0,
             error=run.error,
             duplicates=run.duplicates,
-            fingerprint=golden_set.query_fingerprints[q.id],
+            fingerprint=fingerprints[q.id],
             judgments=verdicts,
             downstream=labels,
             criteria=q.criteria,
-            texts=_texts(run),
-            scores={d: run.scores[d] for d in run.ids[:HIT_DETAIL] if d in run.scores},
+            texts=_texts(run) if run.texts else {},
+            scores=_scores(run) if run.scores else {},
         )
         for q, run, verdicts, labels in zip(
             golden_set.queries, runs, judgments, downstream, strict=True
@@ -480,17 +477,20 @@ def _score(
         retriever_id=retriever_id,
         k=cutoff,
         base=base,
-        runs=[run.ids for run in runs],
-        qrels=[q.relevant for q in golden_set.queries],
         wanted=wanted,
         thresholds=chosen,
         relevance_level=level,
+        fresh=True,
     )
     tracebacks: dict[str, str] = {}
     for run in runs:
         if run.error is not None and run.traceback is not None:
             tracebacks.setdefault(error_key(run.error), run.traceback)
     return replace(result, sampled_from=golden_set.sampled_from, tracebacks=tracebacks)
+
+
+def _scores(run: QueryRun) -> dict[str, float]:
+    return {d: run.scores[d] for d in run.ids[:HIT_DETAIL] if d in run.scores}
 
 
 def _check_name(name: str) -> kernels.Metric:
@@ -508,22 +508,28 @@ def _aggregate(
     retriever_id: str,
     k: int,
     base: Sequence[QueryResult],
-    runs: Sequence[Sequence[str]],
-    qrels: Sequence[Mapping[str, int]],
     wanted: Sequence[str],
     thresholds: Sequence[Threshold],
     relevance_level: int = kernels.DEFAULT_RELEVANCE_LEVEL,
+    fresh: bool = False,
 ) -> EvaluationResult:
+    """Every metric of every query of ``base`` (their rankings and labels), then the means,
+    intervals, per-tag means and latencies: column by column, one array per metric.
+    ``fresh``: ``base`` was built for this call and gets its values in place (no copies)."""
     parsed = [kernels.parse_metric(metric) for metric in wanted]
     judged = [m for m in parsed if m.labels in kernels.JUDGED]
     others = [m for m in parsed if m.labels not in kernels.JUDGED]
-    open_rows = np.array([not qrel for qrel in qrels], dtype=bool)
+    runs = [q.returned for q in base]
+    open_rows = np.fromiter((not q.relevant for q in base), dtype=bool, count=len(base))
     with np.errstate(invalid="ignore", divide="ignore"):
         found = kernels.compute(
             others,
             runs,
-            [qrel or {"": 1} for qrel in qrels],  # open queries: masked out just below
-            {"downstream": [dict(q.downstream) for q in base]},
+            [q.relevant or {"": 1} for q in base],  # open queries: masked out just below
+            {"downstream": [q.downstream for q in base]} if any(
+                m.labels != "golden" for m in others
+            ) else None,
+            unique=True,  # every ranking is deduplicated (normalize_hits, stored reports)
         )
     coverage: dict[str, tuple[int, int]] = {}
     graded: dict[str, np.ndarray] = {}
@@ -540,11 +546,12 @@ def _aggregate(
                 coverage[m.name] = (int(graded[m.name].sum()), m.k * len(base))
     per_query = {m.name: found[m.name] for m in parsed}
     human = {m.name for m in parsed if m.labels == "golden"}
-    if open_rows.any():
+    has_open = bool(open_rows.any())
+    if has_open:
         for metric in human:
             per_query[metric][open_rows] = np.nan
     intervals, method = stats.bootstrap_ci(
-        {m: v[~open_rows] for m, v in per_query.items() if m in human}
+        {m: v[~open_rows] if has_open else v for m, v in per_query.items() if m in human}
     )
     for m in parsed:  # the others, over the queries that have a value (none: no interval)
         values = per_query[m.name]
@@ -555,20 +562,28 @@ def _aggregate(
             counted = graded[m.name][np.isfinite(values)]
             on_topic = float(np.rint(defined * counted).sum())
             intervals[m.name] = stats.wilson_interval(on_topic, float(counted.sum()))
-    columns = [(metric, values.tolist()) for metric, values in per_query.items()]
-    queries = [
-        replace(q, metrics={metric: column[i] for metric, column in columns})
-        for i, q in enumerate(base)
-    ]
+    names = list(per_query)
+    rows = zip(*(column.tolist() for column in per_query.values()), strict=True)
+    if fresh:
+        queries = list(base)
+        for query, row in zip(queries, rows, strict=True):
+            query.__dict__["metrics"] = dict(zip(names, row, strict=True))
+    else:
+        queries = [
+            q.with_metrics(dict(zip(names, row, strict=True)))
+            for q, row in zip(base, rows, strict=True)
+        ]
     by_tag: dict[str, list[int]] = {}
     for i, q in enumerate(base):
         for tag in q.tags:
             by_tag.setdefault(tag, []).append(i)
     per_tag = {
-        tag: {metric: _mean(values[rows]) for metric, values in per_query.items()}
-        for tag, rows in sorted(by_tag.items())
+        tag: {metric: _mean(values[rows_of]) for metric, values in per_query.items()}
+        for tag, rows_of in sorted(by_tag.items())
     }
-    latencies = np.array([q.latency_ms for q in base if q.error is None], dtype=np.float64)
+    latencies = np.fromiter(
+        (q.latency_ms for q in base if q.error is None), dtype=np.float64
+    )
     return EvaluationResult(
         golden_name=name,
         golden_source=source,
@@ -579,7 +594,7 @@ def _aggregate(
         ci=intervals,
         ci_method=method,
         per_tag=per_tag,
-        tag_counts={tag: len(rows) for tag, rows in sorted(by_tag.items())},
+        tag_counts={tag: len(rows_of) for tag, rows_of in sorted(by_tag.items())},
         queries=queries,
         latency_p50_ms=stats.percentile(latencies, 50),
         latency_p95_ms=stats.percentile(latencies, 95),

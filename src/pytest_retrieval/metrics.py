@@ -168,18 +168,46 @@ def parse_metric(name: str) -> Metric:
     return Metric(family, k)
 
 
-@dataclass(frozen=True)
 class GradeMatrix:
     """The ranked lists of a run expressed as grades, ready for every kernel.
 
     The kernels work on the cells with a grade > 0 only (a handful per row: the relevant docs
     that were retrieved), extracted once per matrix and shared by every metric and cutoff.
+    :func:`grade_matrix` builds the cells directly; the dense ``(n, K)`` matrices (8 bytes a
+    cell: 80 MB at 100,000 queries x 100) are made only when asked for.
     """
 
-    grades: FloatArray  # (n, K) grade at each rank, 0 past the end of the list
-    ideal: FloatArray  # (n, K) judged grades sorted descending, 0-padded
-    n_relevant: FloatArray  # (n,) number of docs with grade >= 1
-    depth: int  # K
+    def __init__(
+        self,
+        grades: FloatArray | None,
+        ideal: FloatArray | None,
+        n_relevant: FloatArray,
+        depth: int,
+    ) -> None:
+        #: ``grades`` (n, K): grade at each rank, 0 past the end of the list; ``ideal`` (n, K):
+        #: judged grades sorted descending, 0-padded; ``n_relevant`` (n,): docs with grade >= 1
+        self.n_relevant = n_relevant
+        self.depth = depth
+        if grades is not None:
+            self.__dict__["grades"] = grades
+        if ideal is not None:
+            self.__dict__["ideal"] = ideal
+
+    @classmethod
+    def of_cells(
+        cls, cells: _Cells, ideal_cells: _Cells, n_relevant: FloatArray, depth: int
+    ) -> GradeMatrix:
+        matrix = cls(None, None, n_relevant, depth)
+        matrix.__dict__.update(_cells=cells, _ideal_cells=ideal_cells)
+        return matrix
+
+    @cached_property
+    def grades(self) -> FloatArray:
+        return self._cells.dense(self.depth)
+
+    @cached_property
+    def ideal(self) -> FloatArray:
+        return self._ideal_cells.dense(self.depth)
 
     @cached_property
     def _cells(self) -> _Cells:
@@ -210,6 +238,12 @@ class _Cells:
             where = np.flatnonzero(flat > 0)
         row, rank = np.divmod(where, matrix.shape[1])
         return cls(row, rank, flat[where], len(matrix))
+
+    def dense(self, depth: int) -> FloatArray:
+        """The ``(n, depth)`` matrix these cells come from."""
+        matrix = np.zeros((self.n, depth), dtype=np.float64)
+        matrix[self.row, self.rank] = self.grade
+        return matrix
 
     def hits(self, k: int) -> FloatArray:
         """Relevant docs in the top k of each row."""
@@ -265,6 +299,15 @@ def dedupe(ranked: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(ranked))
 
 
+def _unique_ranks(run: Sequence[str], qrel: Mapping[str, float], depth: int) -> Iterable[int]:
+    """:func:`_judged_ranks` of a ranking known to repeat no id: a few judged ids are found
+    by C-level scans of the list, faster than a dict of all its ids."""
+    top = run if len(run) <= depth else run[:depth]
+    if len(qrel) > 8:
+        return map(dict(zip(top, range(depth), strict=False)).get, qrel, repeat(depth))
+    return [top.index(doc) if doc in top else depth for doc in qrel]
+
+
 def _judged_ranks(run: Sequence[str], qrel: Mapping[str, float], depth: int) -> Iterator[int]:
     """The 0-based rank of each judged doc (in ``qrel`` order) in ``run``, ``depth`` if absent.
 
@@ -283,6 +326,7 @@ def grade_matrix(
     depth: int,
     *,
     allow_empty: bool = False,
+    unique: bool = False,
 ) -> GradeMatrix:
     """Build the grade matrix for ``runs`` cut at ``depth``; duplicates are dropped first.
 
@@ -290,7 +334,8 @@ def grade_matrix(
     undefined, and trec_eval would silently skip it.
 
     Rather than looking every retrieved id up in the judgments, this looks the (fewer) judged
-    ids up in the ranking, then scatters their grades into the matrix.
+    ids up in the ranking, then scatters their grades into the matrix. ``unique``: no ranking
+    repeats an id (spares the check).
     """
     if len(runs) != len(qrels):
         raise ValueError(f"{len(runs)} ranked lists for {len(qrels)} judged queries")
@@ -300,38 +345,35 @@ def grade_matrix(
     total = int(lengths.sum())
     judged = np.fromiter(chain.from_iterable(map(_values, qrels)), dtype=np.float64, count=total)
     row = np.repeat(np.arange(n), lengths)
-    ideal, n_relevant, ideal_cells = _ideal(judged, row, n, depth)
+    n_relevant, ideal_cells = _ideal(judged, row, n, depth)
     if n and not allow_empty and not n_relevant.min() > 0:
         first = int(np.argmin(n_relevant))
         raise ValueError(f"query #{first} has no relevant document (no grade >= 1)")
     # ... and one over the ranked lists, giving each judgment its rank.
     ranks = np.fromiter(
-        chain.from_iterable(map(_judged_ranks, runs, qrels, repeat(depth))),
+        chain.from_iterable(
+            map(_unique_ranks if unique else _judged_ranks, runs, qrels, repeat(depth))
+        ),
         dtype=np.intp,
         count=total,
     )
     found = (ranks < depth) & (judged > 0)
-    where = row[found] * depth + ranks[found]  # flat index in the matrix
-    grades = np.zeros((n, depth), dtype=np.float64)
-    grades.reshape(-1)[where] = judged[found]
-    matrix = GradeMatrix(grades, ideal, n_relevant, depth)
-    # The cells with a grade are at hand: spare the kernels a scan of both matrices for them
-    # (cached_property reads the instance dict first).
-    vars(matrix).update(_cells=_Cells.of(grades, np.sort(where)), _ideal_cells=ideal_cells)
-    return matrix
+    where = row[found] * depth + ranks[found]  # flat index in the (n, depth) matrix
+    order = np.argsort(where, kind="stable")  # row-major: by row, then rank
+    cell_row, cell_rank = np.divmod(where[order], depth)
+    cells = _Cells(cell_row, cell_rank, judged[found][order], n)
+    return GradeMatrix.of_cells(cells, ideal_cells, n_relevant, depth)
 
 
 def _values(qrel: Mapping[str, float]) -> Iterable[float]:
     return qrel.values()
 
 
-def _ideal(
-    judged: FloatArray, row: IntArray, n: int, depth: int
-) -> tuple[FloatArray, FloatArray, _Cells]:
-    """Per query: its relevant grades sorted descending (cut at depth), and how many there are.
+def _ideal(judged: FloatArray, row: IntArray, n: int, depth: int) -> tuple[FloatArray, _Cells]:
+    """Per query: how many relevant docs it has, and its relevant grades sorted descending
+    (cut at depth) as the cells of the ideal matrix.
 
-    ``judged`` holds every judgment of every query, ``row`` the query each belongs to. Also
-    returns the cells of the ideal matrix that hold a grade.
+    ``judged`` holds every judgment of every query, ``row`` the query each belongs to.
     """
     relevant = judged > 0
     flat, row = judged[relevant], row[relevant]
@@ -341,10 +383,7 @@ def _ideal(
     starts = (np.cumsum(n_relevant) - n_relevant).astype(np.intp)
     col = np.arange(flat.size) - starts[row]
     keep = col < depth
-    cells = _Cells(row[keep], col[keep], flat[keep], n)  # row-major: by row, then col
-    ideal = np.zeros((n, depth), dtype=np.float64)
-    ideal[cells.row, cells.rank] = cells.grade
-    return ideal, n_relevant, cells
+    return n_relevant, _Cells(row[keep], col[keep], flat[keep], n)  # row-major
 
 
 def _recall(m: GradeMatrix, k: int) -> FloatArray:
@@ -481,6 +520,7 @@ def compute(
     labels: Labels | None = None,
     *,
     relevance_level: float = DEFAULT_RELEVANCE_LEVEL,
+    unique: bool = False,
 ) -> dict[str, FloatArray]:
     """Per-query values of each metric: ``{name: array with one value per query}``.
 
@@ -497,7 +537,8 @@ def compute(
     query's docs are ranked as trec_eval ranks them (:func:`trec_order`: score descending,
     ties by doc id descending). The arrays follow the order of ``qrels``' keys; a query of
     ``qrels`` missing from ``runs`` scores 0 and counts (trec_eval would drop it); a query
-    only in ``runs`` is ignored (it has no judgments).
+    only in ``runs`` is ignored (it has no judgments). ``unique``: no ranked list repeats an
+    id (the evaluation's are deduplicated), which spares the check.
     """
     if isinstance(runs, Mapping) or isinstance(qrels, Mapping):
         runs, qrels, positional = _by_position(runs, qrels, labels)
@@ -513,9 +554,10 @@ def compute(
             values.update(slot_values(group, slots, relevance_level))
             continue
         if source == "golden":
-            matrix = grade_matrix(runs, qrels, depth)
+            matrix = grade_matrix(runs, qrels, depth, unique=unique)
         else:
-            matrix = grade_matrix(runs, _labels(positional, source), depth, allow_empty=True)
+            labels_of = _labels(positional, source)
+            matrix = grade_matrix(runs, labels_of, depth, allow_empty=True, unique=unique)
         for name, column in compute_from_matrix(matrix, group).items():
             values[name] = column if source == "golden" else np.nan_to_num(column)
     return {m.name: values[m.name] for m in parsed}

@@ -66,6 +66,20 @@ class QueryResult:
     #: doc id -> the retriever's score, for the first HIT_DETAIL hits that had one
     scores: dict[str, float] = field(default_factory=dict)
 
+    @classmethod
+    def build(cls, **fields: Any) -> QueryResult:
+        """A result from every field, without the frozen dataclass's per-field
+        ``object.__setattr__`` (a third of the cost of scoring a million queries)."""
+        query = cls.__new__(cls)
+        query.__dict__.update(fields)
+        return query
+
+    def with_metrics(self, metrics: dict[str, float]) -> QueryResult:
+        """A copy with other per-query values (``dataclasses.replace`` re-runs ``__init__``)."""
+        query = type(self).__new__(type(self))
+        query.__dict__.update(self.__dict__, metrics=metrics)
+        return query
+
     @property
     def missed(self) -> list[str]:
         """Relevant ids (grade >= 1) not in what came back, best grade first."""
