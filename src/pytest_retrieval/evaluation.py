@@ -269,8 +269,8 @@ def evaluate(
         )
         for source, kinds in (("judge", {"on_topic", "llm_grade"}), ("downstream", DOWNSTREAM))
     }
-    judgments: list[dict[str, dict[str, Any]]] = [{} for _ in runs]
-    downstream_labels: list[dict[str, float]] = [{} for _ in runs]
+    judgments: list[dict[str, dict[str, Any]]] = [_NOTHING] * len(runs)
+    downstream_labels: list[dict[str, float]] = [_NOTHING] * len(runs)
     summary: dict[str, Any] | None = None
     if judge is not None and label_depth["judge"]:
         judgments, summary = _judge_hits(
@@ -449,7 +449,7 @@ def _score(
 ) -> EvaluationResult:
     fingerprints = golden_set.query_fingerprints
     base = [
-        QueryResult.build(
+        QueryResult(
             id=q.id,
             query=q.query,
             tags=q.tags,
@@ -463,8 +463,8 @@ def _score(
             judgments=verdicts,
             downstream=labels,
             criteria=q.criteria,
-            texts=_texts(run) if run.texts else {},
-            scores=_scores(run) if run.scores else {},
+            texts=_texts(run) if run.texts else _NOTHING,
+            scores=_scores(run) if run.scores else _NOTHING,
         )
         for q, run, verdicts, labels in zip(
             golden_set.queries, runs, judgments, downstream, strict=True
@@ -487,6 +487,11 @@ def _score(
         if run.error is not None and run.traceback is not None:
             tracebacks.setdefault(error_key(run.error), run.traceback)
     return replace(result, sampled_from=golden_set.sampled_from, tracebacks=tracebacks)
+
+
+#: a query's judgments, labels, texts or scores when it has none: one dict shared by all,
+#: never written to (results are frozen), instead of four per query (0.25 GB a million)
+_NOTHING: dict[str, Any] = {}
 
 
 def _scores(run: QueryRun) -> dict[str, float]:
@@ -563,14 +568,14 @@ def _aggregate(
             on_topic = float(np.rint(defined * counted).sum())
             intervals[m.name] = stats.wilson_interval(on_topic, float(counted.sum()))
     names = list(per_query)
-    rows = zip(*(column.tolist() for column in per_query.values()), strict=True)
+    rows = zip(*(_shared_floats(column) for column in per_query.values()), strict=True)
     if fresh:
         queries = list(base)
         for query, row in zip(queries, rows, strict=True):
-            query.__dict__["metrics"] = dict(zip(names, row, strict=True))
+            object.__setattr__(query, "metrics", dict(zip(names, row, strict=True)))
     else:
         queries = [
-            q.with_metrics(dict(zip(names, row, strict=True)))
+            replace(q, metrics=dict(zip(names, row, strict=True)))
             for q, row in zip(base, rows, strict=True)
         ]
     by_tag: dict[str, list[int]] = {}
@@ -604,6 +609,13 @@ def _aggregate(
 
 
 __all__ = ["EvaluationResult", "QueryResult", "QueryRun", "evaluate"]
+
+
+def _shared_floats(values: FloatArray) -> list[float]:
+    """``values.tolist()`` with one float object per distinct value (a metric takes few:
+    hit rate two, precision@10 eleven): 24 bytes a query and metric saved on large sets."""
+    seen: dict[float, float] = {}
+    return [seen.setdefault(value, value) for value in values.tolist()]
 
 
 def _mean(values: FloatArray) -> float:

@@ -127,8 +127,8 @@ class GoldenQuery(BaseModel):
             "relevant": relevant,
             "tags": tags,
             "criteria": None,
-            "params": {},
-            "metadata": {},
+            "params": _NOTHING,
+            "metadata": _NOTHING,
         }
         object.__setattr__(built, "__dict__", fields)
         object.__setattr__(built, "__pydantic_fields_set__", _QUERY_FIELDS)
@@ -148,6 +148,9 @@ class GoldenQuery(BaseModel):
 
 
 _QUERY_FIELDS = frozenset(GoldenQuery.model_fields)
+#: the params and metadata of every plain query: one empty dict, never written to (the
+#: model is frozen and nothing fills them in), instead of two per query
+_NOTHING: dict[str, Any] = {}
 
 
 class GoldenSet(BaseModel):
@@ -362,6 +365,7 @@ def _plain_queries(entries: Any) -> list[GoldenQuery] | None:
         return None
     queries: list[GoldenQuery] = []
     seen: set[str] = set()
+    tag_sets: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per combination
     for entry in entries:
         if type(entry) is not dict or not entry.keys() <= _PLAIN_KEYS:
             return None
@@ -389,7 +393,8 @@ def _plain_queries(entries: Any) -> list[GoldenQuery] | None:
         tags = entry.get("tags", [])
         if type(tags) is not list or not _plain_ids(tags):
             return None
-        queries.append(GoldenQuery.of_plain(query_id, query, relevant, tuple(tags)))
+        shared = tag_sets.setdefault(tuple(tags), tuple(tags))
+        queries.append(GoldenQuery.of_plain(query_id, query, relevant, shared))
     return queries
 
 
