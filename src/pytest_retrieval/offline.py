@@ -1,0 +1,482 @@
+"""The gate without pytest: a whole evaluation compared with its baseline file and decided,
+the baselines recorded, and the outputs written (JSON, Markdown and the GitHub step summary,
+HTML, JUnit) -- what the plugin does at the end of a run, for ``pytest-retrieval combine``
+(CI shards joined) and ``pytest-retrieval eval`` (a precomputed run).
+
+The plugin uses the same functions (:func:`compare_with_baseline` after each evaluation,
+:func:`write_outputs` and :func:`record_baselines` at the end of the session), so an offline
+gate and a pytest run cannot disagree. Nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .verdicts import OUTPUT, PARTIAL_RUN, USAGE, Reason, Verdict
+
+if TYPE_CHECKING:
+    from .baseline import BaselineEntry
+    from .compare import ABGroup
+    from .gate import Allowance
+    from .results import EvaluationResult, Threshold
+
+
+# ---------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """What gates one whole evaluation beyond its own numbers: thresholds, allowed drops,
+    the gated metrics, the paired test's alpha, how a missing baseline counts, where the
+    baseline is, and the A/B reference. A CI shard records them in its partial report (a
+    part cannot apply them), so ``combine`` gates the whole exactly as one run would."""
+
+    thresholds: tuple[Threshold, ...] = ()
+    allowances: dict[str, Allowance] = field(default_factory=dict)
+    gate: tuple[str, ...] | None = None  # None: the default gated set
+    alpha: float = 0.05
+    strict_baseline: bool = False
+    baseline: str = ""  # the baseline file, as the run named it
+    baseline_key: str = ""  # the golden set's key in it (:func:`.baseline.golden_key`)
+    compare_to: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thresholds": [
+                {"metric": t.key, "minimum": t.minimum, "source": t.source} for t in self.thresholds
+            ],
+            "allowances": {
+                metric: {"amount": a.amount, "relative": a.relative, "source": a.source}
+                for metric, a in sorted(self.allowances.items())
+            },
+            "gate": None if self.gate is None else list(self.gate),
+            "alpha": self.alpha,
+            "strict_baseline": self.strict_baseline,
+            "baseline": self.baseline,
+            "baseline_key": self.baseline_key,
+            "compare_to": self.compare_to,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GateSettings:
+        """Read back :meth:`to_dict`; a malformed entry raises KeyError, TypeError or
+        ValueError (the caller names the file)."""
+        from .gate import Allowance, parse_key
+        from .results import Threshold
+
+        thresholds = []
+        for entry in data["thresholds"]:
+            metric, tag = parse_key(str(entry["metric"]))
+            thresholds.append(Threshold(metric, float(entry["minimum"]), tag, entry["source"]))
+        allowances = {
+            metric: Allowance(metric, float(a["amount"]), bool(a["relative"]), str(a["source"]))
+            for metric, a in data["allowances"].items()
+        }
+        gate = data["gate"]
+        return cls(
+            thresholds=tuple(thresholds),
+            allowances=allowances,
+            gate=None if gate is None else tuple(str(name) for name in gate),
+            alpha=float(data["alpha"]),
+            strict_baseline=bool(data["strict_baseline"]),
+            baseline=str(data["baseline"]),
+            baseline_key=str(data["baseline_key"]),
+            compare_to=data["compare_to"],
+        )
+
+
+# ---------------------------------------------------------------------------- the gate
+
+
+def compare_with_baseline(
+    result: EvaluationResult,
+    path: Path,
+    entries: Mapping[str, BaselineEntry] | None,
+    key: str,
+    *,
+    allowances: Mapping[str, Allowance],
+    chosen: Sequence[str] | None,
+    alpha: float,
+    strict_baseline: bool,
+) -> EvaluationResult:
+    """``result`` compared with its stored baseline, with the gated set, the power of the
+    gate and its verdict. ``entries``: the baseline file at ``path`` (None: this run records
+    one, so nothing is compared); ``key``: the golden set's key in it; ``chosen``: the gated
+    metrics asked for (None: the default set). A sample is compared on its own queries."""
+    from .baseline import find
+    from .compare import compare_to_baseline, power_table
+    from .gate import decide, gated_metrics
+
+    gated = gated_metrics(result.metrics, result.k, result.thresholds, allowances, chosen)
+    result = replace(result, baseline_path=str(path), gated=gated)
+    entry = None
+    if entries is None:
+        result = replace(result, baseline_note="recording")
+    else:
+        entry = find(entries, key, result.golden_name, result.retriever_id)
+        result = replace(result, baseline_note="missing" if entry is None else "")
+        if entry is not None and result.sampled_from is not None:  # the rest is not "removed"
+            ids = {q.id for q in result.queries}
+            entry = replace(entry, queries={q: v for q, v in entry.queries.items() if q in ids})
+    if entry is not None:
+        comparison = compare_to_baseline(
+            result,
+            entry,
+            allowances,
+            alpha=alpha,
+            reference=f"baseline {os.path.relpath(path)}",
+        )
+        result = replace(result, comparison=comparison)
+    result = replace(result, power=power_table(result, entry, allowances, alpha))
+    return decide(result, strict_baseline=strict_baseline)
+
+
+@dataclass(frozen=True)
+class Whole:
+    """One whole evaluation to gate offline: its result (thresholds set, not yet compared),
+    its settings, the baseline file and key it is compared with, and its JUnit test name."""
+
+    result: EvaluationResult
+    settings: GateSettings
+    baseline: Path
+    key: str
+    nodeid: str
+
+
+@dataclass
+class Gated:
+    """Wholes after the gate: results with their verdicts, the A/B groups, the stored
+    baseline entry each was compared with (by index, for the HTML), the session's own
+    reasons and the notes to print."""
+
+    results: list[EvaluationResult]
+    groups: list[ABGroup]
+    found: dict[int, BaselineEntry]
+    reasons: list[Reason] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> Verdict:
+        from .verdicts import session_verdict
+
+        return session_verdict(self.results, self.reasons)
+
+
+def gate(wholes: Sequence[Whole], *, recording: bool) -> Gated:
+    """Each whole compared with its baseline (unless ``recording``) and decided, and the A/B
+    groups compared, as the plugin does. A baseline file that cannot be read raises
+    :class:`~.errors.BaselineError`."""
+    from .baseline import find, read
+    from .compare import UnknownReference, ab_groups
+
+    files: dict[Path, dict[str, BaselineEntry]] = {}
+    results, found = [], {}
+    for index, whole in enumerate(wholes):
+        entries = None
+        if not recording:
+            if whole.baseline not in files:
+                files[whole.baseline] = read(whole.baseline)
+            entries = files[whole.baseline]
+            entry = find(entries, whole.key, whole.result.golden_name, whole.result.retriever_id)
+            if entry is not None:
+                found[index] = entry
+        s = whole.settings
+        results.append(
+            compare_with_baseline(
+                replace(whole.result, thresholds=list(s.thresholds)),
+                whole.baseline,
+                entries,
+                whole.key,
+                allowances=s.allowances,
+                chosen=s.gate,
+                alpha=s.alpha,
+                strict_baseline=s.strict_baseline,
+            )
+        )
+    gated = Gated(results, [], found)
+    if wholes:
+        first = wholes[0].settings  # the A/B reference and alpha are the session's
+        allowances = {w.result.golden_source: w.settings.allowances for w in wholes}
+        try:
+            gated.groups = ab_groups(results, first.compare_to, first.alpha, allowances)
+        except UnknownReference as exc:
+            gated.reasons.append(Reason(USAGE, str(exc)))
+    return gated
+
+
+def record(gated: Gated, wholes: Sequence[Whole], *, force: bool, root: Path) -> None:
+    """Record each whole as its baseline entry, as ``--retrieval-update-baseline`` does: a
+    golden set with failed retriever calls is refused (a partial-run reason) unless
+    ``force``; the others are recorded. Notes and problems go into ``gated``."""
+    from ._io import git_info, now
+
+    failed = [r for r in gated.results if r.errors and not force]
+    partial = {r.golden_source for r in failed}
+    if failed:
+        gated.reasons.append(
+            Reason(
+                PARTIAL_RUN,
+                "baseline NOT updated for "
+                + ", ".join(sorted(os.path.relpath(s) for s in partial))
+                + ": this run is partial ("
+                + "; ".join(
+                    f"{len(r.errors)} failed retriever calls in {r.golden_name} [{r.retriever_id}]"
+                    for r in failed
+                )
+                + "). Fix the failed calls, or force it with --update-baseline=force",
+            )
+        )
+    chosen = [
+        (r, w.baseline, w.key)
+        for r, w in zip(gated.results, wholes, strict=True)
+        if r.golden_source not in partial
+    ]
+    notes, problems = record_baselines(chosen, git_info(root), now())
+    gated.notes += notes
+    gated.reasons += problems
+
+
+def record_baselines(
+    chosen: Sequence[tuple[EvaluationResult, Path, str]], git: Mapping[str, Any], created: str
+) -> tuple[list[str], list[Reason]]:
+    """Write each result as the baseline entry (file, golden key) it is recorded under,
+    keeping a previous entry's latencies when they did not change significantly. Returns
+    the notes (files written) and a reason for each file that could not be written."""
+    from .baseline import BaselineError, find, read, update
+    from .compare import entry_from_result
+
+    by_path: dict[Path, list[BaselineEntry]] = {}
+    for result, path, key in chosen:
+        try:
+            old = read(path)
+        except BaselineError:  # a corrupt file is replaced below; nothing to keep
+            old = {}
+        previous = find(old, key, result.golden_name, result.retriever_id)
+        entry = entry_from_result(result, git, created, golden_key=key, previous=previous)
+        by_path.setdefault(path, []).append(entry)
+    notes: list[str] = []
+    problems: list[Reason] = []
+    for path, entries in by_path.items():
+        try:
+            update(path, entries, replace_corrupt=True)
+        except (BaselineError, OSError) as exc:
+            problems.append(Reason(OUTPUT, f"baseline NOT updated: {exc}"))
+            continue
+        keys = ", ".join(e.key for e in entries)
+        notes.append(f"baseline written: {os.path.relpath(path)} ({keys})")
+    return notes, problems
+
+
+def summary(gated: Gated, verdict: Verdict, *, verbose: bool = False) -> list[str]:
+    """The terminal summary, as the plugin's ``retrieval`` section prints it."""
+    from .render.terminal import ab_lines, summary_lines
+
+    lines: list[str] = []
+    for result in gated.results:
+        lines += [*summary_lines(result, verbose=verbose), ""]
+    lines += ab_lines(gated.groups)
+    lines += gated.notes
+    lines += [f"{r.kind}: {r.message}" for r in gated.reasons]
+    count = len(verdict.reasons)
+    listed = f" ({count} reason{'' if count == 1 else 's'}, listed above)" if count else ""
+    return [*lines, f"retrieval verdict: {verdict.word}{listed}"]
+
+
+# ---------------------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """The files to write (None: not asked for), relative to ``start``; ``cases``: each
+    evaluation's test node id, for the JUnit file."""
+
+    report: Path | None = None
+    markdown: Path | None = None
+    html: Path | None = None
+    junit: Path | None = None
+    cases: tuple[str, ...] = ()
+
+
+def write_outputs(
+    outputs: Outputs,
+    results: Sequence[EvaluationResult],
+    verdict: Verdict,
+    *,
+    root: Path,
+    start: Path,
+    groups: Sequence[ABGroup] = (),
+    baselines: Callable[[], Mapping[int, BaselineEntry]] | None = None,
+    step_summary: bool = True,
+) -> list[Reason]:
+    """JSON, Markdown (appended to ``$GITHUB_STEP_SUMMARY`` too, unless not
+    ``step_summary``), HTML and JUnit, each only when asked for, each stamped with the same
+    time and the commit of ``root``; ``baselines`` gives the HTML the stored baselines the
+    results were compared with. Returns an output reason for each file that could not be
+    written."""
+    from ._io import git_info, now
+
+    stamped = outputs.report is not None or outputs.html is not None
+    created, git = now(), git_info(root) if stamped else {}
+    renderers: list[tuple[Path, Callable[[], str | Iterable[str]]]] = []
+    if outputs.report is not None:
+        from .render.json import report_text
+
+        def report() -> Iterator[str]:  # streamed: a million queries' dicts never at once
+            yield from report_text(results, verdict, groups, created=created, git=git)
+            yield "\n"
+
+        renderers.append((outputs.report, report))
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY") if step_summary else None
+    markdown = ""
+    if outputs.markdown is not None or summary_file:
+        from .render.markdown import render_markdown
+
+        markdown = render_markdown(
+            results,
+            groups,
+            verdict,
+            report=None if outputs.report is None else os.path.relpath(outputs.report),
+            html=None if outputs.html is None else os.path.relpath(outputs.html),
+        )
+        if outputs.markdown is not None:
+            renderers.append((outputs.markdown, lambda: markdown))
+    if outputs.html is not None:
+        from .render.html import render_html
+
+        def page() -> str:
+            found = baselines() if baselines is not None else None
+            return render_html(results, groups, found, verdict=verdict, created=created, git=git)
+
+        renderers.append((outputs.html, page))
+    if outputs.junit is not None:
+        cases = outputs.cases
+        renderers.append((outputs.junit, lambda: junit_xml(results, verdict, cases, created)))
+    problems: list[Reason] = []
+    for path, render in renderers:
+        problems += _write(path if path.is_absolute() else start / path, render)
+    if summary_file:  # appended, as GitHub expects: other steps write there too
+        try:
+            with open(summary_file, "a", encoding="utf-8") as handle:
+                handle.write(markdown + "\n")
+        except OSError as exc:
+            problems.append(_output_failed(Path(summary_file), exc))
+    return problems
+
+
+def _write(path: Path, render: Callable[[], str | Iterable[str]]) -> list[Reason]:
+    from ._io import atomic_write
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, render())
+    except OSError as exc:
+        return [_output_failed(path, exc)]
+    return []
+
+
+def _output_failed(path: Path, exc: OSError) -> Reason:
+    message = (
+        f"could not write {path}: {exc.strerror or exc}; check the folder exists and is writable"
+    )
+    return Reason(OUTPUT, message)
+
+
+def junit_properties(result: EvaluationResult, nth: int) -> list[tuple[str, object]]:
+    """An evaluation's metrics, baseline verdicts and reasons as JUnit ``<property>``
+    pairs (``nth``: its place among its test's evaluations; the first has no number)."""
+    prefix = "retrieval." if nth == 1 else f"retrieval.{nth}."
+    properties: list[tuple[str, object]] = [
+        (prefix + "golden", result.golden_name),
+        (prefix + "retriever", result.retriever_id),
+        (prefix + "queries", len(result.queries)),
+    ]
+    properties += [(prefix + name, _value(value)) for name, value in result.metrics.items()]
+    for change in result.comparison.changes if result.comparison else []:
+        properties.append((f"{prefix}{change.metric}.baseline", _value(change.baseline)))
+        properties.append((f"{prefix}{change.metric}.verdict", change.verdict))
+    if result.latency_p95_ms == result.latency_p95_ms:  # NaN when no call answered
+        properties.append((prefix + "latency_p95_ms", round(result.latency_p95_ms, 3)))
+    properties.append((prefix + "passed", result.verdict.passed))
+    for reason in result.verdict.reasons:
+        properties.append((prefix + "reason", f"{reason.kind}: {reason.message}"))
+    return properties
+
+
+def _value(value: float) -> object:
+    """A metric as a JUnit property: rounded, or "n/a" (a judge metric nothing graded)."""
+    return "n/a" if value != value else round(value, 6)
+
+
+#: characters XML 1.0 cannot hold (pytest's JUnit writer drops them too)
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(value: object) -> str:
+    return _NOT_XML.sub("?", str(value))
+
+
+def junit_xml(
+    results: Sequence[EvaluationResult], verdict: Verdict, cases: Sequence[str], created: str
+) -> str:
+    """The JUnit file a pytest run's ``--junitxml`` would hold for these evaluations: one
+    test case each (named from ``cases``, the pytest node ids), with its properties and, when
+    its verdict failed, the failure text leading with the reason; the session's verdict as
+    suite properties."""
+    from .render.terminal import failure_text
+
+    failed = sum(not r.verdict.passed for r in results)
+    suite = ET.Element(
+        "testsuite",
+        name="pytest",
+        errors="0",
+        failures=str(failed),
+        skipped="0",
+        tests=str(len(results)),
+        time="0.000",
+        timestamp=created,
+        hostname=platform.node(),
+    )
+    session: list[tuple[str, object]] = [("retrieval.passed", verdict.passed)]
+    session += [("retrieval.reason", f"{r.kind}: {r.message}") for r in verdict.reasons]
+    _properties(suite, session)
+    for result, nodeid in zip(results, cases, strict=True):
+        *path, name = _address(nodeid)
+        case = ET.SubElement(suite, "testcase", classname=".".join(path), name=_xml(name))
+        case.set("time", "0.000")
+        _properties(case, junit_properties(result, 1))
+        if not result.verdict.passed:
+            text = failure_text(result)
+            failure = ET.SubElement(case, "failure", message=_xml(text.splitlines()[0]))
+            failure.text = _xml(text)
+    root = ET.Element("testsuites", name="pytest tests")
+    root.append(suite)
+    return '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(root, encoding="unicode")
+
+
+def _properties(parent: ET.Element, pairs: Sequence[tuple[str, object]]) -> None:
+    if pairs:
+        node = ET.SubElement(parent, "properties")
+        for name, value in pairs:
+            ET.SubElement(node, "property", name=name, value=_xml(value))
+
+
+def _address(nodeid: str) -> list[str]:
+    """A node id as pytest's JUnit writer names it: the file as a dotted path, then names."""
+    path, *names = nodeid.split("::")
+    return [re.sub(r"\.py$", "", path.replace("/", ".")), *names]
+
+
+def refused(outputs: Outputs, message: str, *, root: Path, start: Path) -> list[Reason]:
+    """The outputs of an offline gate that could not run (inputs that cannot be combined, a
+    baseline file that does not read): no evaluation, a failed verdict saying why, as the
+    plugin writes them after a usage error. Returns the files that could not be written."""
+    return write_outputs(
+        replace(outputs, cases=()), [], Verdict((Reason(USAGE, message),)), root=root, start=start
+    )

@@ -1,0 +1,447 @@
+"""One golden set across CI jobs: ``pytest --retrieval-shard I/N`` evaluates the queries whose
+id hashes to shard I and writes a partial report; ``pytest-retrieval combine`` joins the
+partial reports of all N shards and gates the whole exactly as one run would.
+
+A query's shard is :func:`shard_of` its id: the first 8 bytes of the SHA-256 of the id's
+UTF-8, big-endian, modulo N -- the same on every machine and Python version, so N jobs cut
+the set into N disjoint parts without talking to each other, and a changed golden set moves
+only the queries added or removed.
+
+A part cannot be gated: a threshold or a regression is a statement about the whole set, and
+a part's mean and confidence interval are not the whole's. So a shard run fails only on what
+is broken whatever the other shards find (retriever calls that failed, a usage error, an
+evaluation that could not run), and its partial report carries what the gate of the whole
+needs (:class:`~.results.Part`): the whole set's fingerprint and size, each query's position
+in it, and the gate's settings. ``combine`` refuses partial reports that do not make one
+whole -- a shard missing or given twice, another golden set, retriever, option or commit --
+merges each evaluation's parts (:func:`~.evaluation.merge_parts`: every number computed again
+over the union, in golden order) and gates them with :mod:`.offline`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pytest
+
+    from .golden import GoldenSet
+    from .offline import GateSettings, Whole
+    from .results import EvaluationResult, Threshold
+    from .session import SessionState
+
+
+def shard_of(query_id: str, count: int) -> int:
+    """The shard (0-based, of ``count``) a query belongs to: the first 8 bytes of the
+    SHA-256 of its id's UTF-8, big-endian, modulo ``count``. Stable across machines and
+    Python versions (``hash()`` is salted per process)."""
+    digest = hashlib.sha256(query_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+@dataclass(frozen=True, order=True)
+class Shard:
+    """Shard ``index`` (0-based) of ``count``; written 1-based, ``2/3``, as on the command
+    line."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index + 1}/{self.count}"
+
+
+def shard_arg(text: str) -> Shard:
+    """``--retrieval-shard I/N``: shard I (1 to N) of N, or argparse's error saying what to
+    write."""
+    number, slash, count = text.partition("/")
+    try:
+        shard = Shard(int(number) - 1, int(count))
+    except ValueError:
+        shard = Shard(-1, 0)
+    if not slash or shard.count < 1 or not 0 <= shard.index < shard.count:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a shard I/N: N jobs share the golden set and this one runs part "
+            "I, from 1 to N (e.g. --retrieval-shard 2/3)"
+        )
+    return shard
+
+
+# ---------------------------------------------------------------------------- a shard run
+
+
+def cut(golden: GoldenSet, shard: Shard) -> tuple[GoldenSet, tuple[int, ...]]:
+    """The golden set's queries of ``shard``, in golden order, and their positions in the
+    whole set."""
+    positions = tuple(
+        row
+        for row, query in enumerate(golden.queries)
+        if shard_of(query.id, shard.count) == shard.index
+    )
+    fields = {name: getattr(golden, name) for name in type(golden).model_fields}
+    fields["queries"] = tuple(golden.queries[row] for row in positions)
+    return type(golden).model_construct(**fields), positions  # not model_copy: cached hashes
+
+
+def run_shard(
+    request: pytest.FixtureRequest,
+    retriever: Any,
+    golden: GoldenSet,
+    thresholds: list[Threshold],
+    state: SessionState,
+) -> EvaluationResult:
+    """The golden-set test under ``--retrieval-shard``: this shard's queries evaluated and
+    stamped as a part of ``golden`` (:func:`stamp`). Thresholds are not applied to a part,
+    only recorded; the metrics they name are computed."""
+    from .runtest import RESULTS, record_properties, run_evaluation
+
+    shard = state.settings.shard
+    assert shard is not None  # the plugin calls this only under --retrieval-shard
+    part, positions = cut(golden, shard)
+    result = run_evaluation(
+        request,
+        retriever,
+        part,
+        [],
+        state,
+        metrics=[t.metric.name for t in thresholds],
+        part_of=golden,
+    )
+    stamped = stamp(
+        result,
+        shard,
+        total=len(golden),
+        positions=positions,
+        golden=_named(Path(golden.source), request.config.invocation_params.dir),
+        nodeid=request.node.nodeid,
+        settings=shard_settings(request.config.invocation_params.dir, golden, thresholds, state),
+    )
+    results = request.node.stash[RESULTS]
+    results[next(i for i, r in enumerate(results) if r is result)] = stamped
+    record_properties(request.node, stamped, len(results))
+    return stamped
+
+
+def stamp(
+    result: EvaluationResult,
+    shard: Shard,
+    *,
+    total: int,
+    positions: Sequence[int],
+    golden: str,
+    nodeid: str,
+    settings: GateSettings,
+) -> EvaluationResult:
+    """A part's result as its partial report keeps it: stamped with the shard, the whole
+    set's size and each query's position in it, and the gate's settings. Its verdict keeps
+    only failed retriever calls (the whole has them too); thresholds, regressions and label
+    coverage are decided on the whole."""
+    from .results import Part
+    from .verdicts import RETRIEVER_ERRORS, Verdict
+
+    part = Part(
+        index=shard.index,
+        count=shard.count,
+        total=total,
+        positions=tuple(positions),
+        golden=golden,
+        nodeid=nodeid,
+        settings=settings.to_dict(),
+    )
+    return replace(
+        result, part=part, verdict=Verdict(tuple(result.verdict.of_kind(RETRIEVER_ERRORS)))
+    )
+
+
+def shard_settings(
+    start: Path, golden: GoldenSet, thresholds: Sequence[Threshold], state: SessionState
+) -> GateSettings:
+    """The gate's settings of a golden-set evaluation, as :func:`~.runtest.attach_baseline`
+    would apply them to the whole (paths relative to ``start``, where pytest started)."""
+    from .baseline import golden_key
+    from .offline import GateSettings
+    from .runtest import chosen_gate
+    from .session import layered_allowances
+
+    settings = state.settings
+    path = state.baseline_path(golden)
+    return GateSettings(
+        thresholds=tuple(thresholds),
+        allowances=layered_allowances(settings, golden),
+        gate=chosen_gate(state, golden, {}),
+        alpha=settings.alpha,
+        strict_baseline=settings.strict_baseline,
+        baseline=_named(path, start),
+        baseline_key=golden_key(golden.source, path),
+        compare_to=settings.compare_to,
+    )
+
+
+def _named(path: Path, start: Path) -> str:
+    """``path`` relative to ``start`` when it is inside it (CI jobs check the repository out
+    at different places), else absolute."""
+    relative = os.path.relpath(os.path.abspath(path), os.path.abspath(start))
+    return str(os.path.abspath(path)) if relative.startswith("..") else Path(relative).as_posix()
+
+
+def shard_notes(results: Sequence[EvaluationResult], report: Path | None) -> list[str]:
+    """What the terminal says of a shard run: which part of each golden set ran, and that the
+    gate runs on the whole."""
+    seen: dict[str, str] = {}
+    for result in results:
+        part = result.part
+        if part is not None and part.golden not in seen:
+            seen[part.golden] = (
+                f"shard {Shard(part.index, part.count)}: {len(result.queries)} of {part.total} "
+                f"queries of {part.golden}"
+            )
+    written = f"partial report {os.path.relpath(report)}; " if report is not None else ""
+    return [
+        f"{line} ({written}not gated here: thresholds and baselines apply to the whole set; "
+        "gate it with pytest-retrieval combine and every shard's report)"
+        for line in seen.values()
+    ]
+
+
+# ---------------------------------------------------------------------------- combine
+
+
+class ShardError(ValueError):
+    """Partial reports that do not make one whole; the message names the files, what is
+    wrong and the fix."""
+
+
+@dataclass(frozen=True)
+class Partial:
+    """One shard's partial report: its file, its shard and its evaluations (parts)."""
+
+    path: Path
+    shard: Shard
+    results: list[EvaluationResult]
+
+
+RERUN = "run every shard on the same commit with the same options"
+
+
+def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
+    """A partial report (``--retrieval-shard ... --retrieval-report``), checked: it holds
+    evaluations, each a part of one shard, and its session failed for no other reason."""
+    from .results import result_from_dict
+    from .verdicts import session_verdict
+
+    verdict = document.get("verdict") or {}
+    stopped = [f"{r.get('kind')}: {r.get('message')}" for r in verdict.get("reasons") or []]
+    entries = document["evaluations"]
+    if not entries:
+        raise ShardError(
+            f"{path} holds no evaluation: its shard run stopped before any ran ("
+            + ("; ".join(stopped) or "no reason recorded")
+            + "); fix that run and run the shard again"
+        )
+    try:
+        results = [result_from_dict(entry) for entry in entries]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ShardError(f"{path}: a malformed evaluation entry ({exc!r})") from None
+    whole = next((r for r in results if r.part is None), None)
+    if whole is not None:
+        raise ShardError(
+            f"{path}: {_label(whole)} is not a part of a shard: the report was written without "
+            "--retrieval-shard; combine reads the reports of `pytest --retrieval-shard I/N "
+            "--retrieval-report PATH`, one per shard"
+        )
+    shards = sorted({(r.part.index, r.part.count) for r in results if r.part is not None})
+    if len(shards) > 1:
+        raise ShardError(
+            f"{path} holds parts of several shards ({', '.join(str(Shard(*s)) for s in shards)}): "
+            "it is not one shard's report"
+        )
+    ours = {(r.kind, r.message) for r in session_verdict(results, []).reasons}
+    other = [
+        line
+        for line, r in zip(stopped, verdict.get("reasons") or [], strict=True)
+        if (r.get("kind"), r.get("message")) not in ours
+    ]
+    if other:
+        raise ShardError(
+            f"{path} (shard {Shard(*shards[0])}): its run failed beyond its evaluations ("
+            + "; ".join(other)
+            + "); fix that run and run the shard again"
+        )
+    return Partial(path, Shard(*shards[0]), results)
+
+
+def combine(partials: Sequence[Partial], *, baseline: Path | None, start: Path) -> list[Whole]:
+    """Each evaluation's parts, one per shard, merged into the whole and made ready for the
+    gate (:func:`.offline.gate`): its settings, baseline file (``baseline``, else the one the
+    shards named, relative to ``start``) and key. Raises :class:`ShardError` unless the
+    partial reports are exactly one of each shard of the same runs."""
+    _check_shards(partials)
+    first = partials[0]
+    keys = [_key(r) for r in first.results]
+    if len(set(keys)) != len(keys):
+        raise ShardError(f"{first.path} holds an evaluation twice: it is not one shard's report")
+    for partial in partials[1:]:
+        theirs = [_key(r) for r in partial.results]
+        for mine, other in ((keys, theirs), (theirs, keys)):
+            missing = [key for key in mine if key not in other]
+            if missing:
+                has, lacks = (first, partial) if mine is keys else (partial, first)
+                raise ShardError(
+                    f"{_shown(missing[0])} is in {has.path} but not in {lacks.path} (which has "
+                    f"{', '.join(_shown(k) for k in (theirs if lacks is partial else keys))}): "
+                    f"every shard must run the same evaluations; {RERUN} (the same -k and -m too)"
+                )
+    ordered = sorted(partials, key=lambda p: p.shard.index)
+    return [_whole([_find(p, key) for p in ordered], ordered, baseline, start) for key in keys]
+
+
+def _check_shards(partials: Sequence[Partial]) -> None:
+    """One report of each shard 1..N, all of the same N."""
+    if not partials:
+        raise ShardError("no partial report given")
+    counts = {p.shard.count for p in partials}
+    if len(counts) > 1:
+        listed = ", ".join(f"{p.path} is shard {p.shard}" for p in partials)
+        raise ShardError(f"the reports are of different shard counts ({listed}); {RERUN}")
+    count = counts.pop()
+    seen: dict[int, Path] = {}
+    for partial in partials:
+        other = seen.setdefault(partial.shard.index, partial.path)
+        if other != partial.path:
+            raise ShardError(
+                f"shard {partial.shard} is given twice: {other} and {partial.path}; give each "
+                "shard's report once"
+            )
+    missing = [str(Shard(i, count)) for i in range(count) if i not in seen]
+    if missing:
+        given = ", ".join(f"{p.shard} {p.path}" for p in sorted(partials, key=lambda p: p.shard))
+        raise ShardError(
+            f"shard {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing (given: "
+            f"{given}): combine gates the whole golden set only; give every shard's report (a "
+            "shard job that failed still uploads its report)"
+        )
+
+
+def _key(result: EvaluationResult) -> tuple[str, str]:
+    assert result.part is not None  # read_partial checked it
+    return result.part.golden, result.retriever_id
+
+
+def _shown(key: tuple[str, str]) -> str:
+    return f"{key[0]} [{key[1]}]"
+
+
+def _label(result: EvaluationResult) -> str:
+    return f"{result.golden_name} [{result.retriever_id}]"
+
+
+def _find(partial: Partial, key: tuple[str, str]) -> EvaluationResult:
+    return next(r for r in partial.results if _key(r) == key)
+
+
+def _whole(
+    parts: Sequence[EvaluationResult],
+    partials: Sequence[Partial],
+    baseline: Path | None,
+    start: Path,
+) -> Whole:
+    """One evaluation's parts (in shard order) checked against each other and merged."""
+    from .baseline import golden_key
+    from .evaluation import PartsMismatch, merge_parts
+    from .offline import GateSettings, Whole
+
+    stamps = [r.part for r in parts if r.part is not None]
+    label = _shown(_key(parts[0]))
+    settings = []
+    for stamp_, partial in zip(stamps, partials, strict=True):
+        try:
+            settings.append(GateSettings.from_dict(stamp_.settings))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ShardError(
+                f"{partial.path}: {label}: malformed gate settings ({exc!r})"
+            ) from None
+    for result, gate, partial in zip(parts[1:], settings[1:], partials[1:], strict=True):
+        difference = _difference((parts[0], settings[0]), (result, gate))
+        if difference is not None:
+            raise ShardError(
+                f"{partials[0].path} and {partial.path} differ on {label}: {difference}; {RERUN}"
+            )
+    order: list[tuple[int, str]] = []
+    for result, stamp_, partial in zip(parts, stamps, partials, strict=True):
+        if len(stamp_.positions) != len(result.queries):
+            raise ShardError(f"{partial.path}: {label}: its positions do not match its queries")
+        for position, query in zip(stamp_.positions, result.queries, strict=True):
+            if shard_of(query.id, stamp_.count) != stamp_.index:
+                raise ShardError(
+                    f"{partial.path}: {label}: query {query.id!r} is not in shard "
+                    f"{Shard(stamp_.index, stamp_.count)} by the hash of its id: that shard was "
+                    "cut by another rule (another pytest-retrieval version?); run every shard "
+                    "with the same version"
+                )
+            order.append((position, query.id))
+    total = stamps[0].total
+    places = len({p for p, _ in order})
+    if len(order) != total or places != total:
+        raise ShardError(
+            f"{label}: the shards hold {len(order)} queries at {places} places, but the golden "
+            f"set has {total}; {RERUN}"
+        )
+    try:
+        merged = merge_parts(parts, [qid for _, qid in sorted(order)])
+    except PartsMismatch as exc:
+        raise ShardError(f"{label}: {exc}; {RERUN}") from None
+    if baseline is None:
+        path = _resolved(settings[0].baseline, start)
+        key = settings[0].baseline_key
+    else:
+        path = baseline
+        key = golden_key(_resolved(stamps[0].golden, start), baseline)
+    return Whole(merged, settings[0], path, key, stamps[0].nodeid)
+
+
+def _difference(
+    one: tuple[EvaluationResult, GateSettings], other: tuple[EvaluationResult, GateSettings]
+) -> str | None:
+    """What two parts of one evaluation disagree on (None: nothing): they must come from the
+    same golden set, options and commit. Thresholds and allowances are compared by value,
+    not by the path in their source (checkouts may sit at different places)."""
+    (a, a_gate), (b, b_gate) = one, other
+    assert a.part is not None and b.part is not None
+    pairs: list[tuple[str, Any, Any]] = [
+        ("golden fingerprint", a.fingerprint, b.fingerprint),
+        ("golden set size", a.part.total, b.part.total),
+        ("k", a.k, b.k),
+        ("metrics", sorted(a.metrics), sorted(b.metrics)),
+        ("relevance level", a.relevance_level, b.relevance_level),
+        ("test", a.part.nodeid, b.part.nodeid),
+        ("thresholds", _thresholds(a_gate), _thresholds(b_gate)),
+        ("max drops", _allowances(a_gate), _allowances(b_gate)),
+        ("gated metrics", a_gate.gate, b_gate.gate),
+        ("alpha", a_gate.alpha, b_gate.alpha),
+        ("strict baseline", a_gate.strict_baseline, b_gate.strict_baseline),
+        ("baseline", a_gate.baseline, b_gate.baseline),
+        ("A/B reference", a_gate.compare_to, b_gate.compare_to),
+    ]
+    for what, mine, theirs in pairs:
+        if mine != theirs:
+            return f"{what} {mine!r} vs {theirs!r}"
+    return None
+
+
+def _thresholds(settings: GateSettings) -> list[str]:
+    return [f"{t.key}={t.minimum!r}" for t in settings.thresholds]
+
+
+def _allowances(settings: GateSettings) -> list[str]:
+    return [f"{metric}={a}" for metric, a in sorted(settings.allowances.items())]
+
+
+def _resolved(name: str, start: Path) -> Path:
+    path = Path(name)
+    return path if path.is_absolute() else start / path

@@ -1,0 +1,197 @@
+"""Issue 13, point 5: ``pytest-retrieval eval GOLDEN RUN`` gates a precomputed run without
+pytest exactly as a pytest run gates a retriever that returns the same lists: numbers, CIs,
+paired tests against the baseline, verdict, exit status, JUnit test case and baseline entry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_shards import evaluations, junit_cases, make_project
+
+from pytest_retrieval.cli import main
+
+
+def run_file(report: Path, target: Path) -> Path:
+    """The ranked lists a pytest run's retriever returned (its report's ``returned``), as a
+    ``{qid: [doc, ...]}`` run file (named bm25.json: its retriever id is bm25)."""
+    (entry,) = json.loads(report.read_text(encoding="utf-8"))["evaluations"]
+    target.write_text(json.dumps({q["id"]: q["returned"] for q in entry["queries"]}), "utf-8")
+    return target
+
+
+def trec_file(run: Path, target: Path) -> Path:
+    """The same lists as a TREC run file, scores strictly decreasing down each list."""
+    lines = [
+        f"{qid} Q0 {doc} {rank} {100 - rank} tag"
+        for qid, docs in json.loads(run.read_text(encoding="utf-8")).items()
+        for rank, doc in enumerate(docs, 1)
+    ]
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return target
+
+
+def evaluate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()  # what the pytest runs before printed
+    status = main(["eval", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def without_time(entry: dict[str, Any]) -> dict[str, Any]:
+    """A baseline entry without what differs between two recordings: when, and latencies
+    (a run file has none)."""
+    entry.pop("created"), entry.pop("latency_ms")
+    for query in entry["queries"].values():
+        query.pop("latency_ms", None)
+    return entry
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """120 queries, the bm25 retriever of test_shards, its baseline recorded by pytest."""
+    make_project(pytester, size=120)
+    monkeypatch.setenv("RETRIEVERS", "bm25")
+    recorded = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-update-baseline"
+    )
+    assert recorded.ret == 0
+    return pytester
+
+
+def test_eval_of_a_run_is_the_pytest_run_of_the_same_lists(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Against the retriever fixture, then against ``--retrieval-run`` of the same file."""
+    monkeypatch.setenv("WORSE", "1")
+    single = project.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-report",
+        "single.json",
+        "--junitxml",
+        "single.xml",
+    )
+    assert single.ret == pytest.ExitCode.TESTS_FAILED  # bm25 regressed against its baseline
+    run = run_file(project.path / "single.json", project.path / "bm25.json")
+    status, out, err = evaluate(
+        capsys, "golden.json", "bm25.json", "--report", "eval.json", "--junit-xml", "eval.xml"
+    )
+    assert status == single.ret == 1, err
+    assert out.rstrip().endswith("retrieval verdict: FAILED (3 reasons, listed above)")
+    ours = evaluations(project.path / "eval.json")
+    assert ours == evaluations(project.path / "single.json")
+    (entry,) = ours
+    assert entry["metrics"]["recall@10"] == pytest.approx(0.6)
+    changes = {c["metric"]: c for c in entry["baseline"]["comparison"]["changes"]}
+    assert changes["recall@10"]["verdict"] == "regressed"
+    assert changes["recall@10"]["p_adjusted"] < 0.05
+    assert junit_cases(project.path / "eval.xml") == junit_cases(project.path / "single.xml")
+    assert list(junit_cases(project.path / "eval.xml")) == ["golden.json::retrieval[bm25]"]
+
+    from_run = project.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-run",
+        str(run),
+        "--retrieval-report",
+        "run.json",
+    )
+    assert from_run.ret == 1 and evaluations(project.path / "run.json") == ours
+
+    trec = trec_file(run, project.path / "bm25.trec")
+    status, _, _ = evaluate(capsys, "golden.json", str(trec), "--report", "trec.json")
+    assert status == 1
+    scored = evaluations(project.path / "trec.json")
+    first = scored[0]["queries"][1]  # the run's scores are kept, as a retriever's would be
+    assert first["scores"] == {doc: 99 - rank for rank, doc in enumerate(first["returned"])}
+    for query in scored[0]["queries"]:
+        query["scores"] = {}
+    assert scored == ours  # the same ranking: the scores decrease down each list
+
+
+def test_eval_says_which_golden_queries_the_run_lacks(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "single.json")
+    run = run_file(project.path / "single.json", project.path / "bm25.json")
+    lists = json.loads(run.read_text())
+    del lists["q3"]
+    run.write_text(json.dumps(lists), encoding="utf-8")
+    status, out, _ = evaluate(capsys, "golden.json", "bm25.json", "--report", "eval.json")
+    assert status == 0
+    assert "run file bm25.json lacks 1 of the 120 queries of golden set many ('q3')" in out
+    (entry,) = evaluations(project.path / "eval.json")
+    assert next(q for q in entry["queries"] if q["id"] == "q3")["returned"] == []
+
+
+def test_eval_records_the_baseline_pytest_records(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = project.path / "golden.json.baseline.json"
+    recorded = without_time(json.loads(baseline.read_text())["entries"]["golden.json::bm25"])
+    project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "single.json")
+    run = run_file(project.path / "single.json", project.path / "bm25.json")
+    other = project.path / "other.baseline.json"
+    status, out, _ = evaluate(
+        capsys,
+        "golden.json",
+        str(run),
+        "--baseline",
+        str(other),
+        "--update-baseline",
+    )
+    assert status == 0
+    assert f"baseline written: {other.name} (golden.json::bm25)" in out
+    written = json.loads(other.read_text())["entries"]["golden.json::bm25"]
+    assert without_time(written) == recorded
+    status, out, _ = evaluate(capsys, "golden.json", str(run))
+    assert status == 0 and "vs baseline golden.json.baseline.json" in out  # unchanged: passes
+
+
+def test_eval_gates_with_its_own_settings(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "single.json")
+    run = run_file(project.path / "single.json", project.path / "bm25.json")
+    status, out, _ = evaluate(
+        capsys,
+        "golden.json",
+        str(run),
+        "--retriever",
+        "new",
+        "--threshold",
+        "recall@10=0.9",
+        "--metric",
+        "ndcg@3",
+        "--strict-baseline",
+    )
+    assert status == 1
+    assert "    threshold: recall@10 = 0.8000 is below 0.9 (threshold from --threshold)" in out
+    assert "    missing baseline: no baseline for many::new in golden.json.baseline.json" in out
+    assert "  ndcg@3 " in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["golden.json", "absent.json"], "argument RUN: no such file: 'absent.json'"),
+        (
+            ["golden.json", "bm25.json", "--threshold", "recall@10[x]=0.5"],
+            "no query has the tag 'x'",
+        ),
+        (["golden.json", "bm25.json", "--report", "."], "argument --report: '.' is a folder"),
+        (["golden.json", "golden.json"], "error: run file golden.json, /name: a query's hits"),
+    ],
+    ids=["no-run", "unknown-tag", "report-folder", "not-a-run"],
+)
+def test_bad_inputs_are_refused_with_one_message(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "single.json")
+    run_file(project.path / "single.json", project.path / "bm25.json")
+    status, out, err = evaluate(capsys, *argv)
+    assert status == 2 and out == "" and "Traceback" not in err
+    assert expected in err

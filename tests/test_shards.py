@@ -1,0 +1,583 @@
+"""Issue 13, point 3: one golden set across CI jobs. ``--retrieval-shard I/N`` evaluates the
+queries whose id hashes to shard I and writes a partial report; ``pytest-retrieval combine``
+gates the union exactly as one run (numbers, CIs, paired tests, verdict, exit status,
+outputs), refuses partial reports that do not make one whole and never records a baseline
+from part of a golden set. The README's matrix recipe runs here as written."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shlex
+import shutil
+import xml.etree.ElementTree as ET
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from test_recipes import README, fenced, section
+
+from pytest_retrieval.cli import main
+from pytest_retrieval.shards import Shard, shard_arg, shard_of
+
+#: Two retrievers (an A/B run) that find, at a rank that varies, the relevant documents of
+#: some queries: bm25 those with n % 5 != 0 (WORSE: n % 5 > 1, a regression), dense n % 4;
+#: FAIL_ON names a query whose call raises.
+RETRIEVERS = """
+import json, os, pytest
+
+GOLDEN = {q["query"]: q for q in json.load(open("golden.json"))["queries"]}
+
+@pytest.fixture(scope="session", params=os.environ.get("RETRIEVERS", "bm25,dense").split(","))
+def retriever(request):
+    name = request.param
+    def search(query, k):
+        if query == os.environ.get("FAIL_ON"):
+            raise RuntimeError("index offline")
+        n = int(query.split()[-1])
+        wanted = sorted(GOLDEN[query]["relevant"])
+        if name == "bm25":
+            found = n % 5 > (1 if os.environ.get("WORSE") else 0)
+        else:
+            found = n % 4 != 0
+        filler = [f"x{n}-{i}" for i in range(k)]
+        at = n % 3
+        ranked = filler[:at] + (wanted if found else []) + filler[at:]
+        return ranked[:k]
+    return search
+"""
+
+
+def golden_set(size: int = 300, seed: int = 13) -> dict[str, Any]:
+    """``size`` graded queries over 60 documents, tagged a/b/c, two also "rare" (so shard
+    3/3 has none of it), with a threshold on the whole and one on the rare tag."""
+    rng = random.Random(seed)
+    queries = []
+    for n in range(size):
+        relevant = {
+            f"d{rng.randrange(60)}": rng.choice([1, 2, 3]) for _ in range(rng.randint(1, 3))
+        }
+        tags = [rng.choice("abc")] + (["rare"] if n in (6, 103) else [])  # not in shard 3
+        queries.append({"id": f"q{n}", "query": f"query {n}", "relevant": relevant, "tags": tags})
+    return {
+        "name": "many",
+        "k": 10,
+        "queries": queries,
+        "thresholds": {"recall@10": 0.5, "ndcg@10[rare]": 0.1},
+    }
+
+
+def make_project(pytester: pytest.Pytester, size: int = 300) -> None:
+    pytester.makeconftest(RETRIEVERS)
+    (pytester.path / "golden.json").write_text(json.dumps(golden_set(size)), encoding="utf-8")
+
+
+def run_shards(pytester: pytest.Pytester, *options: str, count: int = 3) -> list[pytest.RunResult]:
+    return [
+        pytester.runpytest(
+            "--retrieval-golden",
+            "golden.json",
+            "--retrieval-shard",
+            f"{i}/{count}",
+            "--retrieval-report",
+            f"part{i}.json",
+            *options,
+        )
+        for i in range(1, count + 1)
+    ]
+
+
+def combine(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()  # what the pytest runs before printed
+    status = main(["combine", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def evaluations(path: Path) -> list[dict[str, Any]]:
+    """A report's evaluations without what differs between two runs of one retriever: the
+    measured latencies."""
+    found = []
+    for entry in json.loads(path.read_text(encoding="utf-8"))["evaluations"]:
+        entry.pop("latency_ms")
+        for query in entry["queries"]:
+            query.pop("latency_ms")
+        found.append(entry)
+    return found
+
+
+def junit_cases(path: Path) -> dict[str, tuple[str | None, dict[str, str]]]:
+    """Test case name -> (its failure message's first line or None, its properties but
+    latency)."""
+    cases = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        failure = case.find("failure")
+        message = None
+        if failure is not None:
+            message = failure.get("message", "").removeprefix("Failed: ").splitlines()[0]
+        props = {
+            p.get("name", ""): p.get("value", "")
+            for p in case.iter("property")
+            if "latency" not in p.get("name", "")
+        }
+        cases[f"{case.get('classname')}::{case.get('name')}"] = (message, props)
+    return cases
+
+
+def suite_properties(path: Path) -> list[tuple[str, str]]:
+    suite = next(ET.parse(path).getroot().iter("testsuite"))
+    props = suite.find("properties")
+    return [(p.get("name", ""), p.get("value", "")) for p in props or []]
+
+
+# ---------------------------------------------------------------------------- the shard rule
+
+
+def test_shard_of_is_the_same_everywhere() -> None:
+    """SHA-256 of the id's UTF-8, first 8 bytes big-endian, modulo N: a fixed table, so a
+    change of hash (or of the byte order, or a salted hash()) fails here."""
+    table = {
+        "q0": [0, 1, 0, 4, 143],
+        "q1": [0, 0, 1, 4, 106],
+        "q42": [0, 0, 2, 6, 164],
+        "query-7": [0, 1, 1, 3, 233],
+        "Ünïcode ✓": [0, 1, 0, 2, 251],
+        "": [0, 0, 1, 1, 652],
+        "0123456789abcdef": [0, 0, 0, 3, 128],
+        "q-3f2a9c0b1d4e": [0, 1, 1, 4, 523],
+    }
+    for query_id, expected in table.items():
+        assert [shard_of(query_id, n) for n in (1, 2, 3, 7, 1000)] == expected, query_id
+
+
+def test_shards_split_a_set_evenly_and_disjointly() -> None:
+    ids = [f"q{i}" for i in range(30_000)]
+    sizes = [0, 0, 0]
+    for query_id in ids:
+        sizes[shard_of(query_id, 3)] += 1
+    assert sum(sizes) == 30_000
+    assert all(abs(size - 10_000) < 300 for size in sizes), sizes  # 3 sigma is ~245
+
+
+def test_shard_argument() -> None:
+    assert shard_arg("2/3") == Shard(1, 3) and str(Shard(1, 3)) == "2/3"
+    assert shard_arg("1/1") == Shard(0, 1)
+    for bad in ("0/3", "4/3", "3", "a/b", "1/0", "-1/3", "2/3/4", ""):
+        with pytest.raises(Exception, match=r"is not a shard I/N.*from 1 to N"):
+            shard_arg(bad)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--retrieval-shard", "4/3"], "*--retrieval-shard: '4/3' is not a shard I/N*"),
+        (["--retrieval-shard", "2/3"], "*--retrieval-shard 2/3 needs --retrieval-report PATH*"),
+        (
+            [
+                "--retrieval-shard",
+                "2/3",
+                "--retrieval-report",
+                "p.json",
+                "--retrieval-update-baseline",
+            ],
+            "*a baseline is never recorded from part of one*combine ... --update-baseline*",
+        ),
+        (
+            ["--retrieval-shard", "2/3", "--retrieval-report", "p.json", "--retrieval-sample", "9"],
+            "*--retrieval-shard 2/3 with --retrieval-sample*",
+        ),
+    ],
+    ids=["out-of-range", "no-report", "update-baseline", "sample"],
+)
+def test_bad_shard_settings_are_usage_errors(
+    pytester: pytest.Pytester, options: list[str], expected: str
+) -> None:
+    make_project(pytester, size=20)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", *options)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])
+    assert not (pytester.path / "golden.json.baseline.json").exists()
+
+
+# ---------------------------------------------------------------------------- 3 shards == 1 run
+
+
+def test_three_shards_combined_are_one_run_number_for_number(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """300 queries, two retrievers (A/B), a baseline, then bm25 regresses: the single run and
+    3 shards + combine give the same metrics, CIs, per-tag and per-query values, p-values,
+    changed queries, verdict, exit status, JUnit cases and session verdict."""
+    make_project(pytester)
+    recorded = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-update-baseline"
+    )
+    assert recorded.ret == 0
+    monkeypatch.setenv("WORSE", "1")
+    single = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-report",
+        "single.json",
+        "--junitxml",
+        "single.xml",
+    )
+    assert single.ret == pytest.ExitCode.TESTS_FAILED
+    summary = pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    shards = run_shards(pytester, "--retrieval-markdown", "part.md")
+    sizes = []
+    for i, shard in enumerate(shards, 1):
+        assert shard.ret == 0  # a part is not gated: bm25's regression shows only on the whole
+        line = next(line for line in shard.outlines if line.startswith(f"shard {i}/3: "))
+        sizes.append(int(line.split()[2]))
+        assert f"of 300 queries of golden.json (partial report part{i}.json; not gated" in line
+        assert "gate it with pytest-retrieval combine" in line
+        shard.stdout.fnmatch_lines(["*no Markdown or HTML summary of a part*"])
+    assert sum(sizes) == 300 and min(sizes) > 70
+    assert not summary.exists() and not (pytester.path / "part.md").exists()
+    rare = [
+        any("rare" in q["tags"] for q in entry["queries"])
+        for i in range(1, 4)
+        for entry in json.loads((pytester.path / f"part{i}.json").read_text())["evaluations"]
+    ]
+    assert not all(rare)  # a shard without the tag of a threshold still ran and passed
+
+    status, out, err = combine(
+        capsys,
+        "part1.json",
+        "part2.json",
+        "part3.json",
+        "--report",
+        "combined.json",
+        "--junit-xml",
+        "combined.xml",
+        "--markdown",
+        "combined.md",
+    )
+    assert status == single.ret == 1, err
+    assert "combined 3 shards: many [bm25] 300 queries, many [dense] 300 queries" in out
+    assert out.rstrip().endswith("retrieval verdict: FAILED (3 reasons, listed above)")
+
+    one, whole = (
+        evaluations(pytester.path / "single.json"),
+        evaluations(pytester.path / "combined.json"),
+    )
+    assert [e["retriever"] for e in whole] == ["bm25", "dense"]
+    for mine, theirs in zip(one, whole, strict=True):
+        assert mine == theirs
+    bm25 = whole[0]
+    assert bm25["passed"] is False
+    assert [r["metric"] for r in bm25["verdict"]["reasons"]] == ["recall@10", "mrr@10", "ndcg@10"]
+    assert {r["kind"] for r in bm25["verdict"]["reasons"]} == {"regression"}
+    changes = {c["metric"]: c for c in bm25["baseline"]["comparison"]["changes"]}
+    assert changes["recall@10"]["verdict"] == "regressed"
+    assert changes["recall@10"]["p_adjusted"] < 0.05
+    assert bm25["metrics"]["recall@10"] == pytest.approx(0.6)  # n % 5 > 1: 3 in 5 found
+    schema = json.loads(
+        resources.files("pytest_retrieval").joinpath("schema/report.schema.json").read_text()
+    )
+    for name in ("part1.json", "combined.json"):  # a partial report's stamp is in the schema
+        jsonschema.validate(json.loads((pytester.path / name).read_text()), schema)
+    documents = [
+        json.loads((pytester.path / f).read_text()) for f in ("single.json", "combined.json")
+    ]
+    assert documents[0]["verdict"] == documents[1]["verdict"]
+    assert documents[0]["ab"] == documents[1]["ab"] and len(documents[1]["ab"]) == 1
+
+    assert junit_cases(pytester.path / "combined.xml") == junit_cases(pytester.path / "single.xml")
+    assert ("retrieval.passed", "False") in suite_properties(pytester.path / "combined.xml")
+    reasons = [
+        v for n, v in suite_properties(pytester.path / "combined.xml") if n == "retrieval.reason"
+    ]
+    assert len(reasons) == 3 and reasons[0].startswith("regression: many [bm25]: recall@10 dropped")
+    markdown = (pytester.path / "combined.md").read_text(encoding="utf-8")
+    assert markdown.startswith("## Retrieval evaluation: ❌ 1 of 2 failed\n")
+    for reason in reasons:  # the JUnit file's reasons are the Markdown's, as it escapes them
+        shown = reason.replace("[", "\\[").replace("]", "\\]").replace("<", "&lt;")
+        assert f"- ❌ {shown}" in markdown.splitlines()
+    assert summary.read_text(encoding="utf-8") == markdown + "\n"  # the step summary, once
+
+
+def test_a_passing_whole_passes_and_failed_calls_fail_every_way(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shard fails on what is broken whatever the others find (a retriever call that
+    raised), and combine fails the whole for it, as the single run does."""
+    make_project(pytester, size=60)
+    monkeypatch.setenv("RETRIEVERS", "bm25")
+    shards = run_shards(
+        pytester,
+        "--retrieval-threshold",
+        "recall@10=0.5",
+        "--retrieval-threshold",
+        "ndcg@10[rare]=0",
+    )
+    assert [s.ret for s in shards] == [0, 0, 0]
+    assert combine(capsys, "part1.json", "part2.json", "part3.json")[0] == 0
+
+    monkeypatch.setenv("FAIL_ON", "query 7")
+    single = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-report", "single.json"
+    )
+    shards = run_shards(pytester)
+    failing = shard_of("q7", 3)
+    assert [s.ret for s in shards] == [1 if i == failing else 0 for i in range(3)]
+    shards[failing].stdout.fnmatch_lines(["*retriever errors: 1 of * retriever calls failed*"])
+    status, out, _ = combine(
+        capsys, "part1.json", "part2.json", "part3.json", "--report", "whole.json"
+    )
+    assert status == single.ret == 1
+    assert "    retriever errors: 1 of 60 retriever calls failed (they score 0)" in out.splitlines()
+    assert evaluations(pytester.path / "whole.json") == evaluations(pytester.path / "single.json")
+    baseline = pytester.path / "golden.json.baseline.json"
+    status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json", "--update-baseline")
+    assert status == 1 and not baseline.exists()
+    assert (
+        "partial run: baseline NOT updated for golden.json: this run is partial (1 failed "
+        "retriever calls in many [bm25]). Fix the failed calls, or force it with "
+        "--update-baseline=force"
+    ) in out.splitlines()
+    combine(capsys, "part1.json", "part2.json", "part3.json", "--update-baseline=force")
+    assert "golden.json::bm25" in json.loads(baseline.read_text())["entries"]
+
+
+# ---------------------------------------------------------------------------- refusals
+
+
+@pytest.fixture
+def partials(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A project of 40 queries, one retriever, and its three partial reports."""
+    make_project(pytester, size=40)
+    monkeypatch.setenv("RETRIEVERS", "bm25")
+    assert [s.ret for s in run_shards(pytester)] == [0, 0, 0]
+    return pytester
+
+
+def refused(capsys: pytest.CaptureFixture[str], path: Path, *argv: str) -> str:
+    """combine's message for inputs it refuses (exit 2), checked to be written in the
+    report it was asked for too."""
+    status, out, err = combine(capsys, *argv, "--report", "refused.json")
+    assert status == 2, (out, err)
+    assert "Traceback" not in err and out == ""
+    message = err.split("pytest-retrieval combine: error: ", 1)[1].strip()
+    report = json.loads((path / "refused.json").read_text(encoding="utf-8"))
+    assert report["passed"] is False and report["evaluations"] == []
+    assert report["verdict"]["reasons"] == [{"kind": "usage", "message": message, "metric": None}]
+    return message
+
+
+def rerun_shard(pytester: pytest.Pytester, index: int, *options: str) -> None:
+    result = pytester.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-shard",
+        f"{index}/3",
+        "--retrieval-report",
+        f"part{index}.json",
+        *options,
+    )
+    assert result.ret == 0
+
+
+def test_a_missing_shard_is_refused(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    message = refused(capsys, partials.path, "part1.json", "part3.json")
+    assert message.startswith("shard 2/3 is missing (given: 1/3 part1.json, 3/3 part3.json)")
+    assert "give every shard's report" in message
+
+
+def test_a_shard_given_twice_is_refused(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copy(partials.path / "part2.json", partials.path / "again.json")
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "again.json", "part3.json")
+    assert (
+        message
+        == "shard 2/3 is given twice: part2.json and again.json; give each shard's report once"
+    )
+
+
+def test_shards_of_another_count_are_refused(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = partials.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-shard",
+        "3/4",
+        "--retrieval-report",
+        "four.json",
+    )
+    assert result.ret == 0
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "four.json")
+    assert message.startswith("the reports are of different shard counts (part1.json is shard 1/3,")
+    assert "four.json is shard 3/4" in message
+
+
+def test_shards_of_another_golden_set_are_refused(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = golden_set(40)
+    data["queries"][0]["relevant"] = {"d0": 1}  # re-judged on the branch of shard 3
+    (partials.path / "golden.json").write_text(json.dumps(data), encoding="utf-8")
+    rerun_shard(partials, 3)
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json")
+    assert re.fullmatch(
+        r"part1\.json and part3\.json differ on golden\.json \[bm25\]: golden fingerprint "
+        r"'\w+' vs '\w+'; run every shard on the same commit with the same options",
+        message,
+    )
+
+
+def test_shards_of_another_retriever_are_refused(
+    partials: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RETRIEVERS", "dense")
+    rerun_shard(partials, 2)
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json")
+    assert message.startswith(
+        "golden.json [bm25] is in part1.json but not in part2.json (which has golden.json [dense])"
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (
+            ["--retrieval-threshold", "recall@10=0.6"],
+            "thresholds ['recall@10=0.5', 'ndcg@10[rare]=0.1'] vs "
+            "['recall@10=0.6', 'ndcg@10[rare]=0.1']",
+        ),
+        (["--retrieval-alpha", "0.01"], "alpha 0.05 vs 0.01"),
+        (["--retrieval-max-drop", "recall@10=2%"], "max drops [] vs ['recall@10=2%']"),
+        (["--retrieval-k", "5"], "k 10 vs 5"),
+        (["--retrieval-metric", "ndcg@3"], "metrics ["),
+    ],
+    ids=["threshold", "alpha", "max-drop", "k", "metric"],
+)
+def test_shards_run_with_other_settings_are_refused(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str], options: list[str], expected: str
+) -> None:
+    rerun_shard(partials, 3, *options)
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json")
+    assert message.startswith(f"part1.json and part3.json differ on golden.json [bm25]: {expected}")
+
+
+def test_what_is_not_a_partial_report_is_refused(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    partials.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "whole.json")
+    message = refused(capsys, partials.path, "part1.json", "whole.json")
+    assert message.startswith(
+        "whole.json: many [bm25] is not a part of a shard: the report was written"
+    )
+    stopped = partials.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-shard",
+        "2/3",
+        "--retrieval-report",
+        "stopped.json",
+        "--retrieval-update-baseline",
+    )
+    assert stopped.ret == pytest.ExitCode.USAGE_ERROR  # its report says why, with no evaluation
+    message = refused(capsys, partials.path, "part1.json", "stopped.json", "part3.json")
+    assert message.startswith(
+        "stopped.json holds no evaluation: its shard run stopped before any ran (usage: "
+        "--retrieval-shard 2/3 with --retrieval-update-baseline"
+    )
+    (partials.path / "notes.json").write_text("[1, 2]", encoding="utf-8")
+    assert refused(capsys, partials.path, "notes.json") == "notes.json: not a JSON object"
+
+
+# ---------------------------------------------------------------------------- baselines
+
+
+def test_the_baseline_is_recorded_from_the_whole_only(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = partials.path / "golden.json.baseline.json"
+    refused(capsys, partials.path, "part1.json", "part2.json", "--update-baseline")
+    assert not baseline.exists()
+    status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json", "--update-baseline")
+    assert status == 0
+    assert "baseline written: golden.json.baseline.json (golden.json::bm25)" in out
+    combined = json.loads(baseline.read_text(encoding="utf-8"))["entries"]["golden.json::bm25"]
+    baseline.unlink()
+    single = partials.runpytest("--retrieval-golden", "golden.json", "--retrieval-update-baseline")
+    assert single.ret == 0
+    recorded = json.loads(baseline.read_text(encoding="utf-8"))["entries"]["golden.json::bm25"]
+    for entry in (combined, recorded):
+        entry.pop("created"), entry.pop("latency_ms")
+        for query in entry["queries"].values():
+            query.pop("latency_ms")
+    assert combined == recorded
+    # the next combine compares with it: an unchanged retriever, nothing moved
+    status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json")
+    assert status == 0 and "vs baseline golden.json.baseline.json" in out
+
+
+# ---------------------------------------------------------------------------- the README recipe
+
+SHARDS = section(README, "## One golden set across CI jobs")
+
+
+def recipe_commands() -> tuple[list[list[str]], list[str]]:
+    """The recipe's shard command for each matrix value, and its combine command."""
+    (block,) = fenced(SHARDS, "yaml")
+    jobs = yaml.safe_load(block)["jobs"]
+    (shard_step,) = [s for s in jobs["shard"]["steps"] if "--retrieval-shard" in s.get("run", "")]
+    (gate_step,) = [s for s in jobs["gate"]["steps"] if "combine" in s.get("run", "")]
+    shards = [
+        shlex.split(shard_step["run"].replace("${{ matrix.shard }}", str(value)))
+        for value in jobs["shard"]["strategy"]["matrix"]["shard"]
+    ]
+    return shards, shlex.split(gate_step["run"])
+
+
+def test_the_readme_recipe_has_the_shape_github_expects() -> None:
+    (block,) = fenced(SHARDS, "yaml")
+    jobs = yaml.safe_load(block)["jobs"]
+    matrix = jobs["shard"]["strategy"]
+    assert matrix["fail-fast"] is False  # one failing shard does not cancel the others
+    assert jobs["gate"]["needs"] == "shard" and jobs["gate"]["if"] == "${{ !cancelled() }}"
+    uploads = [s for s in jobs["shard"]["steps"] if s.get("uses", "").startswith("actions/upload")]
+    assert [s["if"] for s in uploads] == ["${{ !cancelled() }}"]  # a failed shard's report too
+    (download,) = [
+        s for s in jobs["gate"]["steps"] if s.get("uses", "").startswith("actions/download")
+    ]
+    assert download["with"]["merge-multiple"] is True
+    shards, gate = recipe_commands()
+    written = {shard[shard.index("--retrieval-report") + 1] for shard in shards}
+    assert re.fullmatch(download["with"]["pattern"].replace("*", ".*"), "partial-1")
+    assert written == {
+        word for word in gate if word.endswith(".json") and word.startswith("partial")
+    }
+    assert [u["with"]["path"] for u in uploads] == ["partial-${{ matrix.shard }}.json"]
+
+
+def test_the_readme_recipe_runs_as_written(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recipe's commands, as the README writes them, in a project configured with the
+    recipes' ini (the golden set from retrieval_golden): shards pass, combine gates."""
+    make_project(pytester, size=60)
+    monkeypatch.setenv("RETRIEVERS", "bm25")
+    pytester.makeini("[pytest]\nretrieval_golden = golden.json\n")
+    shards, gate = recipe_commands()
+    assert len(shards) == 3
+    for words in shards:
+        assert words[0] == "pytest"
+        assert pytester.runpytest(*words[1:]).ret == 0
+    assert gate[0] == "pytest-retrieval"
+    status = main(gate[1:])
+    out = capsys.readouterr().out
+    assert status == 0 and "combined 3 shards: many [bm25] 60 queries" in out
+    written = [word for word in gate if word.startswith("retrieval") and "." in word]
+    assert written and all((pytester.path / name).is_file() for name in written)
