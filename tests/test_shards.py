@@ -401,6 +401,8 @@ def test_a_shard_given_twice_is_refused(
         message
         == "shard 2/3 is given twice: part2.json and again.json; give each shard's report once"
     )
+    message = refused(capsys, partials.path, "part1.json", "part1.json", "part2.json", "part3.json")
+    assert message.startswith("shard 1/3 is given twice: part1.json and part1.json;")
 
 
 def test_shards_of_another_count_are_refused(

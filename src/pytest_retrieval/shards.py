@@ -310,13 +310,13 @@ def _check_shards(partials: Sequence[Partial]) -> None:
         listed = ", ".join(f"{p.path} is shard {p.shard}" for p in partials)
         raise ShardError(f"the reports are of different shard counts ({listed}); {RERUN}")
     count = counts.pop()
-    seen: dict[int, Path] = {}
+    seen: dict[int, Partial] = {}
     for partial in partials:
-        other = seen.setdefault(partial.shard.index, partial.path)
-        if other != partial.path:
+        other = seen.setdefault(partial.shard.index, partial)
+        if other is not partial:
             raise ShardError(
-                f"shard {partial.shard} is given twice: {other} and {partial.path}; give each "
-                "shard's report once"
+                f"shard {partial.shard} is given twice: {other.path} and {partial.path}; give "
+                "each shard's report once"
             )
     missing = [str(Shard(i, count)) for i in range(count) if i not in seen]
     if missing:
