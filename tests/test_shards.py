@@ -498,6 +498,29 @@ def test_what_is_not_a_partial_report_is_refused(
     assert refused(capsys, partials.path, "notes.json") == "notes.json: not a JSON object"
 
 
+def test_evaluations_of_the_shards_own_tests_are_left_out(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A test of the user's that calls retrieval_eval evaluates its whole golden set in every
+    shard: not a part, so combine leaves it out and says so."""
+    make_project(pytester, size=40)
+    monkeypatch.setenv("RETRIEVERS", "bm25")
+    pytester.makepyfile(
+        test_mine="def test_mine(retrieval_eval, retriever):\n"
+        "    retrieval_eval(retriever, golden='golden.json', retriever_id='mine')\n"
+    )
+    assert [s.ret for s in run_shards(pytester)] == [0, 0, 0]
+    status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json", "--report", "w.json")
+    assert status == 0
+    assert (
+        "combined 3 shards: many [bm25] 40 queries; left out: 1 evaluations of the shards' own "
+        "tests (retrieval_eval calls are not sharded; run the shards with --retrieval-only)"
+    ) in out.splitlines()
+    assert [
+        e["retriever"] for e in json.loads((pytester.path / "w.json").read_text())["evaluations"]
+    ] == ["bm25"]
+
+
 # ---------------------------------------------------------------------------- baselines
 
 

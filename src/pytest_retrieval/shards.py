@@ -219,11 +219,13 @@ class ShardError(ValueError):
 
 @dataclass(frozen=True)
 class Partial:
-    """One shard's partial report: its file, its shard and its evaluations (parts)."""
+    """One shard's partial report: its file, its shard and its evaluations (parts), and how
+    many evaluations of its own tests (``retrieval_eval`` calls: never sharded) it left out."""
 
     path: Path
     shard: Shard
     results: list[EvaluationResult]
+    left_out: int = 0
 
 
 RERUN = "run every shard on the same commit with the same options"
@@ -248,14 +250,14 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
         results = [result_from_dict(entry) for entry in entries]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ShardError(f"{path}: a malformed evaluation entry ({exc!r})") from None
-    whole = next((r for r in results if r.part is None), None)
-    if whole is not None:
+    parts = [r for r in results if r.part is not None]
+    if not parts:
         raise ShardError(
-            f"{path}: {_label(whole)} is not a part of a shard: the report was written without "
-            "--retrieval-shard; combine reads the reports of `pytest --retrieval-shard I/N "
-            "--retrieval-report PATH`, one per shard"
+            f"{path}: {_label(results[0])} is not a part of a shard: the report was written "
+            "without --retrieval-shard; combine reads the reports of `pytest --retrieval-shard "
+            "I/N --retrieval-report PATH`, one per shard"
         )
-    shards = sorted({(r.part.index, r.part.count) for r in results if r.part is not None})
+    shards = sorted({(r.part.index, r.part.count) for r in parts if r.part is not None})
     if len(shards) > 1:
         raise ShardError(
             f"{path} holds parts of several shards ({', '.join(str(Shard(*s)) for s in shards)}): "
@@ -273,7 +275,7 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
             + "; ".join(other)
             + "); fix that run and run the shard again"
         )
-    return Partial(path, Shard(*shards[0]), results)
+    return Partial(path, Shard(*shards[0]), parts, left_out=len(results) - len(parts))
 
 
 def combine(partials: Sequence[Partial], *, baseline: Path | None, start: Path) -> list[Whole]:
