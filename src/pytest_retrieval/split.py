@@ -1,0 +1,309 @@
+"""One large golden set spread over pytest-xdist's workers (``pytest -n N``), merged back
+into one evaluation on the controller.
+
+Under ``-n N`` a golden set of at least ``--retrieval-split-min`` queries (ini
+``retrieval_split_min``, default :data:`DEFAULT_SPLIT_MIN`; 0 never splits) is collected as
+one item per worker, ``golden.json::retrieval[part1/2]`` (``retrieval[bm25-part1/2]`` for a
+parametrized retriever fixture). Part *i* evaluates the queries whose id hashes to *i*
+(:func:`shard_of`, the rule of ``--retrieval-shard``), so the parts are the same on every
+worker and every machine. xdist is the distributing engine: its scheduler sends the parts
+to workers like any other tests, spread out in the run order (:func:`spread`) so that they
+do not travel to one worker in one batch.
+
+A part's item passes once its queries are evaluated: a part's numbers decide nothing. The
+controller merges the parts of each (golden set, retriever) with
+:func:`~.evaluation.merge_parts` (every number computed again over the union, in golden
+order), compares the union with the baseline and decides with the same code as a run
+without ``-n`` (:func:`~.runtest.attach_baseline`); outputs, baseline updates and the exit
+status come from that merged evaluation. A failing merged verdict fails the session the way
+pytest-cov's ``--cov-fail-under`` does: the items passed, the exit status is 1, the terminal's
+retrieval section lists the reasons and ``--junitxml`` carries them as testsuite properties.
+
+Only a complete set of parts is merged. A part that failed (its retriever fixture raised, the
+worker crashed) or did not run (``-k``, ``--lf``, ``-x``) leaves the evaluation incomplete:
+the other parts are not shown, gated or recorded as a baseline, and the session fails with
+that reason -- the gate did not run, so no output may say it passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .shards import Shard, cut, shard_of
+
+if TYPE_CHECKING:
+    from .golden import GoldenSet
+    from .results import EvaluationResult, Threshold
+    from .session import SessionState
+    from .verdicts import Reason
+
+#: the golden-set test's argument that carries its part (a :class:`~.shards.Shard`)
+PART_ARG = "retrieval_part"
+#: where a worker leaves its part items for the controller (xdist's ``workeroutput``)
+PARTS_KEY = "retrieval_parts"
+#: where the controller tells each worker its distribution mode (``workerinput``: a worker's
+#: own ``--dist`` option is reset to "no" by xdist)
+DIST_KEY = "retrieval_dist"
+#: Golden sets at least this large are split under ``-n``. A split costs one more
+#: aggregation, on the controller (the merge: about 0.2 ms a query while the CIs are
+#: bootstrapped, 0.45 s for 2,000 queries on a 2-core machine), and a retriever fixture built
+#: on every worker (an index in memory N times); it saves half the retrieval time of a
+#: CPU-bound retriever on 2 workers. Below 2,000 queries a 1 ms retriever saves under a second.
+DEFAULT_SPLIT_MIN = 2000
+#: xdist modes that hand one file's items to several workers (``loadfile`` and ``loadscope``
+#: send them all to one, where a split would only add the merge; ``each`` runs every item on
+#: every worker)
+SPREADING = frozenset({"load", "worksteal", "loadgroup"})
+
+
+def split_min_arg(text: str) -> int:
+    """``--retrieval-split-min``: a whole number >= 0 (0: never split)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number >= 0 (the fewest queries a golden set has to be "
+            "split across xdist workers; 0: never split)"
+        )
+    return value
+
+
+def part_id(part: Shard) -> str:
+    """A part in its item's id, 1-based as on the command line: ``part1/2``."""
+    return f"part{part}"
+
+
+#: this process's golden sets: path -> the parts they are collected as (none: not split)
+_PARTS_OF = pytest.StashKey[dict[Path, list[Shard]]]()
+
+
+def tell_worker(config: pytest.Config, workerinput: dict[str, Any]) -> None:
+    """The controller's distribution mode, for a worker about to start
+    (``pytest_configure_node``)."""
+    workerinput[DIST_KEY] = str(config.getoption("dist", "no"))
+
+
+def _worker_count(config: pytest.Config) -> int:
+    """How many workers share this run's items: 1 outside an xdist worker, or when the
+    distribution mode keeps a file's items on one worker."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or workerinput.get(DIST_KEY) not in SPREADING:
+        return 1
+    return int(workerinput.get("workercount", 1))
+
+
+def parts(config: pytest.Config, state: SessionState, golden_path: Path) -> list[Shard]:
+    """The parts this process collects the golden set as (computed once): none when it is
+    not split. A part no query hashes to is not collected (``part3/4`` may be absent)."""
+    cache = config.stash.setdefault(_PARTS_OF, {})
+    if golden_path not in cache:
+        golden = state.golden(golden_path)
+        count = _worker_count(config)
+        minimum = state.settings.split_min
+        if count < 2 or not minimum or len(golden) < minimum:
+            cache[golden_path] = []
+        else:
+            found = {shard_of(query.id, count) for query in golden.queries}
+            cache[golden_path] = [Shard(index, count) for index in sorted(found)]
+    return cache[golden_path]
+
+
+def parametrize(metafunc: pytest.Metafunc, state: SessionState, golden_path: Path) -> None:
+    """The golden-set test, once per part."""
+    chosen = parts(metafunc.config, state, golden_path)
+    metafunc.parametrize(PART_ARG, chosen, ids=[part_id(part) for part in chosen])
+
+
+def _whole_param_id(callspec_id: str, part: Shard) -> str:
+    """The item's parameter id without its part (``bm25-part1/2`` -> ``bm25``): the retriever
+    id and node id the evaluation has without ``-n``."""
+    if callspec_id == part_id(part):
+        return ""
+    for affix in (f"-{part_id(part)}", f"{part_id(part)}-"):
+        if affix in callspec_id:
+            return callspec_id.replace(affix, "", 1)
+    return callspec_id
+
+
+def run_part(
+    request: pytest.FixtureRequest,
+    retriever: Any,
+    golden_path: Path,
+    thresholds: list[Threshold],
+    state: SessionState,
+    part: Shard,
+) -> None:
+    """Evaluate ``part``'s queries of the golden set: the result goes to the controller in
+    the test report, undecided; its item passes."""
+    from .runtest import run_evaluation
+
+    golden = state.golden(golden_path)
+    subset, _ = cut(golden, part)
+    callspec = request.node.callspec
+    retriever_id = _whole_param_id(str(callspec.id), part) or state.settings.fixture
+    run_evaluation(
+        request, retriever, subset, thresholds, state, retriever_id=retriever_id, part_of=golden
+    )
+    request.node.user_properties.append(
+        (
+            "retrieval.part",
+            f"{part_id(part)}: {len(subset)} of {len(golden)} queries (merged and decided on "
+            "the controller)",
+        )
+    )
+
+
+def _part(item: pytest.Item) -> Shard | None:
+    callspec = getattr(item, "callspec", None)
+    part = None if callspec is None else callspec.params.get(PART_ARG)
+    return part if isinstance(part, Shard) else None
+
+
+def spread(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The parts far apart in the run order, the other items' order kept: xdist hands out
+    consecutive tests together (batches with ``--dist load``, halves with ``worksteal``), so
+    parts next to each other would run one after the other on one worker."""
+    if not any(config.stash.get(_PARTS_OF, {}).values()):
+        return  # nothing split here: not even a look at the items
+    parts = [item for item in items if _part(item) is not None]
+    if not parts or len(parts) == len(items):
+        return
+    slots = {len(items) * k // len(parts): part for k, part in enumerate(parts)}
+    others = iter([item for item in items if _part(item) is None])
+    items[:] = [slots[at] if at in slots else next(others) for at in range(len(items))]
+
+
+def part_items(items: Iterable[pytest.Item]) -> dict[str, list[Any]]:
+    """Part node id -> [golden set path, node id of the whole evaluation, index, count]: what
+    the controller needs to group the parts it receives (an xdist worker's output)."""
+    found: dict[str, list[Any]] = {}
+    for item in items:
+        part = _part(item)
+        if part is None or not isinstance(item, pytest.Function) or item.parent is None:
+            continue
+        other = _whole_param_id(str(item.callspec.id), part)
+        name = item.originalname
+        whole = f"{item.parent.nodeid}::{name}" + (f"[{other}]" if other else "")
+        golden = str(getattr(item.parent, "golden_path", item.path))
+        found[item.nodeid] = [golden, whole, part.index, part.count]
+    return found
+
+
+@dataclass(frozen=True)
+class PartItem:
+    """What the controller knows of one part's item (from the workers' collection)."""
+
+    golden: Path  # the golden set's path, as configured
+    whole: str  # the node id the evaluation has without -n
+    index: int
+    count: int
+
+
+#: the controller's part items: node id -> what it is a part of
+_PARTS = pytest.StashKey[dict[str, PartItem]]()
+
+
+def receive(config: pytest.Config, output: Mapping[str, Any]) -> None:
+    """Keep the part items an xdist worker collected (``pytest_testnodedown``)."""
+    for nodeid, (golden, whole, index, count) in output.get(PARTS_KEY, {}).items():
+        config.stash.setdefault(_PARTS, {})[nodeid] = PartItem(Path(golden), whole, index, count)
+
+
+#: what the controller received of an item: (declaration order, its evaluations)
+Received = dict[str, tuple[int, list[Any]]]
+
+
+@dataclass
+class Merged:
+    """The received evaluations with each complete set of parts merged into one (under its
+    first part's node id), and what the session is to say of the others."""
+
+    received: Received
+    reasons: list[Reason] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class Incomplete(ValueError):
+    """Parts that do not add up to their golden set."""
+
+
+def merge_received(
+    config: pytest.Config, state: SessionState, received: Received, failed: set[str]
+) -> Merged | None:
+    """Each split evaluation as one, compared with its baseline and decided; None when no
+    golden set was split. ``failed``: node ids of items that failed without an evaluation.
+
+    Only a complete set of parts is merged. When some parts ran and others did not (one
+    failed, ``-k`` or ``--lf`` left it out, ``-x`` stopped first), nothing of the evaluation
+    is shown or gated and the session fails with that reason: the gate did not run, so no
+    output may say it passed (a part left out on purpose still leaves the gate unrun)."""
+    from .verdicts import NO_RESULT, PARTIAL_RUN, Reason
+
+    items = config.stash.get(_PARTS, None)
+    if not items:
+        return None
+    groups: dict[str, list[str]] = {}
+    for nodeid, item in sorted(items.items(), key=lambda kv: (kv[1].whole, kv[1].index)):
+        groups.setdefault(item.whole, []).append(nodeid)
+    merged = Merged({nodeid: got for nodeid, got in received.items() if nodeid not in items})
+    for whole, ids in groups.items():
+        missing = [nodeid for nodeid in ids if nodeid not in received]
+        broken = [nodeid for nodeid in missing if nodeid in failed]
+        reason = None
+        if missing and (broken or len(missing) < len(ids)):  # all deselected: as without -n
+            what = ", ".join(_part_id(items[nodeid]) for nodeid in missing)
+            why = "failed" if broken else "did not run"
+            reason = Reason(
+                NO_RESULT if broken else PARTIAL_RUN,
+                f"{whole}: evaluation incomplete: {len(missing)} of {len(ids)} parts {why} "
+                f"({what}); the other parts are not merged, shown, gated or recorded as a "
+                "baseline"
+                + ("" if broken else "; run every part (no -k, -m or --lf that leaves one out)"),
+            )
+        elif not missing:
+            golden = state.golden(items[ids[0]].golden)
+            try:
+                result = _merge(golden, [r for nodeid in ids for r in received[nodeid][1]], state)
+            except ValueError as exc:  # PartsMismatch, Incomplete
+                reason = Reason(NO_RESULT, f"{whole}: its parts cannot be merged: {exc}")
+            else:
+                merged.received[ids[0]] = (min(received[nodeid][0] for nodeid in ids), [result])
+        if reason is not None:
+            merged.reasons.append(reason)
+            merged.notes.append(f"{reason.kind}: {reason.message}")
+    return merged
+
+
+def _part_id(item: PartItem) -> str:
+    return part_id(Shard(item.index, item.count))
+
+
+def _merge(
+    golden: GoldenSet, payloads: Sequence[EvaluationResult | dict[str, Any]], state: SessionState
+) -> EvaluationResult:
+    """The parts as one evaluation of ``golden``, compared with its baseline and decided as
+    a run without -n decides (the golden-set test gives no marker settings)."""
+    from .evaluation import merge_parts
+    from .results import EvaluationResult
+    from .runtest import attach_baseline
+
+    parts = [
+        r if isinstance(r, EvaluationResult) else EvaluationResult.from_dict(r) for r in payloads
+    ]
+    order = [query.id for query in golden.queries]
+    result = merge_parts(parts, order=order)  # refuses parts of different golden contents
+    if {query.id for query in result.queries} != set(order):
+        raise Incomplete(
+            f"their {len(result.queries)} queries are not the {len(order)} of "
+            f"{os.path.relpath(golden.source)}; was the file changed during the run?"
+        )
+    return attach_baseline(result, golden, state, {})

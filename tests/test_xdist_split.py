@@ -1,0 +1,312 @@
+"""Issue 13, point 4: under ``pytest -n 2`` a golden set of at least --retrieval-split-min
+queries runs as one item per worker and the controller merges the parts into one evaluation:
+the same numbers, comparison, verdict, exit status, report and baseline as ``-n 0``."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import DOCS, KEYWORD_RETRIEVER, write_golden
+from judge_server import JudgeServer, serve
+
+pytest.importorskip("xdist")
+
+#: Two retrievers (A/B) over 120 queries with graded judgments; which relevant documents each
+#: ranks where is a seeded shuffle per query, so every metric, tag and query differs.
+#: VERSION=old shuffles one query in ten another way: the baseline it records differs a little.
+#: FAIL_CALLS=1: "worse" fails 8 calls. FAIL_PART=2: the fixture raises for part 2 of the split.
+RETRIEVERS = """
+import os, random, pytest
+
+def ranker(name):
+    version = os.environ.get("VERSION", "new")
+    def search(query, k):
+        i = int(query.split()[-1])
+        if name == "worse" and os.environ.get("FAIL_CALLS") and i % 17 == 0:
+            raise TimeoutError("the backend timed out")
+        docs = [f"d{i}", f"e{i}", "x1", "x2", "x3", "x4", "x5"]
+        rng = random.Random(f"{version if i % 10 == 0 else ''}-{name}-{i}")
+        rng.shuffle(docs)
+        if name == "worse":
+            docs = [d for d in docs if not d.startswith("d") or i % 3]
+        return docs[:k]
+    return search
+
+@pytest.fixture(params=["good", "worse"])
+def retriever(request):
+    callspec = getattr(request.node, "callspec", None)
+    part = callspec.params.get("retrieval_part") if callspec else None
+    if part is not None and str(part.index + 1) == os.environ.get("FAIL_PART"):
+        raise RuntimeError("index shard did not load")
+    return ranker(request.param)
+"""
+GOLDEN = {
+    "name": "graded",
+    "k": 3,
+    "queries": [
+        {
+            "id": f"q{i}",
+            "query": f"query {i}",
+            "relevant": {f"d{i}": 3, f"e{i}": 1},
+            "tags": ["even" if i % 2 == 0 else "odd", *(["third"] if i % 3 == 0 else [])],
+        }
+        for i in range(120)
+    ],
+}
+GOLDEN_ARGS = ("--retrieval-golden", "golden.json")
+SERIAL = ("-p", "no:xdist")
+SPLIT = ("-n", "2", "--retrieval-split-min", "100")
+#: what differs between any two runs: the clock and the machine's timings
+VOLATILE = {"created", "git", "latency_ms", "latency_p50_ms", "latency_p95_ms"}
+
+
+def project(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(RETRIEVERS)
+    write_golden(pytester, GOLDEN)
+
+
+def steady(value: Any) -> Any:
+    """``value`` without the run's timings and timestamps (latency comparisons included)."""
+    if isinstance(value, dict):
+        if str(value.get("metric", "")).startswith("latency"):
+            return None
+        return {key: steady(item) for key, item in value.items() if key not in VOLATILE}
+    if isinstance(value, list):
+        return [steady(item) for item in value if steady(item) is not None]
+    return value
+
+
+def report(pytester: pytest.Pytester, name: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((pytester.path / name).read_text())
+    return document
+
+
+def junit_properties(path: Path) -> list[tuple[str, str]]:
+    root = ET.parse(path).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    assert suite is not None
+    props = suite.find("properties")
+    return [] if props is None else [(p.get("name", ""), p.get("value", "")) for p in props]
+
+
+def test_a_split_run_equals_the_serial_run_number_for_number(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project(pytester)
+    monkeypatch.setenv("VERSION", "old")
+    recorded = pytester.runpytest(*GOLDEN_ARGS, *SERIAL, "--retrieval-update-baseline")
+    assert recorded.ret == 0, recorded.stdout.str()
+    monkeypatch.setenv("VERSION", "new")
+    monkeypatch.setenv("FAIL_CALLS", "1")
+    gate = ("--retrieval-threshold", "recall@3=0.4")  # good: 0.43, worse (no d in 1/3): 0.36
+    serial = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, *SERIAL, *gate, "--retrieval-report", "serial.json"
+    )
+    split = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, *SPLIT, *gate, "-v", "--retrieval-report", "split.json",
+        "--junitxml", "junit.xml",
+    )  # fmt: skip
+    serial.assert_outcomes(passed=1, failed=1)  # without -n, "worse" fails its test
+    split.assert_outcomes(passed=4)  # the parts pass; the merged verdict fails the session
+    assert serial.ret == split.ret == pytest.ExitCode.TESTS_FAILED
+    split.stdout.fnmatch_lines(
+        [
+            "*PASSED golden.json::retrieval[[]good-part1/2[]]*",
+            "*PASSED golden.json::retrieval[[]worse-part2/2[]]*",
+        ],
+        consecutive=False,
+    )
+    assert "golden.json::retrieval[good-part2/2]" in split.stdout.str()
+    split.stdout.fnmatch_lines(
+        [
+            "graded [[]worse[]] · 120 queries",
+            "*recall@3 * FAIL",
+            "*retrieval verdict: FAILED (2 reasons, listed above)",
+        ],
+        consecutive=False,
+    )
+    assert split.stdout.str().count("= retrieval =") == 1
+
+    serial_report, split_report = report(pytester, "serial.json"), report(pytester, "split.json")
+    assert steady(split_report) == steady(serial_report)
+    # what that equality covers, read from the split run's report
+    good, worse = split_report["evaluations"]
+    assert (good["retriever"], worse["retriever"]) == ("good", "worse")
+    assert good["n_queries"] == worse["n_queries"] == 120
+    assert [q["id"] for q in good["queries"]] == [f"q{i}" for i in range(120)]  # golden order
+    assert set(good["per_tag"]) == {"even", "odd", "third"}
+    assert good["ci"]["ndcg@3"][0] < good["metrics"]["ndcg@3"] < good["ci"]["ndcg@3"][1]
+    changes = good["baseline"]["comparison"]["changes"]
+    assert any(c["p_value"] is not None for c in changes)  # paired tests against the baseline
+    assert split_report["ab"] and split_report["ab"][0]["reference"] == "good"
+    assert worse["errors"] == 8 and worse["error_groups"][0]["count"] == 8
+    assert not split_report["passed"]
+    reasons = split_report["verdict"]["reasons"]
+    assert [r["kind"] for r in reasons] == ["threshold", "retriever errors"]
+    assert all(r["message"].startswith("graded [worse]: ") for r in reasons)
+
+    properties = junit_properties(pytester.path / "junit.xml")  # JUnit says why, too
+    assert ("retrieval.passed", "False") in properties
+    assert any(
+        name == "retrieval.reason" and value.startswith("threshold: graded [worse]: recall@3")
+        for name, value in properties
+    )
+
+
+def test_a_split_records_the_same_baseline(pytester: pytest.Pytester) -> None:
+    project(pytester)
+    serial = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, *SERIAL, "--retrieval-update-baseline", "--retrieval-baseline", "serial.json"
+    )
+    split = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, *SPLIT, "--retrieval-update-baseline", "--retrieval-baseline", "split.json"
+    )
+    assert serial.ret == split.ret == 0, split.stdout.str()
+    split.stdout.fnmatch_lines(["baseline written: split.json (golden.json::good, *::worse)"])
+    serial_baseline, split_baseline = (
+        report(pytester, "serial.json"),
+        report(pytester, "split.json"),
+    )
+    assert steady(split_baseline) == steady(serial_baseline)
+    assert len(split_baseline["entries"]["golden.json::good"]["queries"]) == 120
+
+
+def test_a_part_that_errors_fails_the_evaluation_instead_of_merging_the_rest(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project(pytester)
+    monkeypatch.setenv("FAIL_PART", "2")
+    result = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, *SPLIT, "--retrieval-report", "report.json", "--retrieval-update-baseline"
+    )
+    result.assert_outcomes(passed=2, errors=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "no result: golden.json::retrieval[[]good[]]: evaluation incomplete: 1 of 2 parts "
+            "failed (part2/2); the other parts are not merged, shown, gated or recorded as a "
+            "baseline",
+            "*retrieval verdict: FAILED*",
+        ],
+        consecutive=False,
+    )
+    assert "graded [good] · " not in result.stdout.str()  # part 1 alone is not shown
+    document = report(pytester, "report.json")
+    assert document["evaluations"] == [] and not document["passed"]
+    messages = [r["message"] for r in document["verdict"]["reasons"]]
+    assert any("retrieval[good-part2/2] failed at setup" in m for m in messages)
+    assert any(
+        m.startswith("golden.json::retrieval[worse]: evaluation incomplete") for m in messages
+    )
+    assert not (pytester.path / "golden.json.baseline.json").exists()
+
+
+def test_a_part_left_out_leaves_the_gate_unrun(pytester: pytest.Pytester) -> None:
+    project(pytester)
+    pytester.makeini("[pytest]\nretrieval_split_min = 100\n")  # the ini key works too
+    result = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, "-n", "2", "-k", "not part2", "--retrieval-update-baseline"
+    )
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "partial run: golden.json::retrieval[[]good[]]: evaluation incomplete: 1 of 2 parts "
+            "did not run (part2/2); * run every part (no -k, -m or --lf that leaves one out)",
+        ]
+    )
+    assert not (pytester.path / "golden.json.baseline.json").exists()
+
+
+def test_the_parts_go_to_different_workers_among_other_tests(pytester: pytest.Pytester) -> None:
+    # Old order: the parts side by side, sent to one worker in its share of the tests
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    write_golden(pytester)  # 4 queries: 2 hash to each part
+    pytester.makepyfile(
+        test_units="import pytest\n\n@pytest.mark.parametrize('i', range(10))\n"
+        "def test_unit(i):\n    pass\n"
+    )
+    result = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, "-n", "2", "--dist", "worksteal", "--retrieval-split-min", "2", "-v"
+    )
+    result.assert_outcomes(passed=12)
+    ran = {
+        line.split()[-1]: line.split()[0]
+        for line in result.stdout.lines
+        if "PASSED golden.json::retrieval[" in line
+    }
+    assert sorted(ran) == ["golden.json::retrieval[part1/2]", "golden.json::retrieval[part2/2]"]
+    assert len(set(ran.values())) == 2, ran  # [gw0] and [gw1]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--retrieval-split-min", "121"],  # above the golden set's 120 queries
+        ["--retrieval-split-min", "0"],  # never
+        ["--retrieval-split-min", "100", "--dist", "loadfile"],  # one worker takes the file
+    ],
+    ids=["below-the-minimum", "zero", "loadfile"],
+)
+def test_no_split_is_one_item_as_before(pytester: pytest.Pytester, args: list[str]) -> None:
+    project(pytester)
+    result = pytester.runpytest_subprocess(*GOLDEN_ARGS, "-n", "2", *args, "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*PASSED golden.json::retrieval[[]good[]]*"], consecutive=False)
+    assert "part1/" not in result.stdout.str()
+
+
+def test_a_bad_minimum_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    project(pytester)
+    pytester.makeini("[pytest]\nretrieval_split_min = some\n")
+    bad_ini = pytester.runpytest(*GOLDEN_ARGS)
+    assert bad_ini.ret == pytest.ExitCode.USAGE_ERROR
+    bad_ini.stderr.fnmatch_lines(
+        ["ERROR: ini option retrieval_split_min = 'some': 'some' is not a whole number >= 0*"]
+    )
+    bad_option = pytester.runpytest(*GOLDEN_ARGS, "--retrieval-split-min", "-1")
+    assert bad_option.ret == pytest.ExitCode.USAGE_ERROR
+    bad_option.stderr.fnmatch_lines(["*--retrieval-split-min: '-1' is not a whole number >= 0*"])
+
+
+@pytest.fixture
+def judge_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[JudgeServer]:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with serve() as running:
+        monkeypatch.setenv("OPENAI_BASE_URL", running.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-split-0123456789")
+        yield running
+
+
+def test_a_judged_split_equals_the_serial_run(
+    pytester: pytest.Pytester, judge_server: JudgeServer
+) -> None:
+    # the helpers' 4 queries hash 2 and 2 into two parts; each worker judges its part's hits
+    pytester.makeconftest(
+        KEYWORD_RETRIEVER.replace(
+            "    return ranked[:k]", '    return [{"id": d, "text": DOCS[d]} for d in ranked[:k]]'
+        )
+    )
+    assert DOCS  # the texts the judge reads
+    write_golden(pytester)
+    judged = (*GOLDEN_ARGS, "--retrieval-judge", "--retrieval-judge-scale", "0-3")
+    serial = pytester.runpytest_subprocess(
+        *judged, *SERIAL, "--retrieval-judge-cache", "serial", "--retrieval-report", "serial.json"
+    )
+    split = pytester.runpytest_subprocess(
+        *judged, "-n", "2", "--retrieval-split-min", "2", "-v",
+        "--retrieval-judge-cache", "split", "--retrieval-report", "split.json",
+    )  # fmt: skip
+    assert serial.ret == split.ret == 0, split.stdout.str()
+    split.stdout.fnmatch_lines(["*PASSED golden.json::retrieval[[]part2/2[]]*"], consecutive=False)
+    serial_report, split_report = report(pytester, "serial.json"), report(pytester, "split.json")
+    assert steady(split_report) == steady(serial_report)
+    [evaluation] = split_report["evaluations"]
+    assert evaluation["judge"]["calls"] == 12 and evaluation["judge"]["coverage"] == 1.0
+    assert {"otr@3", "llm_ndcg@3"} <= set(evaluation["metrics"])
