@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -62,7 +60,7 @@ def retriever():
 
     def search(query, k):
         row = rows[int(query.split(" ", 2)[1])]
-        return [names[d] for d in row[:k].tolist()]
+        return list(map(names.__getitem__, row[:k].tolist()))
 
     return search
 '''
@@ -87,7 +85,9 @@ def synthetic(n_queries: int, hits: int, seed: int) -> tuple[list[dict[str, Any]
             if (i + j) % 3:  # about 2/3 of them retrieved, somewhere in the list
                 ranked[i, positions[i, j]] = rel_docs[i, j]
         tags = sorted({TAGS[tag_a[i]], TAGS[tag_b[i]]})
-        entries.append({"id": f"q{i}", "query": f"query {i} text", "relevant": relevant, "tags": tags})
+        entries.append(
+            {"id": f"q{i}", "query": f"query {i} text", "relevant": relevant, "tags": tags}
+        )
     return entries, ranked
 
 
@@ -111,7 +111,9 @@ def pytrec_seconds(entries: list[dict[str, Any]], ranked: np.ndarray, k: int) ->
     run = {}
     for entry, ids in zip(entries, runs_of(ranked), strict=True):
         run[entry["id"]] = {doc: float(len(ids) - r) for r, doc in enumerate(ids)}
-    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {f"recall_{k}", "recip_rank", f"ndcg_cut_{k}"})
+    evaluator = pytrec_eval.RelevanceEvaluator(
+        qrels, {f"recall_{k}", "recip_rank", f"ndcg_cut_{k}"}
+    )
     started = time.perf_counter()
     evaluator.evaluate(run)
     return time.perf_counter() - started
@@ -128,8 +130,20 @@ def run_pytest(folder: Path, extra: list[str]) -> tuple[float, float]:
         "print(s, rss, p.returncode)\n"
         "sys.stderr.write(p.stdout[-2000:] + p.stderr[-2000:])\n"
     )
-    command = [sys.executable, "-c", code, sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-               "-q", "--retrieval-golden", "golden.json", *extra]
+    command = [
+        sys.executable,
+        "-c",
+        code,
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--retrieval-golden",
+        "golden.json",
+        *extra,
+    ]
     proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
     seconds, rss_kb, status = proc.stdout.split()
     if status != "0" or "1 passed" not in proc.stderr:

@@ -121,3 +121,51 @@ def test_dense_matrices_are_made_only_when_asked_for() -> None:
     assert "grades" not in vars(matrix)
     np.testing.assert_array_equal(matrix.grades, [[1, 0, 2, 0]])
     np.testing.assert_array_equal(matrix.ideal, [[3, 2, 1, 0]])
+
+
+def test_the_streamed_report_is_the_whole_report_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large report is written in pieces (QUERY_CHUNK queries at a time); joined, they are
+    exactly the one-piece text, for several evaluations."""
+    from pytest_retrieval import evaluate
+    from pytest_retrieval.render import json as report_module
+    from pytest_retrieval.verdicts import Verdict
+
+    path = Path(__file__).parent.parent / "example_golden" / "tiny.json"
+    golden = load_golden(path)
+    results = [
+        evaluate(lambda query, k: ["d1", "d2"], golden, retriever_id="a"),
+        evaluate(lambda query, k: [] if "a" in query else ["d3"], golden, retriever_id="b"),
+    ]
+    monkeypatch.setattr(report_module, "QUERY_CHUNK", 2)
+    verdict = Verdict()
+    pieces = list(report_module.report_text(results, verdict, created="t", git={}))
+    assert len(pieces) > 2 * (1 + 2)  # the queries came in several chunks
+    whole = report_module.dumps(report_module.json_report(results, verdict, created="t", git={}))
+    assert "".join(pieces) == whole
+    assert json.loads(whole)["evaluations"][1]["queries"][0]["id"] == golden.queries[0].id
+
+
+def test_the_power_table_counts_hits_from_precision_as_the_kernels_do() -> None:
+    """With precision@k among the metrics, the relevant hits in each top k are read from
+    it (k * p@k); without, the kernels count them: the same detectable drops."""
+    from dataclasses import replace
+
+    from pytest_retrieval import evaluate
+    from pytest_retrieval.compare import power_table
+
+    golden = load_golden(Path(__file__).parent.parent / "example_golden" / "tiny.json")
+    ranked = {
+        q.query: [*list(q.relevant)[::3], "x1", *list(q.relevant)[1::2]] for q in golden.queries
+    }
+    result = evaluate(
+        lambda query, k: ranked[query],
+        golden,
+        metrics=["recall@5", "precision@5", "mrr@5"],
+        gated=["recall@5", "mrr@5"],
+    )
+    without = replace(
+        result,
+        metrics={m: v for m, v in result.metrics.items() if not m.startswith("precision")},
+    )
+    read, counted = power_table(result, None, {}, 0.05), power_table(without, None, {}, 0.05)
+    assert read and read == counted

@@ -13,6 +13,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,9 @@ def lock_path(path: Path) -> Path:
     return folder / f"{digest}.lock"
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write to a temp file in the same folder, fsync, then rename over ``path``.
+def atomic_write(path: Path, text: str | Iterable[str]) -> None:
+    """Write to a temp file in the same folder, fsync, then rename over ``path``. ``text``
+    may come in pieces (a large report, never whole in memory).
 
     The new file gets the old one's permissions, or the usual umask-based ones for a new
     file (mkstemp alone would leave it readable by its owner only). Temp files of this
@@ -47,7 +49,10 @@ def atomic_write(path: Path, text: str) -> None:
             mode = 0o666 & ~umask
         os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            if isinstance(text, str):
+                handle.write(text)
+            else:
+                handle.writelines(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

@@ -3,10 +3,13 @@
 Subcommands: ``validate`` (schema and sanity report of golden sets), ``convert`` (BEIR,
 TREC qrels or CSV to golden JSON), ``diff`` (the gate's paired comparison between two JSON
 reports), ``show`` (a baseline file, or a report's queries with their ranked hits),
-``judge-batch`` (fill the judge's cache through OpenAI's Batch API). Exit status: 0 fine,
+``judge-batch`` (fill the judge's cache through OpenAI's Batch API), ``combine`` (gate the
+partial reports of CI shards as one run) and ``eval`` (gate a precomputed run), both
+through :mod:`.offline`. Exit status: 0 fine,
 1 a problem found (invalid golden set, a regression, nothing to compare, an unreadable
 file), 2 bad command-line arguments (argparse's message, also for problems found after
-parsing: an output path that is a folder, an unknown query id).
+parsing: an output path that is a folder, an unknown query id; for ``combine`` and ``eval``
+also inputs that cannot be gated, said in the outputs asked for too).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import ConfigError
-from .validators import alpha_arg, cutoff, fraction, metric_arg, positive_int
+from .validators import alpha_arg, cutoff, fraction, metric_arg, positive_int, threshold_arg
 
 if TYPE_CHECKING:
     from .gate import Allowance
@@ -73,7 +76,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pytest-retrieval {__version__}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
-    for add in (_add_validate, _add_convert, _add_diff, _add_show, _add_judge_batch):
+    for add in (
+        _add_validate,
+        _add_convert,
+        _add_diff,
+        _add_show,
+        _add_judge_batch,
+        _add_combine,
+        _add_eval,
+    ):
         add(commands)
     return parser
 
@@ -1184,3 +1195,271 @@ def _batch_corpus(args: argparse.Namespace, report: dict[str, Any]) -> dict[str,
         return corpus
     except GoldenError as exc:
         raise CliError(str(exc)) from None
+
+
+# ---------------------------------------------------------------------------- combine, eval
+
+
+def _add_gate_options(sub: argparse.ArgumentParser) -> None:
+    """The options ``combine`` and ``eval`` share with a pytest run's gate and outputs."""
+    sub.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help="baseline file to compare with and update (default: the one the run used, or "
+        "<golden>.baseline.json beside the golden set)",
+    )
+    sub.add_argument(
+        "--update-baseline",
+        nargs="?",
+        const="safe",
+        choices=["safe", "force"],
+        default=None,
+        help="record the whole as the baseline (refused on failed retriever calls unless "
+        "=force), as --retrieval-update-baseline",
+    )
+    sub.add_argument("--report", type=Path, metavar="PATH", help="write the JSON report")
+    sub.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="PATH",
+        help="write the Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)",
+    )
+    sub.add_argument("--html", type=Path, metavar="PATH", help="write the HTML report")
+    sub.add_argument("--junit-xml", type=Path, metavar="PATH", help="write a JUnit XML file")
+    sub.add_argument(
+        "-v", "--verbose", action="store_true", help="more changed queries and tracebacks"
+    )
+
+
+OFFLINE_STATUS = (
+    "exit status: 0 the gate passed; 1 it failed (thresholds, regressions, failed retriever "
+    "calls, as a pytest run fails); 2 bad arguments or inputs that cannot be gated (the "
+    "outputs asked for are written all the same, saying why)."
+)
+
+
+def _add_combine(commands: Any) -> None:
+    sub = _command(
+        commands,
+        "combine",
+        _combine,
+        help="gate the partial reports of CI shards (--retrieval-shard) as one run",
+        description="Join the partial reports of every shard of `pytest --retrieval-shard I/N "
+        "--retrieval-report PATH` and gate the whole exactly as one run would: each "
+        "evaluation's parts merged in golden order (every number computed again), compared "
+        "with its baseline and decided with the thresholds, allowances, alpha and gated "
+        "metrics the shards ran with. Refused: a shard missing or given twice, or shards of "
+        "another golden set, retriever, option or commit.",
+        epilog=OFFLINE_STATUS,
+    )
+    sub.add_argument(
+        "partial", nargs="+", type=Path, metavar="PARTIAL", help="one shard's partial report"
+    )
+    _add_gate_options(sub)
+
+
+def _combine(args: argparse.Namespace) -> int:
+    from .shards import ShardError, combine, read_partial
+
+    _inputs(args, ["partial"])
+    outputs = _offline_outputs(args)
+    start = Path.cwd()
+    try:
+        partials = [read_partial(path, _report_data(path)) for path in args.partial]
+        wholes = combine(partials, baseline=args.baseline, start=start)
+    except (ShardError, CliError) as exc:
+        return _refuse(args, outputs, str(exc))
+    shards = partials[0].shard.count
+    note = f"combined {shards} shard{'' if shards == 1 else 's'}: " + ", ".join(
+        f"{w.result.golden_name} [{w.result.retriever_id}] {len(w.result.queries)} queries"
+        for w in wholes
+    )
+    if partials[0].left_out:
+        note += (
+            f"; left out: {partials[0].left_out} evaluations of the shards' own tests "
+            "(retrieval_eval calls are not sharded; run the shards with --retrieval-only)"
+        )
+    return _gate_offline(args, wholes, outputs, note)
+
+
+def _add_eval(commands: Any) -> None:
+    sub = _command(
+        commands,
+        "eval",
+        _eval,
+        help="gate a precomputed run (TREC, JSON or JSONL) on a golden set, without pytest",
+        description="Evaluate RUN (a TREC run file, {qid: {doc: score}} or {qid: [doc, ...]} "
+        "JSON, or JSONL) on GOLDEN and gate it as `pytest --retrieval-golden GOLDEN "
+        "--retrieval-run RUN` would: thresholds (golden file, then --threshold), the baseline "
+        "comparison and its paired tests, outputs. A golden query the run lacks scores 0 "
+        "(said in the summary).",
+        epilog=OFFLINE_STATUS,
+    )
+    sub.add_argument("golden", type=Path, metavar="GOLDEN", help="golden file or BEIR folder")
+    sub.add_argument("run", type=Path, metavar="RUN", help="the ranked lists to evaluate")
+    sub.add_argument(
+        "--retriever",
+        metavar="ID",
+        help="the retriever's id in the baseline and outputs (default: the run file's name "
+        "without extension, as under --retrieval-run: runs/bm25.trec is bm25)",
+    )
+    sub.add_argument("--k", type=cutoff, default=None, help="default cutoff (the golden file's)")
+    sub.add_argument(
+        "--metric",
+        action="append",
+        type=metric_arg,
+        default=[],
+        metavar="METRIC",
+        help="extra metric to compute, e.g. ndcg_exp@20; repeatable",
+    )
+    sub.add_argument(
+        "--threshold",
+        action="append",
+        type=threshold_arg,
+        default=[],
+        metavar="METRIC=VALUE",
+        help="minimum for a metric, e.g. recall@10=0.8 or recall@10[errors]=0.7; repeatable; "
+        "wins over the golden file's",
+    )
+    sub.add_argument(
+        "--max-drop",
+        action="append",
+        type=_max_drop,
+        default=[],
+        metavar="METRIC=DROP",
+        help="allowed drop against the baseline, absolute (0.01) or relative (2%%); "
+        "repeatable; wins over the golden file's; default 0.01",
+    )
+    sub.add_argument(
+        "--alpha", type=alpha_arg, default=0.05, help="significance level, in (0, 1] (0.05)"
+    )
+    sub.add_argument(
+        "--gate",
+        action="append",
+        type=metric_arg,
+        default=None,
+        metavar="METRIC",
+        help="a metric whose drop fails the gate (repeatable; default: the golden file's, "
+        "else recall, mrr and ndcg at k)",
+    )
+    sub.add_argument(
+        "--strict-baseline",
+        action="store_true",
+        help="a missing or stale baseline fails the gate (default: a warning)",
+    )
+    _add_gate_options(sub)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from .baseline import default_path, golden_key
+    from .evaluation import evaluate
+    from .gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
+    from .golden import load_golden
+    from .offline import GateSettings, Whole
+    from .runfile import coverage, read_run, runs_for
+
+    _inputs(args, ["run"], ["golden"])
+    outputs = _offline_outputs(args)
+    start = Path.cwd()
+    source = args.golden if args.golden.is_absolute() else start / args.golden
+    try:
+        golden = load_golden(source)
+        thresholds = merge(
+            from_mapping(golden.thresholds, f"{golden.source} thresholds"),
+            [parse_assignment(text, "--threshold") for text in args.threshold],
+        )
+        allowances = merge_allowances(
+            [
+                parse_allowance(m, v, f"{golden.source} max_drop")
+                for m, v in golden.max_drop.items()
+            ],
+            args.max_drop,
+        )
+        run = read_run(args.run)
+        retriever_id = args.retriever or run.name
+        result = evaluate(
+            None,
+            golden,
+            runs=runs_for(golden, run),
+            metrics=args.metric,
+            thresholds=thresholds,
+            k=args.k,
+            retriever_id=retriever_id,
+        )
+    except ConfigError as exc:
+        return _refuse(args, outputs, str(exc))
+    path = args.baseline or default_path(golden.source)
+    key = golden_key(golden.source, path)
+    settings = GateSettings(
+        thresholds=tuple(thresholds),
+        allowances=allowances,
+        gate=tuple(args.gate) if args.gate else golden.gate or None,
+        alpha=args.alpha,
+        strict_baseline=args.strict_baseline,
+        baseline=str(path),
+        baseline_key=key,
+    )
+    nodeid = f"{Path(os.path.relpath(source)).as_posix()}::retrieval[{retriever_id}]"
+    note = coverage(golden, run).message(run, golden.name) or ""
+    return _gate_offline(args, [Whole(result, settings, path, key, nodeid)], outputs, note)
+
+
+def _offline_outputs(args: argparse.Namespace) -> Any:
+    """The outputs asked for, checked before any work (a folder is a usage error)."""
+    from .offline import Outputs
+
+    for name in ("report", "markdown", "html", "junit_xml"):
+        path = getattr(args, name)
+        if path is not None and path.is_dir():
+            option = "--" + name.replace("_", "-")
+            raise UsageError(f"argument {option}: {str(path)!r} is a folder, not a file")
+    if args.baseline is not None and args.baseline.is_dir():
+        raise UsageError(f"argument --baseline: {str(args.baseline)!r} is a folder, not a file")
+    return Outputs(args.report, args.markdown, args.html, args.junit_xml)
+
+
+def _refuse(args: argparse.Namespace, outputs: Any, message: str) -> int:
+    """Inputs that cannot be gated: the outputs say why (as after a pytest usage error), and
+    so does stderr; exit status 2."""
+    from .offline import refused
+
+    start = Path.cwd()
+    for problem in refused(outputs, message, root=start, start=start):
+        print(f"pytest-retrieval {args.command_name}: {problem.message}", file=sys.stderr)
+    print(f"pytest-retrieval {args.command_name}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _gate_offline(
+    args: argparse.Namespace, wholes: Sequence[Any], outputs: Any, note: str = ""
+) -> int:
+    """Gate the wholes (baseline comparison, A/B, verdict), record the baseline when asked,
+    write the outputs and print the summary; the exit status of the verdict."""
+    from dataclasses import replace
+
+    from .offline import gate, record, summary, write_outputs
+
+    start = Path.cwd()
+    try:
+        gated = gate(wholes, recording=args.update_baseline is not None)
+    except ConfigError as exc:  # a baseline file that does not read
+        return _refuse(args, outputs, str(exc))
+    if note:
+        gated.notes.append(note)
+    if args.update_baseline is not None:
+        record(gated, wholes, force=args.update_baseline == "force", root=start)
+    problems = write_outputs(
+        replace(outputs, cases=tuple(w.nodeid for w in wholes)),
+        gated.results,
+        gated.verdict,
+        root=start,
+        start=start,
+        groups=gated.groups,
+        baselines=lambda: gated.found,
+    )
+    gated.reasons += problems
+    verdict = gated.verdict
+    for line in summary(gated, verdict, verbose=args.verbose):
+        print(line)
+    return 0 if verdict.passed else 1

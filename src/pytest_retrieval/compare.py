@@ -490,10 +490,14 @@ def power_table(
             reference = result.metrics[metric]
         hits = None
         if parse_metric(metric).labels == "golden":  # relevant docs in each top k
-            if source not in counted:  # every k from one pass over the rankings
-                qrels = [relevant.get(q) or {"": 1} for q in ids]
-                counted[source] = _relevant_hits(ranked, qrels, golden_ks, source == "run")
-            hits = counted[source][k]
+            precision = f"precision@{k}"
+            if source == "run" and precision in result.metrics:  # already counted: k * p@k
+                hits = np.rint(np.array([q.metrics[precision] for q in result.queries]) * k)
+            else:
+                if source not in counted:  # every k from one pass over the rankings
+                    qrels = [relevant.get(q) or {"": 1} for q in ids]
+                    counted[source] = _relevant_hits(ranked, qrels, golden_ks, source == "run")
+                hits = counted[source][k]
         allowance = allowances.get(metric) or default_allowance(metric)
         drop = detectable_drop(values, n, alpha, len(result.gated), hits=hits)
         if math.isfinite(drop):

@@ -19,10 +19,11 @@ import pytest
 
 from .options import Outputs, output_paths
 from .session import EXPECTED_KEY, USAGE_KEY, SessionState, layered_allowances
+from .split import receive as receive_parts
+from .split import tell_worker
 from .verdicts import (
     CALIBRATION,
     NO_RESULT,
-    OUTPUT,
     PARTIAL_RUN,
     USAGE,
     Reason,
@@ -114,6 +115,11 @@ class Reporter:
         self.rerun.discard(nodeid)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: tell each worker how items are distributed (:mod:`.split`)."""
+        tell_worker(self.config, node.workerinput)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist: the golden items each worker collected, for the partial-run check, and the
         usage errors it found (a bad marker: found where items are collected)."""
@@ -123,6 +129,7 @@ class Reporter:
         for message in output.get(USAGE_KEY, []):
             if message not in self.state.usage:
                 self.state.usage.append(message)
+        receive_parts(self.config, output)
 
     def results(self, nodeids: set[str] | None = None) -> list[EvaluationResult]:
         """Every evaluation of the session (or of the items ``nodeids``), in declaration
@@ -202,6 +209,7 @@ class Reporter:
         if self.config.option.collectonly:
             return
         self._stopped_early(session)
+        self._merge_parts()
         if self.state.usage and session.exitstatus in (
             pytest.ExitCode.OK,
             pytest.ExitCode.NO_TESTS_COLLECTED,  # xdist workers ran nothing, as without -n
@@ -215,6 +223,10 @@ class Reporter:
         self._groups(self.results(), session)  # an unknown --retrieval-compare-to: a reason
         if settings.update is not None:
             self._update_baselines(session)
+        if settings.shard is not None:
+            from .shards import shard_notes
+
+            self.notes += shard_notes(self.results(self.golden_ids()), settings.report)
         self._write_outputs(session)
         verdict = self.verdict()
         self._junit_properties(verdict)
@@ -238,6 +250,17 @@ class Reporter:
         )
         self.reasons.append(reason)
         self.notes.append(f"{reason.kind}: {reason.message}")  # the summary lists it
+
+    def _merge_parts(self) -> None:
+        """pytest -n: the parts of each golden set split across workers, as one evaluation
+        compared with its baseline and decided (:mod:`.split`)."""
+        from .split import merge_received
+
+        merged = merge_received(self.config, self.state, self.received, set(self.broken))
+        if merged is not None:
+            self.received, self._results = merged.received, None
+            self.reasons += merged.reasons
+            self.notes += merged.notes
 
     def _junit_properties(self, verdict: Verdict) -> None:
         """The session's verdict as JUnit testsuite properties (``--junitxml``), so a reason
@@ -279,6 +302,13 @@ class Reporter:
         results = self.results()
         verdict = self.verdict()
         outputs = Outputs(settings.report, settings.markdown, settings.html)
+        if settings.shard is not None:  # a part's summary would read as the gate's
+            outputs = Outputs(settings.report)
+            if settings.markdown is not None or settings.html is not None:
+                self.notes.append(
+                    f"shard {settings.shard}: no Markdown or HTML summary of a part; "
+                    "`pytest-retrieval combine --markdown/--html` writes them for the whole"
+                )
         problems = write_outputs(
             self.config,
             outputs,
@@ -286,6 +316,7 @@ class Reporter:
             verdict,
             groups=self._groups(results),
             baselines=lambda: self._baselines(results),
+            step_summary=settings.shard is None,
         )
         for problem in problems:
             self._fail(session, problem)
@@ -294,10 +325,13 @@ class Reporter:
         self, results: list[EvaluationResult], session: pytest.Session | None = None
     ) -> list[Any]:
         """The A/B groups; an unknown --retrieval-compare-to is a usage error of the session
-        (reported once, at session finish) and no group is compared."""
+        (reported once, at session finish) and no group is compared. A CI shard compares
+        none: its parts are compared as wholes by `pytest-retrieval combine`."""
         from .compare import UnknownReference, ab_groups
 
         settings = self.state.settings
+        if settings.shard is not None:
+            return []
         allowances = {
             golden.source: layered_allowances(settings, golden)
             for golden in self.state.goldens.values()
@@ -352,8 +386,8 @@ class Reporter:
 
     def _update_baselines(self, session: pytest.Session) -> None:
         from ._io import git_info, now
-        from .baseline import BaselineError, find, golden_key, read, update
-        from .compare import entry_from_result
+        from .baseline import golden_key
+        from .offline import record_baselines
 
         partial = {} if self.state.settings.update == "force" else self.partial()
         refused = sorted({reason for reasons in partial.values() for reason in reasons})
@@ -367,28 +401,16 @@ class Reporter:
                 "--retrieval-update-baseline=force"
             )
             self._fail(session, Reason(PARTIAL_RUN, message))
-        git = git_info(self.config.rootpath)
-        created = now()
-        by_path: dict[Path, list[Any]] = {}
-        for result in self.results():
-            if result.baseline_path is not None and result.golden_source not in partial:
-                path = Path(result.baseline_path)
-                key = golden_key(result.golden_source, path)
-                try:
-                    old = read(path)
-                except BaselineError:  # a corrupt file is replaced below; nothing to keep
-                    old = {}
-                previous = find(old, key, result.golden_name, result.retriever_id)
-                entry = entry_from_result(result, git, created, golden_key=key, previous=previous)
-                by_path.setdefault(path, []).append(entry)
-        for path, entries in by_path.items():
-            try:
-                update(path, entries, replace_corrupt=True)
-            except (BaselineError, OSError) as exc:
-                self._fail(session, Reason(OUTPUT, f"baseline NOT updated: {exc}"))
-                continue
-            keys = ", ".join(e.key for e in entries)
-            self.notes.append(f"baseline written: {os.path.relpath(path)} ({keys})")
+        chosen = [
+            (result, path, golden_key(result.golden_source, path))
+            for result in self.results()
+            if result.baseline_path is not None and result.golden_source not in partial
+            for path in [Path(result.baseline_path)]
+        ]
+        notes, problems = record_baselines(chosen, git_info(self.config.rootpath), now())
+        self.notes += notes
+        for problem in problems:
+            self._fail(session, problem)
 
 
 def _count(n: int, noun: str) -> str:
@@ -403,54 +425,23 @@ def write_outputs(
     *,
     groups: Sequence[Any] = (),
     baselines: Callable[[], Mapping[int, Any]] | None = None,
+    step_summary: bool = True,
 ) -> list[Reason]:
-    """JSON, Markdown (appended to ``$GITHUB_STEP_SUMMARY`` too) and HTML, each only when
-    asked for, each stamped with the same time and commit; ``baselines`` gives the HTML the
-    stored baselines the results were compared with. Returns an output reason for each file
-    that could not be written."""
-    from ._io import git_info, now
+    """The session's outputs (:func:`.offline.write_outputs`: JSON, Markdown and the GitHub
+    step summary unless not ``step_summary``, HTML), paths relative to where pytest started.
+    Returns an output reason for each file that could not be written."""
+    from . import offline
 
-    stamped = outputs.report is not None or outputs.html is not None
-    created, git = now(), git_info(config.rootpath) if stamped else {}
-    renderers: list[tuple[Path, Callable[[], str]]] = []
-    if outputs.report is not None:
-        from .render.json import dumps, json_report
-
-        document = json_report(results, verdict, groups, created=created, git=git)
-        renderers.append((outputs.report, lambda: dumps(document) + "\n"))
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    markdown = ""
-    if outputs.markdown is not None or step_summary:
-        from .render.markdown import render_markdown
-
-        markdown = render_markdown(
-            results,
-            groups,
-            verdict,
-            report=None if outputs.report is None else os.path.relpath(outputs.report),
-            html=None if outputs.html is None else os.path.relpath(outputs.html),
-        )
-        if outputs.markdown is not None:
-            renderers.append((outputs.markdown, lambda: markdown))
-    if outputs.html is not None:
-        from .render.html import render_html
-
-        def page() -> str:
-            found = baselines() if baselines is not None else None
-            return render_html(results, groups, found, verdict=verdict, created=created, git=git)
-
-        renderers.append((outputs.html, page))
-    problems: list[Reason] = []
-    for path, render in renderers:
-        target = path if path.is_absolute() else config.invocation_params.dir / path
-        problems += _write(target, render)
-    if step_summary:  # appended, as GitHub expects: other steps write there too
-        try:
-            with open(step_summary, "a", encoding="utf-8") as handle:
-                handle.write(markdown + "\n")
-        except OSError as exc:
-            problems.append(_output_failed(Path(step_summary), exc))
-    return problems
+    return offline.write_outputs(
+        offline.Outputs(outputs.report, outputs.markdown, outputs.html),
+        results,
+        verdict,
+        root=config.rootpath,
+        start=config.invocation_params.dir,
+        groups=groups,
+        baselines=baselines,
+        step_summary=step_summary,
+    )
 
 
 def startup_failed(
@@ -463,24 +454,6 @@ def startup_failed(
     filled yet. Returns an output reason for each file that could not be written."""
     verdict = Verdict((Reason(USAGE, message),))
     return write_outputs(config, output_paths(config, given), [], verdict)
-
-
-def _write(path: Path, render: Callable[[], str]) -> list[Reason]:
-    from ._io import atomic_write
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, render())
-    except OSError as exc:
-        return [_output_failed(path, exc)]
-    return []
-
-
-def _output_failed(path: Path, exc: OSError) -> Reason:
-    message = (
-        f"could not write {path}: {exc.strerror or exc}; check the folder exists and is writable"
-    )
-    return Reason(OUTPUT, message)
 
 
 def _error_text(report: pytest.TestReport | pytest.CollectReport) -> str:

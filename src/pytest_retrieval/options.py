@@ -17,6 +17,8 @@ import pytest
 
 from .errors import ConfigError
 from .judge_options import DEFAULT_DEADLINE, DEFAULT_JUDGE_MODEL, add_judge_options
+from .shards import Shard, shard_arg
+from .split import DEFAULT_SPLIT_MIN, split_min_arg
 from .validators import (
     alpha_arg,
     cutoff,
@@ -94,6 +96,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="write a JSON report of every evaluation (metrics, CIs, per-query results). "
         "ini: retrieval_report",
+    )
+    group.addoption(
+        "--retrieval-shard",
+        type=shard_arg,
+        metavar="I/N",
+        default=None,
+        help="CI sharding: evaluate only the queries whose id hashes to shard I of N and write "
+        "a partial report (needs --retrieval-report); nothing is gated until "
+        "`pytest-retrieval combine` joins every shard's report",
     )
     group.addoption(
         "--retrieval-baseline",
@@ -209,6 +220,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "nodes (default: the object's own id, then metadata 'id', 'doc_id'). "
         "ini: retrieval_doc_id_key",
     )
+    group.addoption(
+        "--retrieval-split-min",
+        type=split_min_arg,
+        metavar="N",
+        default=None,
+        help="under pytest-xdist (-n), a golden set of at least N queries is evaluated as one "
+        f"item per worker and merged into one evaluation (default {DEFAULT_SPLIT_MIN}; "
+        "0: never). ini: retrieval_split_min",
+    )
+    group.addoption(
+        "--retrieval-run",
+        action="append",
+        metavar="FILE",
+        default=None,
+        help="evaluate the golden sets on this precomputed run (TREC run, JSON {qid: {doc: "
+        "score}} or {qid: [doc, ...]}, JSONL) instead of the retriever fixture; repeatable "
+        "(one evaluation per file, its id the file name: an A/B run). ini: retrieval_run",
+    )
+    group.addoption(
+        "--retrieval-export-run",
+        metavar="FILE",
+        default=None,
+        help="write what each evaluation's retriever returned as a TREC run (ranks and scores, "
+        "for trec_eval, ranx, ir_measures); several evaluations: one file each, named after "
+        "the golden set and retriever. ini: retrieval_export_run",
+    )
     add_judge_options(group)
     parser.addini(
         "retrieval_strict",
@@ -269,6 +306,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("retrieval_concurrency", "retriever calls in flight at once", default="")
     parser.addini("retrieval_timeout", "per-call retriever timeout in seconds", default="")
     parser.addini("retrieval_report", "path of the JSON report", default="")
+    parser.addini(
+        "retrieval_split_min", "fewest queries a golden set has to be split under -n", default=""
+    )
+    parser.addini(
+        "retrieval_run",
+        "precomputed run files to evaluate instead of the retriever",
+        type="paths",
+        default=[],
+    )
+    parser.addini("retrieval_export_run", "path of the exported TREC run", default="")
 
 
 @dataclass(frozen=True)
@@ -325,6 +372,12 @@ class Settings:
     #: metrics gated against the baseline (None: the default set); from CLI or ini
     gate: tuple[str, ...] | None = None
     strict_baseline: bool = False  # a missing or stale baseline fails the run
+    shard: Shard | None = None  # --retrieval-shard: this CI job evaluates one part
+    #: golden sets at least this large are split across xdist workers (0: never)
+    split_min: int = DEFAULT_SPLIT_MIN
+    #: --retrieval-run: precomputed run files evaluated instead of the retriever fixture
+    runs: tuple[Path, ...] = ()
+    export_run: Path | None = None  # --retrieval-export-run: the TREC run to write
 
 
 @dataclass
@@ -426,6 +479,10 @@ def settings_from_config(config: pytest.Config) -> Settings:
         or None,
         gate=_gate(config),
         strict_baseline=_flag(config, "retrieval_strict_baseline"),
+        split_min=_split_min(config),
+        shard=_shard(config, outputs.report),
+        runs=_runs(config),
+        export_run=_output(config, "retrieval_export_run"),
     )
 
 
@@ -468,6 +525,50 @@ def _gate(config: pytest.Config) -> tuple[str, ...] | None:
         return tuple(parse_metric(line).name for line in lines) or None
     except MetricNameError as exc:
         raise ConfigError(f"ini option retrieval_gate: {exc}") from None
+
+
+def _split_min(config: pytest.Config) -> int:
+    """--retrieval-split-min, else ini retrieval_split_min, else the default (0 is a value)."""
+    given = config.getoption("retrieval_split_min")
+    if given is None:
+        given = _ini_number(config, "retrieval_split_min", split_min_arg)
+    return DEFAULT_SPLIT_MIN if given is None else int(given)
+
+
+def _shard(config: pytest.Config, report: Path | None) -> Shard | None:
+    """--retrieval-shard, checked against what a part cannot do: be gated alone (it needs a
+    report for `combine`), be recorded as a baseline, or be sampled."""
+    shard: Shard | None = config.getoption("retrieval_shard")
+    if shard is None:
+        return None
+    given = f"--retrieval-shard {shard}"
+    if report is None:
+        raise ConfigError(
+            f"{given} needs --retrieval-report PATH (or ini retrieval_report): the shard's "
+            "partial report is what `pytest-retrieval combine` gates, with every other shard's"
+        )
+    if config.getoption("retrieval_update_baseline") is not None:
+        raise ConfigError(
+            f"{given} with --retrieval-update-baseline: a shard holds part of the golden set, "
+            "and a baseline is never recorded from part of one; record it from every shard's "
+            "report with `pytest-retrieval combine ... --update-baseline`"
+        )
+    if config.getoption("retrieval_sample") is not None:
+        raise ConfigError(
+            f"{given} with --retrieval-sample: a sample cannot be combined into the whole "
+            "golden set; use one or the other"
+        )
+    return shard
+
+
+def _runs(config: pytest.Config) -> tuple[Path, ...]:
+    """--retrieval-run files (relative to where pytest started), else the ini list (to the
+    ini file); each file once."""
+    given = config.getoption("retrieval_run")
+    if given:
+        here = config.invocation_params.dir
+        return tuple(dict.fromkeys(here / path for path in given))
+    return tuple(dict.fromkeys(Path(path) for path in config.getini("retrieval_run")))
 
 
 def _flag(config: pytest.Config, name: str) -> bool:

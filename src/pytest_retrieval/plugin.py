@@ -33,7 +33,16 @@ from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     pytest_addoption,
     settings_from_config,
 )
-from .runtest import RESULTS, announce_progress, golden_for, no_fixture_message, run_evaluation
+from .runtest import (
+    RESULTS,
+    announce_progress,
+    check_runs,
+    export_runs,
+    golden_for,
+    no_fixture_message,
+    run_evaluation,
+    run_files,
+)
 from .session import (
     EXPECTED_KEY,
     MARKER,
@@ -50,12 +59,15 @@ from .session import (
     layered_thresholds,
     usage_errors,
 )
+from .split import PART_ARG, PARTS_KEY, parametrize, part_items, parts, run_part, spread
 
 if TYPE_CHECKING:
     from .golden import GoldenSet
     from .results import EvaluationResult
 
 REPORTER = "retrieval-reporter"
+#: the golden-set test's argument that carries its run file under --retrieval-run
+RUN_ARG = "retrieval_run"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -121,6 +133,7 @@ def _configure(config: pytest.Config) -> None:
             state.baseline_entries(state.baseline_path(golden))
     state.judge(config)  # missing credentials: now, not a failure per evaluation
     if not is_worker(config):
+        check_runs(config, state)  # a bad run file: a usage error before any worker starts
         config.pluginmanager.register(Reporter(config, state), REPORTER)
 
 
@@ -200,9 +213,21 @@ class GoldenModule(pytest.Module):
 
         module = types.ModuleType(f"retrieval_golden_{self.path.stem}")
         module.__file__ = str(self.path)
+        state = self.config.stash[STATE]
+        runs = run_files(self.config, state)
         module.retrieval = _evaluation_function(  # type: ignore[attr-defined]
-            self.config.stash[STATE].settings.fixture, self.golden_path
+            RUN_ARG if runs else state.settings.fixture,
+            self.golden_path,
+            # a CI shard is one part already: under -n its evaluations are spread whole; a
+            # run file has no retrieval to spread (a split would only add the merge)
+            split=state.settings.shard is None
+            and not runs
+            and bool(parts(self.config, state, self.golden_path)),
         )
+        if runs:  # one evaluation per run file instead of the retriever fixture's
+            module.retrieval.pytestmark = [
+                pytest.mark.parametrize(RUN_ARG, runs, ids=[run.name for run in runs])
+            ]
         return module
 
     def funcnamefilter(self, name: str) -> bool:
@@ -212,8 +237,12 @@ class GoldenModule(pytest.Module):
         return False
 
 
-def _evaluation_function(fixture: str, golden_path: Path) -> Callable[..., None]:
-    """The test body, with a signature naming the configured retriever fixture."""
+def _evaluation_function(
+    fixture: str, golden_path: Path, split: bool = False
+) -> Callable[..., None]:
+    """The test body, with a signature naming the configured retriever fixture, or under
+    --retrieval-run :data:`RUN_ARG` (and, for a golden set split across xdist workers, its
+    part: :mod:`.split`)."""
 
     def retrieval(**fixtures: Any) -> None:
         request: pytest.FixtureRequest = fixtures["request"]
@@ -221,7 +250,15 @@ def _evaluation_function(fixture: str, golden_path: Path) -> Callable[..., None]
         with as_test_failure():
             golden = state.golden(golden_path)
             chosen = layered_thresholds(state.settings, golden)
-            result = run_evaluation(request, fixtures[fixture], golden, chosen, state)
+            if split:  # one part: merged with the others and decided on the controller
+                run_part(request, fixtures[fixture], golden_path, chosen, state, fixtures[PART_ARG])
+                return
+            if state.settings.shard is not None:  # a part: `combine` gates the whole
+                from .shards import run_shard
+
+                result = run_shard(request, fixtures[fixture], golden, chosen, state)
+            else:
+                result = run_evaluation(request, fixtures[fixture], golden, chosen, state)
         if not result.verdict.passed:
             from .render.terminal import failure_text
 
@@ -231,10 +268,17 @@ def _evaluation_function(fixture: str, golden_path: Path) -> Callable[..., None]
     retrieval.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
             inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-            for name in ("request", fixture)
+            for name in ("request", fixture, *([PART_ARG] if split else []))
         ]
     )
     return retrieval
+
+
+@pytest.hookimpl(trylast=True)  # after the retriever fixture's params: retrieval[bm25-part1/2]
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    module = metafunc.definition.parent
+    if isinstance(module, GoldenModule) and PART_ARG in metafunc.fixturenames:
+        parametrize(metafunc, metafunc.config.stash[STATE], module.golden_path)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -273,6 +317,7 @@ def pytest_collection_modifyitems(
             str(path): sorted(ids) for path, ids in state.expected.items()
         }
         config.workeroutput[USAGE_KEY] = list(state.usage)  # type: ignore[attr-defined]
+        config.workeroutput[PARTS_KEY] = part_items(items)  # type: ignore[attr-defined]
         if state.usage:  # as without -n, a usage error runs nothing (every worker sees it)
             config.hook.pytest_deselected(items=list(items))
             items[:] = []
@@ -281,6 +326,12 @@ def pytest_collection_modifyitems(
         if others:
             config.hook.pytest_deselected(items=others)
             items[:] = [item for item in items if isinstance(item.parent, GoldenModule)]
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_spread(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """After pytest's own ordering (fixtures, -k): a split golden set's parts far apart."""
+    spread(config, items)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -314,6 +365,23 @@ def pytest_runtest_makereport(
         if getattr(call.excinfo.value, "argname", None) == fixture:
             report.longrepr = no_fixture_message(item, fixture, item.parent.golden_path)
     return report
+
+
+@pytest.hookimpl(trylast=True)  # after the controller merged, decided and wrote its outputs
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """--retrieval-export-run, on the controller (so xdist workers never write the same
+    file): every evaluation's retrieved lists as TREC runs."""
+    reporter = session.config.pluginmanager.get_plugin(REPORTER)
+    if reporter is None or session.config.option.collectonly:
+        return
+    path = reporter.state.settings.export_run
+    if path is None:
+        return
+    notes, problems = export_runs(path, reporter.results())
+    reporter.notes += notes + [f"{problem.kind}: {problem.message}" for problem in problems]
+    reporter.reasons += problems
+    if problems and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 # ---------------------------------------------------------------------------- fixtures

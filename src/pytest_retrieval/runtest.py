@@ -24,6 +24,8 @@ from .session import STATE, SessionState, is_worker, layered_allowances, load
 if TYPE_CHECKING:
     from .golden import GoldenSet
     from .results import EvaluationResult, Threshold
+    from .runfile import Run
+    from .verdicts import Reason
 
 #: an item's evaluations, for its test report (the controller collects them from there)
 RESULTS = pytest.StashKey[list["EvaluationResult"]]()
@@ -45,16 +47,25 @@ def run_evaluation(
     k: int | None = None,
     retriever_id: str | None = None,
     marker: Mapping[str, Any] | None = None,
+    part_of: GoldenSet | None = None,
 ) -> EvaluationResult:
+    """``part_of``: the whole golden set when ``golden`` is one part of it (:mod:`.split`):
+    the part carries the whole's fingerprint and stays undecided (the controller merges the
+    parts, then compares and decides)."""
     from .evaluation import evaluate
     from .gate import ThresholdError
+    from .runfile import Run, runs_for
 
     settings = state.settings
-    chosen_id = retriever_id or _retriever_id(request, settings.fixture)
+    runs, default_id = None, settings.fixture
+    if isinstance(retriever, Run):  # a precomputed run (--retrieval-run): nothing to call
+        runs = runs_for(golden, retriever, part=part_of is not None)
+        retriever, default_id = None, retriever.name
+    chosen_id = retriever_id or _retriever_id(request, default_id)
     printer = progress_printer(request.config, f"{golden.name} [{chosen_id}]")
     judge = state.judge()
     downstream = _downstream(request, state)
-    corpus = _corpus(request, golden, state, texts_needed=bool(judge or downstream))
+    corpus = _corpus(request, part_of or golden, state, texts_needed=bool(judge or downstream))
     problem: str | None = None
     try:
         result = evaluate(
@@ -72,6 +83,7 @@ def run_evaluation(
             judge_progress=None if printer is None or judge is None else printer.judge_of(judge),
             downstream=downstream,
             doc_id_key=settings.doc_id_key,
+            runs=runs,
         )
     except (TypeError, ThresholdError) as exc:
         problem = f"{golden.source}: {exc}"
@@ -80,6 +92,10 @@ def run_evaluation(
             printer.close()
     if problem is not None:  # outside the except block: no "During handling of..." chain
         pytest.fail(problem, pytrace=False)
+    if part_of is not None:
+        result = replace(result, fingerprint=part_of.fingerprint)
+        request.node.stash.setdefault(RESULTS, []).append(result)
+        return result
     result = attach_baseline(result, golden, state, marker or {})
     results = request.node.stash.setdefault(RESULTS, [])
     results.append(result)
@@ -144,30 +160,14 @@ def _check_fixture_corpus(
         warnings.warn(pytest.PytestWarning(str(problem)), stacklevel=1)
 
 
-def _value(value: float) -> object:
-    """A metric as a JUnit property: rounded, or "n/a" (a judge metric nothing graded)."""
-    return "n/a" if value != value else round(value, 6)
-
-
 def record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> None:
     """Metrics as JUnit ``<property>`` elements (``--junitxml``), like ``record_property``;
-    ``user_properties`` travel with the report, so this works under xdist too."""
-    prefix = "retrieval." if nth == 1 else f"retrieval.{nth}."
-    properties: list[tuple[str, object]] = [
-        (prefix + "golden", result.golden_name),
-        (prefix + "retriever", result.retriever_id),
-        (prefix + "queries", len(result.queries)),
-    ]
-    properties += [(prefix + name, _value(value)) for name, value in result.metrics.items()]
-    for change in result.comparison.changes if result.comparison else []:
-        properties.append((f"{prefix}{change.metric}.baseline", _value(change.baseline)))
-        properties.append((f"{prefix}{change.metric}.verdict", change.verdict))
-    if result.latency_p95_ms == result.latency_p95_ms:  # NaN when no call answered
-        properties.append((prefix + "latency_p95_ms", round(result.latency_p95_ms, 3)))
-    properties.append((prefix + "passed", result.verdict.passed))
-    for reason in result.verdict.reasons:
-        properties.append((prefix + "reason", f"{reason.kind}: {reason.message}"))
-    node.user_properties.extend(properties)
+    ``user_properties`` travel with the report, so this works under xdist too. The same
+    properties as ``pytest-retrieval combine --junit-xml`` writes
+    (:func:`.offline.junit_properties`)."""
+    from .offline import junit_properties
+
+    node.user_properties.extend(junit_properties(result, nth))
 
 
 def progress_printer(config: pytest.Config, label: str) -> Progress | None:
@@ -317,39 +317,24 @@ def attach_baseline(
     marker: Mapping[str, Any],
 ) -> EvaluationResult:
     """The result compared with its stored baseline (unless this run records one), with the
-    gated set, the power of the gate and its verdict."""
-    from .baseline import find, golden_key
-    from .compare import compare_to_baseline, power_table
-    from .gate import decide, gated_metrics
+    gated set, the power of the gate and its verdict (:func:`.offline.compare_with_baseline`,
+    which ``pytest-retrieval combine`` and ``eval`` use too)."""
+    from .baseline import golden_key
+    from .offline import compare_with_baseline
     from .verdicts import STALE_BASELINE
 
     settings = state.settings
     path = state.baseline_path(golden)
-    allowed = layered_allowances(settings, golden, marker.get("max_drop"))
-    chosen = chosen_gate(state, golden, marker)
-    gated = gated_metrics(result.metrics, result.k, result.thresholds, allowed, chosen)
-    result = replace(result, baseline_path=str(path), gated=gated)
-    entry = None
-    if settings.update is not None:
-        result = replace(result, baseline_note="recording")
-    else:
-        entries = state.baseline_entries(path)
-        entry = find(entries, golden_key(golden.source, path), golden.name, result.retriever_id)
-        result = replace(result, baseline_note="missing" if entry is None else "")
-        if entry is not None and golden.sampled_from is not None:  # the rest is not "removed"
-            ids = golden.query_fingerprints
-            entry = replace(entry, queries={q: v for q, v in entry.queries.items() if q in ids})
-    if entry is not None:
-        comparison = compare_to_baseline(
-            result,
-            entry,
-            allowed,
-            alpha=settings.alpha,
-            reference=f"baseline {os.path.relpath(path)}",
-        )
-        result = replace(result, comparison=comparison)
-    result = replace(result, power=power_table(result, entry, allowed, settings.alpha))
-    result = decide(result, strict_baseline=settings.strict_baseline)
+    result = compare_with_baseline(
+        result,
+        path,
+        None if settings.update is not None else state.baseline_entries(path),
+        golden_key(golden.source, path),
+        allowances=layered_allowances(settings, golden, marker.get("max_drop")),
+        chosen=chosen_gate(state, golden, marker),
+        alpha=settings.alpha,
+        strict_baseline=settings.strict_baseline,
+    )
     for warning in result.verdict.warnings:
         if warning.kind == STALE_BASELINE:
             warnings.warn(
@@ -406,3 +391,97 @@ def golden_for(
     if path not in state.goldens:
         state.goldens[path] = load(path)
     return state.goldens[path]
+
+
+# ---------------------------------------------------------------------------- run files
+
+#: this process's run files (--retrieval-run), each read once
+RUN_FILES = pytest.StashKey[dict[Path, "Run"]]()
+
+
+def run_files(config: pytest.Config, state: SessionState) -> list[Run]:
+    """The --retrieval-run files, read once per process (a bad one is a ConfigError)."""
+    if not state.settings.runs:
+        return []
+    from .runfile import read_run
+
+    cache = config.stash.setdefault(RUN_FILES, {})
+    for path in state.settings.runs:
+        if path not in cache:
+            cache[path] = read_run(path)
+    return [cache[path] for path in state.settings.runs]
+
+
+def check_runs(config: pytest.Config, state: SessionState) -> None:
+    """At start-up, on the controller: every run file reads, their retriever ids (file
+    names) differ, and each shares queries with every golden set; golden queries a run
+    lacks (they score 0) and tied scores are warnings."""
+    if not state.settings.runs:
+        return
+    from .runfile import coverage, runs_for
+
+    if not state.anchors:
+        raise ConfigError(
+            "--retrieval-run: no golden set to evaluate the run on; pass --retrieval-golden "
+            "PATH or set retrieval_golden in the [pytest] ini section"
+        )
+    runs = run_files(config, state)
+    named: dict[str, Path] = {}
+    for run in runs:
+        if run.name in named:
+            raise ConfigError(
+                f"--retrieval-run: {named[run.name]} and {run.path} are both named "
+                f"{run.name!r}, the retriever id of their evaluations (and baselines): "
+                "rename one file"
+            )
+        named[run.name] = run.path
+    for run in runs:
+        if run.tied:
+            config.issue_config_time_warning(
+                pytest.PytestWarning(
+                    f"run file {run.path}: {run.tied} "
+                    f"{'query has' if run.tied == 1 else 'queries have'} tied scores; among ties "
+                    "the hits are ranked by doc id, descending, as trec_eval ranks them (the "
+                    "rank column is not read)"
+                ),
+                stacklevel=2,
+            )
+        for path in state.anchors.values():
+            golden = state.golden(path)
+            runs_for(golden, run)  # no query in common: a usage error
+            message = coverage(golden, run).message(run, golden.name)
+            if message is not None:
+                config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=2)
+
+
+def export_runs(path: Path, results: list[EvaluationResult]) -> tuple[list[str], list[Reason]]:
+    """--retrieval-export-run: each evaluation's retrieved lists as a TREC run
+    (:func:`.runfile.export_paths` names the files). Returns the summary's notes and an
+    output reason for each file that could not be written."""
+    from .runfile import export_paths, write_result
+    from .verdicts import OUTPUT, Reason
+
+    notes: list[str] = []
+    problems: list[Reason] = []
+    targets = export_paths(path, [(r.golden_name, r.retriever_id) for r in results])
+    for result, target in zip(results, targets, strict=True):
+        what = f"{result.golden_name} [{result.retriever_id}]"
+        try:
+            written = write_result(target, result)
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            problems.append(
+                Reason(OUTPUT, f"run of {what} NOT exported to {os.path.relpath(target)}: {reason}")
+            )
+            continue
+        note = (
+            f"run exported: {os.path.relpath(written.path)} ({what}: {written.queries} queries, "
+            f"{written.hits} hits)"
+        )
+        if written.adjusted:
+            note += (
+                f"; scores of {written.adjusted} {'query' if written.adjusted == 1 else 'queries'} "
+                "adjusted so that trec_eval keeps their order (tied or rising scores)"
+            )
+        notes.append(note)
+    return notes, problems

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +27,12 @@ def json_report(
     *,
     created: str = "",
     git: Mapping[str, Any] | None = None,
+    queries: bool = True,
 ) -> dict[str, Any]:
     """The JSON report: when (``created``, default now) and at which commit (``git``) it was
     made, the session's verdict, every evaluation (with its own), and each A/B comparison
-    (every retriever against its group's reference, with the changed queries)."""
+    (every retriever against its group's reference, with the changed queries). Without
+    ``queries`` the evaluations' query lists are empty (see :func:`report_text`)."""
     return {
         "version": REPORT_VERSION,
         "plugin_version": __version__,
@@ -37,7 +40,7 @@ def json_report(
         "git": dict(git or {}),
         "passed": verdict.passed,
         "verdict": verdict.to_dict(),
-        "evaluations": [result.to_dict() for result in results],
+        "evaluations": [result.to_dict(queries=queries) for result in results],
         "ab": [
             {
                 "golden": group.reference.golden_name,
@@ -49,6 +52,37 @@ def json_report(
             for other, comparison in group.others
         ],
     }
+
+
+#: queries encoded at a time by :func:`report_text`
+QUERY_CHUNK = 10_000
+
+
+def report_text(
+    results: Sequence[EvaluationResult],
+    verdict: Verdict,
+    groups: Sequence[ABGroup] = (),
+    *,
+    created: str = "",
+    git: Mapping[str, Any] | None = None,
+) -> Iterator[str]:
+    """:func:`json_report` as compact JSON text, a piece at a time: each evaluation's queries
+    are encoded QUERY_CHUNK at a time into the rest, so a million-query report never holds
+    all their dicts, nor one string of them, in memory. The same text as
+    ``dumps(json_report(...))``."""
+    document = json_report(results, verdict, groups, created=created, git=git, queries=False)
+    token = f"pytest-retrieval-queries-{uuid.uuid4().hex}-"  # in no text a user wrote
+    for index, evaluation in enumerate(document["evaluations"]):
+        evaluation["queries"] = f"{token}{index}"
+    rest = dumps(document)
+    for index, result in enumerate(results):
+        before, rest = rest.split(f'"{token}{index}"', 1)
+        yield before + "["
+        for start in range(0, len(result.queries), QUERY_CHUNK):
+            chunk = result.queries[start : start + QUERY_CHUNK]
+            yield ("," if start else "") + dumps([q.to_dict() for q in chunk])[1:-1]
+        yield "]"
+    yield rest
 
 
 def dumps(document: Any) -> str:

@@ -1,0 +1,348 @@
+"""--retrieval-run and --retrieval-export-run end to end (pytester).
+
+The inner projects are table-driven: ``lists.json`` holds, per query text, the hits a
+retriever returns (``{"id", "score"}``), so the same lists can go through the ``retriever``
+fixture and through a run file, and the two JSON reports are compared number for number.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+K = 10
+#: the retriever of the inner runs: the hits lists.json holds for each query text
+CONFTEST = """
+import json
+from pathlib import Path
+
+import pytest
+
+LISTS = json.loads((Path(__file__).parent / "lists.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def retriever():
+    return lambda query, k: LISTS[query][:k]
+"""
+
+
+def synthetic(tricky: bool = False) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """A graded golden set of 48 tagged queries and each query's hits (by query text):
+    q0 retrieves nothing, some retrieve fewer than k. ``tricky``: scores trec_eval would
+    reorder (ties in the wrong id order, rising scores, missing scores); else each list's
+    scores fall strictly."""
+    rng = random.Random(13)
+    queries, lists = [], {}
+    for i in range(48):
+        relevant = {f"d{j}": rng.randint(0, 3) for j in rng.sample(range(60), 6)}
+        queries.append(
+            {"id": f"q{i}", "query": f"query {i}", "relevant": relevant, "tags": [f"t{i % 3}"]}
+        )
+        ranking = [f"d{j}" for j in rng.sample(range(60), 0 if i == 0 else rng.randint(3, K))]
+        if not tricky:
+            scores: list[float | None] = [round(20.0 - 1.5 * r, 2) for r in range(len(ranking))]
+        elif i % 3 == 0:
+            scores = [float(rng.randint(0, 1)) for _ in ranking]
+        elif i % 3 == 1:
+            scores = [0.1 * r for r in range(len(ranking))]
+        else:
+            scores = [rng.random() if rng.random() < 0.5 else None for _ in ranking]
+        lists[f"query {i}"] = [
+            {"id": doc} if score is None else {"id": doc, "score": score}
+            for doc, score in zip(ranking, scores, strict=True)
+        ]
+    golden = {
+        "name": "synth",
+        "k": K,
+        "metrics": ["recall@10", "precision@10", "mrr@10", "ndcg@10", "map@10", "hit_rate@5"],
+        "queries": queries,
+    }
+    return golden, lists
+
+
+def project(pytester: pytest.Pytester, tricky: bool = False) -> dict[str, list[dict[str, Any]]]:
+    golden, lists = synthetic(tricky)
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+    (pytester.path / "lists.json").write_text(json.dumps(lists), encoding="utf-8")
+    return {f"q{i}": lists[f"query {i}"] for i in range(len(lists))}
+
+
+def write_run(path: Path, by_qid: dict[str, list[dict[str, Any]]], form: str) -> None:
+    """The lists (strictly falling scores) as a run file of ``form``."""
+    if form == "trec":
+        lines = [
+            f"{qid} Q0 {hit['id']} {rank} {hit['score']} bm25"
+            for qid, hits in by_qid.items()
+            for rank, hit in enumerate(hits, start=1)
+        ]
+        text = "\n".join(lines) + "\n"
+    elif form == "scores":
+        text = json.dumps({q: {h["id"]: h["score"] for h in hits} for q, hits in by_qid.items()})
+    elif form == "lists":
+        text = json.dumps({q: [h["id"] for h in hits] for q, hits in by_qid.items()})
+    else:
+        text = "".join(json.dumps({"id": q, "hits": hits}) + "\n" for q, hits in by_qid.items())
+    path.write_text(text, encoding="utf-8")
+
+
+def report(pytester: pytest.Pytester, name: str) -> list[dict[str, Any]]:
+    evaluations: list[dict[str, Any]] = json.loads((pytester.path / name).read_text())[
+        "evaluations"
+    ]
+    return evaluations
+
+
+def assert_same_numbers(got: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Every number of two evaluations of the same lists, bar the retriever's id."""
+    for key in ("golden", "k", "n_queries", "metrics", "ci", "per_tag", "short_results"):
+        assert got[key] == expected[key], key
+    assert got["verdict"]["passed"] == expected["verdict"]["passed"]
+    rows = [(q["id"], q["returned"], q["metrics"]) for q in got["queries"]]
+    assert rows == [(q["id"], q["returned"], q["metrics"]) for q in expected["queries"]]
+
+
+def run_reference(pytester: pytest.Pytester, *args: str) -> dict[str, Any]:
+    """The retriever fixture's evaluation (the conftest is removed afterwards: the run-file
+    evaluations that follow have no ``retriever`` fixture)."""
+    result = pytester.runpytest("--retrieval-golden", "golden.json", *args)
+    assert result.ret == 0, result.stdout.str()
+    (pytester.path / "conftest.py").unlink()
+    (evaluation,) = report(pytester, "reference.json")
+    assert evaluation["retriever"] == "retriever"
+    return evaluation
+
+
+@pytest.mark.parametrize(
+    ("form", "name"),
+    [("trec", "bm25.trec"), ("scores", "bm25.json"), ("lists", "bm25.json"), ("jsonl", "bm25")],
+)
+def test_run_file_equals_the_same_lists_through_the_retriever(
+    pytester: pytest.Pytester, form: str, name: str
+) -> None:
+    by_qid = project(pytester)
+    expected = run_reference(pytester, "--retrieval-report", "reference.json")
+    write_run(pytester.path / name, by_qid, form)
+    result = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", name,
+        "--retrieval-report", "run.json", "-v",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["golden.json::retrieval[[]bm25[]] PASSED*"])
+    assert "no fixture named" not in result.stdout.str()
+    (evaluation,) = report(pytester, "run.json")
+    assert evaluation["retriever"] == "bm25"  # the file name: baselines are keyed by it
+    assert_same_numbers(evaluation, expected)
+    assert evaluation["metrics"]["ndcg@10"] > 0
+    if form != "lists":
+        scored = next(q for q in evaluation["queries"] if q["id"] == "q1")
+        assert scored["scores"] == {h["id"]: h["score"] for h in by_qid["q1"]}
+    if form == "trec":  # q0 retrieved nothing: a TREC run cannot say so (JSON can: [])
+        result.stdout.fnmatch_lines(
+            ["*run file * lacks 1 of the 48 queries of golden set synth ('q0'): they are "
+             "evaluated as returning nothing (they score 0)"]
+        )  # fmt: skip
+
+
+#: our metric -> (pytrec_eval measure, its result key); the lists hold at most 10 hits, so
+#: recip_rank (no cutoff) is mrr@10
+MEASURES = {
+    "recall@10": ("recall.10", "recall_10"),
+    "precision@10": ("P.10", "P_10"),
+    "ndcg@10": ("ndcg_cut.10", "ndcg_cut_10"),
+    "map@10": ("map_cut.10", "map_cut_10"),
+    "hit_rate@5": ("success.5", "success_5"),
+    "mrr@10": ("recip_rank", "recip_rank"),
+}
+
+
+def trec_eval_values(path: Path, golden: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """pytrec_eval's per-query values on the run file at ``path``, by our metric names."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    with path.open(encoding="utf-8") as handle:
+        parsed = pytrec_eval.parse_run(handle)
+    qrels = {q["id"]: q["relevant"] for q in golden["queries"]}
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {m for m, _ in MEASURES.values()})
+    return {
+        qid: {ours: found[key] for ours, (_, key) in MEASURES.items()}
+        for qid, found in evaluator.evaluate(parsed).items()
+    }
+
+
+def test_export_is_what_trec_eval_scores_and_reads_back(pytester: pytest.Pytester) -> None:
+    """The export of a retriever whose own scores trec_eval would reorder: pytrec_eval on the
+    file gives the plugin's per-query values; evaluated again as a run file, the same report."""
+    project(pytester, tricky=True)
+    golden = json.loads((pytester.path / "golden.json").read_text())
+    expected = run_reference(
+        pytester, "--retrieval-report", "reference.json", "--retrieval-export-run", "out.trec"
+    )
+    theirs = trec_eval_values(pytester.path / "out.trec", golden)
+    assert len(theirs) == 47  # q0 retrieved nothing: it has no line
+    for query in expected["queries"]:
+        for name, value in query["metrics"].items():
+            assert abs(value - theirs.get(query["id"], {}).get(name, 0.0)) <= 1e-9, (query, name)
+    result = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", "out.trec",
+        "--retrieval-report", "run.json",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()
+    (again,) = report(pytester, "run.json")
+    assert_same_numbers(again, expected)
+    assert again["retriever"] == "out"
+
+
+def test_export_note_and_adjusted_scores(pytester: pytest.Pytester) -> None:
+    project(pytester, tricky=True)
+    result = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-export-run", "x.trec"
+    )
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["run exported: x.trec (synth [[]retriever[]]: 47 queries, * hits); scores of * queries "
+         "adjusted so that trec_eval keeps their order (tied or rising scores)"]
+    )  # fmt: skip
+    first = (pytester.path / "x.trec").read_text().splitlines()[0].split()
+    assert first[1] == "Q0" and first[3] == "1" and first[5] == "retriever"
+
+
+def test_ab_runs_export_one_file_each(pytester: pytest.Pytester) -> None:
+    by_qid = project(pytester)
+    (pytester.path / "conftest.py").unlink()
+    write_run(pytester.path / "bm25.trec", by_qid, "trec")
+    reversed_lists = {qid: hits[::-1] for qid, hits in by_qid.items()}
+    write_run(pytester.path / "dense.json", reversed_lists, "lists")
+    result = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", "bm25.trec",
+        "--retrieval-run", "dense.json", "--retrieval-export-run", "out/x.trec",
+        "--retrieval-report", "r.json",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()
+    assert [e["retriever"] for e in report(pytester, "r.json")] == ["bm25", "dense"]
+    result.stdout.fnmatch_lines(["*2 retrievers side by side*against bm25*"])
+    assert sorted(p.name for p in (pytester.path / "out").iterdir()) == [
+        "x.bm25.trec",
+        "x.dense.trec",
+    ]
+    dense = (pytester.path / "out" / "x.dense.trec").read_text().splitlines()
+    assert dense[0].split()[:4] == ["q1", "Q0", by_qid["q1"][-1]["id"], "1"]
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["inprocess", "xdist"])
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "run file *missing.trec: does not exist"),
+        ("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2\n", "run file *missing.trec, line 2: 4 fields*"),
+        ("x Q0 d1 1 2.0 t\n", "run file *missing.trec: none of its 1 query ids is a query of*"),
+    ],
+    ids=["missing", "malformed", "foreign"],
+)
+def test_bad_run_file_is_a_usage_error(
+    pytester: pytest.Pytester, xdist: bool, content: str | None, expected: str
+) -> None:
+    project(pytester)
+    if content is not None:
+        (pytester.path / "missing.trec").write_text(content)
+    args = ["--retrieval-golden", "golden.json", "--retrieval-run", "missing.trec"]
+    args += ["--retrieval-report", "r.json"]
+    if xdist:
+        pytest.importorskip("xdist")
+        result = pytester.runpytest_subprocess(*args, "-n", "2")
+    else:
+        result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {expected}", "  fix: *"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    reasons = json.loads((pytester.path / "r.json").read_text())["verdict"]["reasons"]
+    assert [r["kind"] for r in reasons] == ["usage"] and "missing.trec" in reasons[0]["message"]
+
+
+def test_two_run_files_of_one_name_are_refused(pytester: pytest.Pytester) -> None:
+    by_qid = project(pytester)
+    (pytester.path / "a").mkdir()
+    write_run(pytester.path / "run.trec", by_qid, "trec")
+    write_run(pytester.path / "a" / "run.json", by_qid, "lists")
+    result = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", "run.trec",
+        "--retrieval-run", "a/run.json",
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --retrieval-run: * are both named 'run'*rename one file"])
+
+
+@pytest.mark.parametrize("split", [[], ["--retrieval-split-min", "10"]], ids=["whole", "split"])
+def test_run_file_under_xdist(pytester: pytest.Pytester, split: list[str]) -> None:
+    """-n 2 (the golden set whole on one worker, or split across both) gives the report and
+    the export of -n 0; the controller writes the export once."""
+    pytest.importorskip("xdist")
+    by_qid = project(pytester, tricky=True)
+    (pytester.path / "conftest.py").unlink()
+    write_run(pytester.path / "bm25.jsonl", by_qid, "jsonl")
+    args = ["--retrieval-golden", "golden.json", "--retrieval-run", "bm25.jsonl", *split]
+    single = pytester.runpytest(
+        *args, "--retrieval-report", "a.json", "--retrieval-export-run", "a.trec"
+    )
+    assert single.ret == 0, single.stdout.str()
+    spread = pytester.runpytest_subprocess(
+        *args, "-n", "2", "--retrieval-report", "b.json", "--retrieval-export-run", "b.trec"
+    )
+    assert spread.ret == 0, spread.stdout.str()
+    (expected,), (got,) = report(pytester, "a.json"), report(pytester, "b.json")
+    assert_same_numbers(got, expected)
+    assert got["retriever"] == "bm25"
+    exported = (pytester.path / "a.trec").read_text()
+    assert (pytester.path / "b.trec").read_text() == exported
+    assert exported.count("\n") == sum(len(hits) for hits in by_qid.values())
+    spread.stdout.fnmatch_lines(["run exported: b.trec (synth [[]bm25[]]: 47 queries, * hits)*"])
+
+
+def test_baseline_is_keyed_by_the_run_name(pytester: pytest.Pytester) -> None:
+    by_qid = project(pytester)
+    (pytester.path / "conftest.py").unlink()
+    write_run(pytester.path / "nightly.trec", by_qid, "trec")
+    args = ["--retrieval-golden", "golden.json", "--retrieval-run", "nightly.trec"]
+    assert pytester.runpytest(*args, "--retrieval-update-baseline").ret == 0
+    stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
+    assert list(stored["entries"]) == ["golden.json::nightly"]
+    result = pytester.runpytest(*args, "--retrieval-strict-baseline")
+    assert result.ret == 0, result.stdout.str()  # compared with it: not missing
+
+
+def test_retrieval_eval_takes_a_run(pytester: pytest.Pytester) -> None:
+    """A test's own evaluation of a run file: read_run's result in place of a retriever."""
+    by_qid = project(pytester)
+    (pytester.path / "conftest.py").unlink()
+    write_run(pytester.path / "nightly.trec", by_qid, "trec")
+    first = [hit["id"] for hit in by_qid["q1"]]
+    pytester.makepyfile(
+        test_own=f"""
+        from pytest_retrieval.runfile import read_run
+
+        def test_nightly(retrieval_eval):
+            result = retrieval_eval(read_run("nightly.trec"), golden="golden.json")
+            assert result.retriever_id == "nightly"
+            assert [q.returned for q in result.queries][:2] == [[], {first!r}]
+        """
+    )
+    pytester.runpytest("test_own.py").assert_outcomes(passed=1)
+
+
+def test_an_export_that_cannot_be_written_fails_the_session(pytester: pytest.Pytester) -> None:
+    project(pytester)
+    (pytester.path / "taken").mkdir()
+    result = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-export-run", "taken"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "output: run of synth [[]retriever[]] NOT exported to taken: *",
+            "retrieval verdict: FAILED*",
+        ]
+    )
