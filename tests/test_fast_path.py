@@ -75,6 +75,8 @@ def _load(path: Path, fast: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
 @example(entries=[{"query": "a", "relevant": {"": 1}}])
 @example(entries=[{"query": "a", "id": 1, "relevant": ["d"]}])
 @example(entries=[{"query": "a", "relevant": {"d": 101}}])
+@example(entries=[{"query": "\ud800", "relevant": ["d"]}])
+@example(entries=[{"query": "a", "relevant": ["d"], "tags": ["\udfff"]}])
 def test_plain_entries_load_as_the_model_loads_them(
     entries: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -227,6 +227,14 @@ class Reporter:
             from .shards import shard_notes
 
             self.notes += shard_notes(self.results(self.golden_ids()), settings.report)
+        if settings.export_run is not None:  # here, on the controller: workers never race
+            from .runtest import export_runs
+
+            notes, problems = export_runs(settings.export_run, self.results())
+            self.notes += notes + [f"{problem.kind}: {problem.message}" for problem in problems]
+            self.reasons += problems  # before the outputs are written, so they say it
+            if problems:
+                self._fail(session)
         self._write_outputs(session)
         verdict = self.verdict()
         self._junit_properties(verdict)

@@ -130,10 +130,13 @@ def merge_parts(
         thresholds=first.thresholds,
         relevance_level=first.relevance_level,
     )
+    owner = {q.id: part for part in parts for q in part.queries}
     tracebacks: dict[str, str] = {}
-    for part in parts:
-        for key, text in part.tracebacks.items():
-            tracebacks.setdefault(key, text)
+    for q in queries:  # golden order: a single run keeps its first failure's traceback
+        if q.error is not None:
+            text = owner[q.id].tracebacks.get(error_key(q.error))
+            if text is not None:
+                tracebacks.setdefault(error_key(q.error), text)
     return gate.decide(
         replace(
             merged,
@@ -169,7 +172,7 @@ def _add_summaries(summaries: Sequence[dict[str, Any] | None]) -> dict[str, Any]
                 and key != "coverage"
             ):
                 total[key] = old + value
-            elif key not in total:
+            elif key not in total or (key == "stopped" and old is None):  # a later stop
                 total[key] = value
     if "pairs" in total and "graded" in total:
         total["coverage"] = total["graded"] / total["pairs"] if total["pairs"] else 1.0
@@ -263,6 +266,8 @@ def evaluate(
             )
     elif len(runs) != len(golden_set.queries):
         raise ValueError(f"{len(runs)} runs for {len(golden_set.queries)} golden queries")
+    else:  # a run file may hold more hits than the metrics read: cut as a retriever's are
+        runs = [run if len(run.ids) <= depth else replace(run, ids=run.ids[:depth]) for run in runs]
     label_depth = {
         source: max(
             (m.k for m in map(kernels.parse_metric, wanted) if m.labels in kinds), default=0
@@ -388,7 +393,9 @@ def _judge_hits(
 
 
 #: numbers of the judge's summary that are settings or averages, not counters to difference
-_NOT_COUNTERS = frozenset({"min_score", "relevance_level", "samples", "deadline", "agreement"})
+_NOT_COUNTERS = frozenset(
+    {"min_score", "min_coverage", "relevance_level", "samples", "deadline", "agreement"}
+)
 
 
 def _since(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:

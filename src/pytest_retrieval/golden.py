@@ -127,8 +127,8 @@ class GoldenQuery(BaseModel):
             "relevant": relevant,
             "tags": tags,
             "criteria": None,
-            "params": _NOTHING,
-            "metadata": _NOTHING,
+            "params": {},
+            "metadata": {},
         }
         object.__setattr__(built, "__dict__", fields)
         object.__setattr__(built, "__pydantic_fields_set__", _QUERY_FIELDS)
@@ -148,9 +148,6 @@ class GoldenQuery(BaseModel):
 
 
 _QUERY_FIELDS = frozenset(GoldenQuery.model_fields)
-#: the params and metadata of every plain query: one empty dict, never written to (the
-#: model is frozen and nothing fills them in), instead of two per query
-_NOTHING: dict[str, Any] = {}
 
 
 class GoldenSet(BaseModel):
@@ -372,15 +369,9 @@ def _plain_queries(entries: Any) -> list[GoldenQuery] | None:
         query, relevant = entry.get("query"), entry.get("relevant")
         if type(query) is not str or not query:
             return None
-        if "id" in entry:
-            query_id = entry["id"]
-            if type(query_id) is not str or not query_id:
-                return None
-        else:
-            query_id = content_id(query, {})
-        if query_id in seen:
+        query_id = entry.get("id")
+        if "id" in entry and (type(query_id) is not str or not query_id):
             return None
-        seen.add(query_id)
         if type(relevant) is list:
             if not relevant or not _plain_ids(relevant) or len(set(relevant)) != len(relevant):
                 return None
@@ -393,6 +384,15 @@ def _plain_queries(entries: Any) -> list[GoldenQuery] | None:
         tags = entry.get("tags", [])
         if type(tags) is not list or not _plain_ids(tags):
             return None
+        try:  # a lone surrogate ("\ud800" is valid JSON): the model's error, not a crash
+            (query + (query_id or "") + "".join(relevant) + "".join(tags)).encode()
+        except UnicodeEncodeError:
+            return None
+        if query_id is None:
+            query_id = content_id(query, {})
+        if query_id in seen:
+            return None
+        seen.add(query_id)
         shared = tag_sets.setdefault(tuple(tags), tuple(tags))
         queries.append(GoldenQuery.of_plain(query_id, query, relevant, shared))
     return queries

@@ -37,7 +37,6 @@ from .runtest import (
     RESULTS,
     announce_progress,
     check_runs,
-    export_runs,
     golden_for,
     no_fixture_message,
     run_evaluation,
@@ -365,23 +364,6 @@ def pytest_runtest_makereport(
         if getattr(call.excinfo.value, "argname", None) == fixture:
             report.longrepr = no_fixture_message(item, fixture, item.parent.golden_path)
     return report
-
-
-@pytest.hookimpl(trylast=True)  # after the controller merged, decided and wrote its outputs
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """--retrieval-export-run, on the controller (so xdist workers never write the same
-    file): every evaluation's retrieved lists as TREC runs."""
-    reporter = session.config.pluginmanager.get_plugin(REPORTER)
-    if reporter is None or session.config.option.collectonly:
-        return
-    path = reporter.state.settings.export_run
-    if path is None:
-        return
-    notes, problems = export_runs(path, reporter.results())
-    reporter.notes += notes + [f"{problem.kind}: {problem.message}" for problem in problems]
-    reporter.reasons += problems
-    if problems and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 # ---------------------------------------------------------------------------- fixtures
