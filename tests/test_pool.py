@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from judge_server import JudgeServer, serve
 
+from pytest_retrieval.cli import main
 from pytest_retrieval.review_file import (
     Decision,
     Proposal,
@@ -184,3 +187,227 @@ def test_bad_review_file(tmp_path: Path, content: str, message: str) -> None:
 def test_missing_review_file(tmp_path: Path) -> None:
     with pytest.raises(ReviewFileError, match="no such review file; make one with"):
         read_review(tmp_path / "nope.jsonl")
+
+
+# --------------------------------------------------------------------------------------------
+# pool
+
+CORPUS = {
+    "d1": "apple pie with butter crust",
+    "d2": "apple orchard in autumn",
+    "d3": "bread machine manual",
+    "d4": "cherry juice from fresh cherries",
+    "d5": "cherry pie and apple pie bakery",
+    "d6": "garden hose",
+}
+GOLDEN_SET: dict[str, Any] = {
+    "name": "fruit",
+    "corpus": "corpus.json",
+    "queries": [
+        {"id": "q1", "query": "apple pie", "relevant": {"d1": 3, "d3": 1}},
+        {"id": "q2", "query": "cherry juice", "relevant": {"d4": 2}, "criteria": "drinks only"},
+    ],
+}
+
+
+def report(retriever: str, ranked: dict[str, list[str]], golden: str = "fruit") -> dict[str, Any]:
+    """A --retrieval-report with one evaluation (the keys pool reads)."""
+    text = {q["id"]: q["query"] for q in GOLDEN_SET["queries"]}
+    queries = [{"id": q, "query": text[q], "returned": docs} for q, docs in ranked.items()]
+    return {
+        "evaluations": [
+            {"golden": {"name": golden}, "retriever": retriever, "k": 10, "queries": queries}
+        ]
+    }
+
+
+@pytest.fixture
+def project(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[JudgeServer]:
+    """Golden set, corpus and two reports in a fresh folder; the test server as endpoint."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    write_json(tmp_path / "golden.json", GOLDEN_SET)
+    write_json(tmp_path / "corpus.json", CORPUS)
+    write_json(tmp_path / "a.json", report("bm25", {"q1": ["d1", "d2", "d5"], "q2": ["d4", "d6"]}))
+    write_json(tmp_path / "b.json", report("dense", {"q1": ["d5", "d3", "d6"], "q2": ["d5"]}))
+    with serve() as running:
+        monkeypatch.setenv("OPENAI_BASE_URL", running.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        yield running
+
+
+def write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
+
+
+POOL = ["pool", "golden.json", "a.json", "b.json", "-o", "review.jsonl", "--cache", "jc"]
+
+
+def rows(review_path: str = "review.jsonl") -> list[tuple[str, str, str, int, int, list[str]]]:
+    return [
+        (p.query_id, p.doc_id, p.kind, p.grade, p.rank, list(p.sources))
+        for p in read_review(Path(review_path)).proposals
+    ]
+
+
+def test_pool_judges_the_unjudged_union_of_the_reports(
+    project: JudgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(POOL) == 0
+    # q1: d2 (a #2), d5 (a #3, b #1), d6 (b #3); d1 and d3 are judged; q2: d6, d5
+    assert rows() == [
+        ("q1", "d5", "add", 3, 1, ["a.json:bm25", "b.json:dense"]),
+        ("q1", "d2", "add", 2, 2, ["a.json:bm25"]),
+        ("q1", "d6", "add", 0, 3, ["b.json:dense"]),
+        ("q2", "d5", "add", 2, 1, ["b.json:dense"]),
+        ("q2", "d6", "add", 0, 2, ["a.json:bm25"]),
+    ]
+    review = read_review(Path("review.jsonl"))
+    assert review.proposals[0].text == CORPUS["d5"]
+    assert review.proposals[0].reason == "100% of the query terms"
+    assert review.proposals[0].confidence == 0.9
+    assert review.header["golden"] == "golden.json"
+    assert review.header["reports"] == ["a.json", "b.json"]
+    assert review.header["judge"]["scale"] == "0-3"
+    assert len(project.requests) == 5
+    # the query's criteria reach the judge
+    assert sum("drinks only" in r.user for r in project.requests) == 2
+    out = capsys.readouterr().out
+    assert "5 proposed additions (3 graded relevant, 2 graded 0), 0 proposed removals" in out
+
+
+def test_a_warm_rerun_asks_nothing_and_writes_the_same_bytes(project: JudgeServer) -> None:
+    assert main(POOL) == 0
+    first = Path("review.jsonl").read_bytes()
+    project.requests.clear()
+    assert main(POOL) == 0
+    assert project.requests == []
+    assert Path("review.jsonl").read_bytes() == first
+
+
+def test_pool_resumes_keeping_decisions(
+    project: JudgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(POOL) == 0
+    at = "2024-01-02T00:00:00Z"
+    record_decision(Path("review.jsonl"), ("q1", "d5", "add"), Decision("grade", 1, "ann", at))
+    record_decision(Path("review.jsonl"), ("q2", "d6", "add"), Decision("accept", None, "ann", at))
+    # the golden set labels q2/d6 by hand since: that decision no longer applies
+    golden = json.loads(json.dumps(GOLDEN_SET))
+    golden["queries"][1]["relevant"]["d6"] = 0
+    write_json(Path("golden.json"), golden)
+    project.requests.clear()
+    capsys.readouterr()
+    assert main(POOL) == 0
+    review = read_review(Path("review.jsonl"))
+    decided = {p.key: p.decision for p in review.proposals if p.decision}
+    assert decided == {("q1", "d5", "add"): Decision("grade", 1, "ann", at)}
+    assert [p.key for p in review.proposals] == [
+        ("q1", "d5", "add"),
+        ("q1", "d2", "add"),
+        ("q1", "d6", "add"),
+        ("q2", "d5", "add"),
+    ]
+    assert project.requests == []  # the undecided ones come from the cache
+    out = capsys.readouterr().out
+    assert "1 earlier decisions dropped: the golden set's labels of those changed since" in out
+    assert "3 to review, 1 decisions kept" in out
+
+
+def test_removals_are_proposed_only_when_the_judge_is_sure(project: JudgeServer) -> None:
+    project.override = {"grade": 0}
+    assert main([*POOL, "--propose-removals"]) == 0
+    removals = [p for p in read_review(Path("review.jsonl")).proposals if p.kind == "remove"]
+    # pooled golden-relevant docs: q1 d1 (3), d3 (1); q2 d4 (2)
+    assert [(p.query_id, p.doc_id, p.current, p.grade) for p in removals] == [
+        ("q1", "d1", 3, 0),
+        ("q1", "d3", 1, 0),
+        ("q2", "d4", 2, 0),
+    ]
+    project.override = {"grade": 0, "confidence": 0.5}
+    assert main([*POOL, "--propose-removals", "--no-cache"]) == 0
+    kinds = {p.kind for p in read_review(Path("review.jsonl")).proposals}
+    assert kinds == {"add"}
+
+
+def test_below_min_coverage_pool_fails_and_writes_nothing(
+    project: JudgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*POOL, "--max-calls", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "the judge graded 2 of 5 pairs (40%, below --min-coverage 95%)" in err
+    assert "nothing written to review.jsonl. The 2 answers are cached" in err
+    assert not Path("review.jsonl").exists()
+    project.requests.clear()
+    assert main(POOL) == 0
+    assert len(project.requests) == 3  # only the rest
+    assert len(read_review(Path("review.jsonl")).proposals) == 5
+
+
+def test_above_min_coverage_the_ungraded_are_left_out(
+    project: JudgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*POOL, "--max-calls", "4", "--min-coverage", "0.8"]) == 0
+    assert len(read_review(Path("review.jsonl")).proposals) == 4
+    assert "1 pairs the judge did not grade were left out" in capsys.readouterr().out
+    assert main(POOL) == 0
+    assert len(read_review(Path("review.jsonl")).proposals) == 5
+
+
+def test_texts_from_the_report_when_the_corpus_lacks_them(
+    project: JudgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = report("bm25", {"q1": ["d7", "d8"]})
+    data["evaluations"][0]["queries"][0]["texts"] = {"d7": "apple pie, cut at 200"}
+    write_json(Path("c.json"), data)
+    assert main(["pool", "golden.json", "c.json", "-o", "review.jsonl", "--cache", "jc"]) == 0
+    assert [(p.doc_id, p.text) for p in read_review(Path("review.jsonl")).proposals] == [
+        ("d7", "apple pie, cut at 200")
+    ]
+    out = capsys.readouterr().out
+    assert "1 documents judged on the report's cut text: pass --corpus for full text" in out
+    assert "1 hits skipped, no text for them (q1/d8): pass --corpus" in out
+
+
+def test_reports_of_another_golden_set(
+    project: JudgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_json(Path("other.json"), report("bm25", {"q1": ["d2"]}, golden="other"))
+    assert main(["pool", "golden.json", "other.json", "-o", "r.jsonl", "--cache", "jc"]) == 1
+    err = capsys.readouterr().err
+    assert "other.json: evaluation 1 (bm25) is of golden set 'other', not 'fruit'" in err
+    assert "no evaluation of golden set 'fruit' in other.json" in err
+    changed = report("bm25", {"q1": ["d2"]})
+    changed["evaluations"][0]["queries"][0]["query"] = "apple tart"
+    write_json(Path("changed.json"), changed)
+    assert main(["pool", "golden.json", "changed.json", "-o", "r.jsonl", "--cache", "jc"]) == 1
+    assert "changed.json: query 'q1' reads 'apple tart' in the report but 'apple pie'" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_review_file_of_another_golden_set_is_not_resumed(
+    project: JudgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_review(Path("review.jsonl"), HEADER, [proposal("d1", query_id="q9")])
+    before = Path("review.jsonl").read_bytes()
+    assert main(POOL) == 1
+    err = capsys.readouterr().err
+    assert "review.jsonl was made for another golden set than golden.json" in err
+    assert "query 'q9' is not in the golden set" in err
+    assert Path("review.jsonl").read_bytes() == before
+
+
+def test_batch_submit_collect_then_pool_from_the_cache(
+    project: JudgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*POOL, "--batch-submit", "state.json"]) == 0
+    assert "submitted 5 pairs (0 already cached) in 1 batch(es): batch-1" in capsys.readouterr().out
+    assert not Path("review.jsonl").exists()
+    assert main(["judge-batch", "collect", "state.json"]) == 0
+    assert main(POOL) == 0
+    assert project.requests == []
+    assert len(read_review(Path("review.jsonl")).proposals) == 5
+    assert main([*POOL, "--batch-submit", "state2.json"]) == 0
+    assert "nothing to submit: all 5 pairs are in the cache" in capsys.readouterr().out
