@@ -121,10 +121,11 @@ def test_decisions_become_graded_labels_with_provenance(
     )
 
 
+@pytest.mark.parametrize("bom", ["", "\ufeff"])
 def test_one_line_entries_keep_every_other_byte(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bom: str
 ) -> None:
-    settings = '{\n  "name": "fruit",\n  "k": 3,\n  "metrics": ["recall@3", "mrr@3"],\n'
+    settings = bom + '{\n  "name": "fruit",\n  "k": 3,\n  "metrics": ["recall@3", "mrr@3"],\n'
     entries = ",\n".join("    " + json.dumps(q) for q in GOLDEN["queries"])
     text = settings + '  "queries": [\n' + entries + "\n  ]\n}"  # no final newline
     setup(tmp_path, monkeypatch, text, "golden.json")
@@ -139,10 +140,11 @@ def test_one_line_entries_keep_every_other_byte(
     assert not new.endswith("\n")
 
 
+@pytest.mark.parametrize("bom", ["", "\ufeff"])
 def test_jsonl_changes_only_the_changed_lines(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bom: str
 ) -> None:
-    text = "".join(json.dumps(q, separators=(",", ":")) + "\n" for q in GOLDEN["queries"])
+    text = bom + "".join(json.dumps(q, separators=(",", ":")) + "\n" for q in GOLDEN["queries"])
     setup(tmp_path, monkeypatch, text, "golden.jsonl")
     assert main(["apply", "review.jsonl", "golden.jsonl"]) == 0
     old_lines = text.split("\n")
@@ -151,7 +153,7 @@ def test_jsonl_changes_only_the_changed_lines(
         0,
         1,
     ]
-    assert new_lines[0].startswith('{"id":"apple","query":"apple","relevant":{"d1":1,"d4":1,')
+    assert new_lines[0].startswith(bom + '{"id":"apple","query":"apple","relevant":{"d1":1,"d4":1,')
     assert load_golden("golden.jsonl").queries[0].relevant == {"d1": 1, "d4": 1, "d2": 1}
 
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .review_file import Proposal, Review
 
 _SPACE = " \t\n\r"
+BOM = "\ufeff"  # kept where a Windows editor put it; the loader skips it
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -197,7 +198,7 @@ def entry_spans(text: str) -> list[tuple[int, int]]:
     """Start and end offsets of each entry of a golden JSON document (a list of entries, or
     an object whose ``queries`` is one), found with the standard decoder."""
     decoder = json.JSONDecoder()
-    index = _skip_space(text, 0)
+    index = _skip_space(text, 1 if text.startswith(BOM) else 0)
     if text.startswith("{", index):
         index = _skip_space(text, index + 1)
         while not text.startswith("}", index):
@@ -266,13 +267,15 @@ def edit_jsonl(text: str, labels_by_query: Mapping[str, Sequence[Label]]) -> str
     lines = text.split("\n")
     for number, line in enumerate(lines):
         body = line.rstrip("\r")
+        bom = BOM if number == 0 and body.startswith(BOM) else ""
+        body = body[len(bom) :]
         if not body.strip():
             continue
         entry = json.loads(body)
         if isinstance(entry, dict) and entry_id(entry) in labels_by_query:
             new = updated_entry(entry, labels_by_query[entry_id(entry)])
-            ending = line[len(body) :]
-            lines[number] = dump_like(new, body.strip(), 0, ascii_only) + ending
+            ending = line[len(bom) + len(body) :]
+            lines[number] = bom + dump_like(new, body.strip(), 0, ascii_only) + ending
     return "\n".join(lines)
 
 
