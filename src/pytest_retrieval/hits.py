@@ -45,16 +45,16 @@ _RETURN_HINT = (
 
 def normalize_hits(raw: Any, k: int) -> QueryRun:
     """Turn whatever the retriever returned into a :class:`QueryRun` (ids cut at ``k``)."""
-    if raw is None:
-        raise HitError(f"the retriever returned None; {_RETURN_HINT}")
-    if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable):
-        raise HitError(f"the retriever returned a {type(raw).__name__}; {_RETURN_HINT}")
     if type(raw) is list and _plain_ids(raw):  # the common case: C-speed checks only
         if len(set(raw)) == len(raw):
             return QueryRun(ids=raw[:k])
         top = list(dict.fromkeys(raw))[:k]
         kept = set(top)
         return QueryRun(ids=top, duplicates=sum(hit in kept for hit in raw) - len(top))
+    if raw is None:
+        raise HitError(f"the retriever returned None; {_RETURN_HINT}")
+    if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable):
+        raise HitError(f"the retriever returned a {type(raw).__name__}; {_RETURN_HINT}")
     run = QueryRun()
     seen: set[str] = set()
     for rank, hit in enumerate(raw, start=1):
