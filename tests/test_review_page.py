@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -361,6 +362,35 @@ def test_the_command_prints_the_url_serves_and_stops_on_ctrl_c(review_path: Path
     assert "Stopped. Decisions are in the review file" in out and "Traceback" not in err
 
 
+def test_the_command_opens_the_browser_with_the_url(review_path: Path, tmp_path: Path) -> None:
+    """Without --no-open, ``webbrowser`` gets the URL (here $BROWSER is a script writing it
+    down); the server serves meanwhile."""
+    opened = tmp_path / "opened.txt"
+    script = tmp_path / "browser.sh"
+    script.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
+    script.chmod(0o755)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest_retrieval", "review", str(review_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "BROWSER": str(script)},
+    )
+    try:
+        assert process.stdout is not None
+        process.stdout.readline()
+        url = process.stdout.readline().split()[1]
+        for _ in range(100):
+            if opened.exists() and opened.read_text():
+                break
+            time.sleep(0.1)
+        assert opened.read_text().strip() == url
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=20)
+    assert process.returncode == 0
+
+
 @pytest.mark.parametrize(
     ("options", "status", "message"),
     [
@@ -572,3 +602,19 @@ def test_a_refused_write_is_shown_and_nothing_moves(
     finally:
         page.close()
     assert all(value is None for value in decisions(review_path).values())
+
+
+@needs_chromium
+def test_a_held_key_decides_once(browser: Any, server: ReviewServer, review_path: Path) -> None:
+    problems: list[str] = []
+    page = open_page(browser, server, problems)
+    try:
+        page.keyboard.down("a")
+        page.keyboard.down("a")  # auto-repeat while held
+        page.keyboard.down("a")
+        page.keyboard.up("a")
+        press(page, "k", decided=1, position="1 of 5")  # queued after any decision
+        assert problems == []
+    finally:
+        page.close()
+    assert [d for d in decisions(review_path).values() if d] == [("accept", None, "tester")]

@@ -29,6 +29,7 @@ import json
 import secrets
 import socket
 import sys
+import threading
 import webbrowser
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -149,11 +150,19 @@ def reviewer_name() -> str:
 
 
 def open_browser(url: str) -> None:
-    """Try the user's browser; a machine without one (SSH, CI) just has the printed URL."""
-    try:
-        webbrowser.open(url)
-    except Exception:  # any failure of a browser launcher is harmless here
-        print("(no browser could be opened; open the URL above)", file=sys.stderr)
+    """Try the user's browser, in a thread: a console browser (w3m, lynx) would otherwise
+    hold the terminal before the server runs, and a machine without any browser (SSH, CI)
+    just has the printed URL."""
+
+    def launch() -> None:
+        try:
+            opened = webbrowser.open(url)
+        except Exception:  # any failure of a browser launcher is harmless here
+            opened = False
+        if not opened:
+            print("(no browser could be opened; open the URL above)", file=sys.stderr)
+
+    threading.Thread(target=launch, name="open-browser", daemon=True).start()
 
 
 def progress_of(proposals: tuple[Proposal, ...]) -> dict[str, int]:

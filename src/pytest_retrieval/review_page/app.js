@@ -193,6 +193,7 @@ document.addEventListener("keydown", (event) => {
   const command = Object.prototype.hasOwnProperty.call(KEYS, event.key) ? KEYS[event.key] : null;
   if (!command) return;
   event.preventDefault();
+  if (event.repeat && !command.move) return; // a held key decides once, not down the list
   perform(command);
 });
 
