@@ -8,7 +8,8 @@ A. 100,000 queries x 100 hits (k = 100): wall clock of the whole
    validation, 100,000 retriever calls, scoring recall/precision/hit_rate/mrr/ndcg/map at 100
    with bootstrap CIs, per-tag means, the verdict), best of ``--repeat``, divided by
    pytrec_eval's ``evaluate`` alone (recall_100, recip_rank, ndcg_cut_100; its input dicts
-   built beforehand and not timed) on the same lists. Target: <= 1.0.
+   built beforehand and not timed; best of 3) on the same lists. Target: <= 1.0. The pytest
+   process runs with its bytecode cached, as on a user's machine.
 B. The same at 10 hits (k = 10), reported.
 C. 1,000,000 queries x 10 hits: wall clock and the peak RSS of the pytest process (children
    included: ``ru_maxrss``), and the same with ``--retrieval-report``. Targets: RSS <= 3 GB,
@@ -31,6 +32,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -103,8 +106,11 @@ def write_project(folder: Path, entries: list[dict[str, Any]], ranked: np.ndarra
     (folder / "conftest.py").write_text(CONFTEST, encoding="utf-8")
 
 
-def pytrec_seconds(entries: list[dict[str, Any]], ranked: np.ndarray, k: int) -> float:
-    """pytrec_eval's evaluate alone on the same lists (scores give the list order)."""
+def pytrec_seconds(
+    entries: list[dict[str, Any]], ranked: np.ndarray, k: int, repeat: int = 3
+) -> float:
+    """pytrec_eval's evaluate alone on the same lists (scores give the list order), best of
+    ``repeat``, as the pytest process is timed best of ``--repeat``."""
     import pytrec_eval
 
     qrels = {e["id"]: dict(e["relevant"]) for e in entries}
@@ -114,9 +120,12 @@ def pytrec_seconds(entries: list[dict[str, Any]], ranked: np.ndarray, k: int) ->
     evaluator = pytrec_eval.RelevanceEvaluator(
         qrels, {f"recall_{k}", "recip_rank", f"ndcg_cut_{k}"}
     )
-    started = time.perf_counter()
-    evaluator.evaluate(run)
-    return time.perf_counter() - started
+    best = math.inf
+    for _ in range(repeat):
+        started = time.perf_counter()
+        evaluator.evaluate(run)
+        best = min(best, time.perf_counter() - started)
+    return best
 
 
 def run_pytest(folder: Path, extra: list[str]) -> tuple[float, float]:
@@ -144,7 +153,10 @@ def run_pytest(folder: Path, extra: list[str]) -> tuple[float, float]:
         "golden.json",
         *extra,
     ]
-    proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
+    # as on a user's machine: Python keeps compiled (and pytest's assertion-rewritten)
+    # modules in __pycache__; PYTHONDONTWRITEBYTECODE would recompile them on every run
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False, env=env)
     seconds, rss_kb, status = proc.stdout.split()
     if status != "0" or "1 passed" not in proc.stderr:
         sys.stderr.write(f"pytest failed (exit {status}):\n{proc.stderr}\n")
