@@ -180,6 +180,14 @@ def test_the_api_lists_proposals_progress_and_where_to_resume(
     assert data["proposals"][1]["text"] == HOSTILE
 
 
+def test_any_text_reaches_the_page(server: ReviewServer, review_path: Path) -> None:
+    """A lone surrogate (valid in a JSON string escape) and a line separator go through."""
+    odd = "half \ud800 of a pair\u2028next line é"
+    write_review(review_path, HEADER, (proposal("q1", "d1", text=odd),))
+    status, _, body = call(server, "GET", "/api/review")
+    assert status == 200 and json.loads(body)["proposals"][0]["text"] == odd
+
+
 @pytest.mark.parametrize(
     ("request_body", "status", "message"),
     [
@@ -618,3 +626,22 @@ def test_a_held_key_decides_once(browser: Any, server: ReviewServer, review_path
     finally:
         page.close()
     assert [d for d in decisions(review_path).values() if d] == [("accept", None, "tester")]
+
+
+@needs_chromium
+def test_decisions_written_elsewhere_are_picked_up(
+    browser: Any, server: ReviewServer, review_path: Path
+) -> None:
+    """A decision made from the command line while the page is open: the page's next write
+    sees the file's counts differ from its own, reloads the list, and does not send the
+    reviewer to the proposal already decided."""
+    problems: list[str] = []
+    page = open_page(browser, server, problems)
+    try:
+        record_decision(review_path, PROPOSALS[1].key, Decision("reject", None, "cli", "t"))
+        press(page, "a", decided=2, position="3 of 5")  # not 2: q1/d2 is decided
+        press(page, "k", position="2 of 5")
+        assert page.inner_text("#decision").startswith("rejected: no label recorded (by cli")
+        assert problems == []
+    finally:
+        page.close()

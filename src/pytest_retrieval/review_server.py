@@ -371,7 +371,8 @@ class ReviewHandler(BaseHTTPRequestHandler):
         return self.rfile.read(int(length))
 
     def send_json(self, status: HTTPStatus, data: Any) -> None:
-        body = json.dumps(data, ensure_ascii=False).encode()
+        # ASCII escapes: a lone surrogate in a document's text cannot break the encoding
+        body = json.dumps(data).encode()
         self.send_body(status, body, "application/json; charset=utf-8")
 
     def send_body(self, status: HTTPStatus, body: bytes, kind: str) -> None:

@@ -120,12 +120,36 @@ async function load() {
   render();
 }
 
+// Someone else wrote the file (the command line, another window): take its state, staying
+// on the same proposal when it is still there.
+async function refresh() {
+  const key = JSON.stringify(state.proposals[state.index].key);
+  const data = await api("api/review");
+  const index = data.proposals.findIndex((p) => JSON.stringify(p.key) === key);
+  state.proposals = data.proposals;
+  state.progress = data.progress;
+  state.index = index >= 0 ? index : data.resume;
+  state.history = [];
+}
+
+function countsMatch(progress) {
+  const actions = state.proposals.map(actionOf);
+  const skipped = actions.filter((a) => a === "skip").length;
+  const undecided = actions.filter((a) => a === null).length;
+  return (
+    progress.total === actions.length &&
+    progress.skipped === skipped &&
+    progress.undecided === undecided
+  );
+}
+
 async function send(index, action, grade) {
   const proposal = state.proposals[index];
   const data = await api("api/decision", { key: proposal.key, action, grade });
   state.proposals[index] = data.proposal;
   state.progress = data.progress;
   showMessage("");
+  if (!countsMatch(data.progress)) await refresh();
 }
 
 async function decide(action, grade) {
