@@ -137,7 +137,7 @@ def test_unknown_query_tag_or_metric_is_a_usage_error_with_close_matches(
     message = usage_error(capsys, "show", str(compared), "--tag", "fruits")
     assert message == f"no tag 'fruits' in {compared} (2 tags: drink, fruit)\n"
     message = usage_error(capsys, "show", str(compared), "--worst", "2", "--metric", "recall@7")
-    assert message.startswith(f"no metric 'recall@7' in {compared} (6 metrics: recall@3, ")
+    assert message.startswith(f"no metric 'recall@7' in {compared} (7 metrics: recall@3, ")
     big = _report(tmp_path, "big", degrade=False)
     message = usage_error(capsys, "show", str(big), "--query", "2255")
     assert message.startswith(f"no query id '2255' in {big} (225 query ids; close matches: 225")

@@ -358,7 +358,7 @@ def test_holm_runs_over_the_gated_metrics_only(pytester: pytest.Pytester) -> Non
     result, document = run(pytester, "worse", *eight)  # default gate: recall, mrr, ndcg @10
     assert result.ret == 1, result.stdout.str()
     evaluation = document["evaluations"][0]
-    assert len(evaluation["metrics"]) == 8
+    assert len(evaluation["metrics"]) == 9  # the eight, and judged@10 (never gated)
     assert evaluation["gated"] == ["recall@10", "mrr@10", "ndcg@10"]
     found = changes(document)
     assert found["mrr@10"]["current"] - found["mrr@10"]["baseline"] == pytest.approx(-8 / 12 / 63)

@@ -27,6 +27,7 @@ from .metrics import (
     DEFINITIONS_VERSION,
     JUDGE_METRICS_VERSION,
     JUDGED,
+    JUDGED_FAMILY,
     FloatArray,
     Metric,
     SlotMatrix,
@@ -35,11 +36,13 @@ from .metrics import (
     slot_values,
 )
 from .results import (
+    JUDGED_GAP,
     LATENCY,
     Comparison,
     EvaluationResult,
     MetricChange,
     QueryShifts,
+    UnjudgedHits,
     finite_or_none,
 )
 from .shifts import Reference, query_shifts
@@ -89,7 +92,12 @@ def compare_to_baseline(
     stale = _stale_reason(entry, common)
     if stale is not None:
         return replace(comparison, stale=stale)
-    missing = [m for m in result.metrics if not all(m in entry.queries[q].metrics for q in common)]
+    recovered = _judged_of_rankings(result, entry, common)
+    missing = [
+        m
+        for m in result.metrics
+        if m not in recovered and not all(m in entry.queries[q].metrics for q in common)
+    ]
     judge_changed: dict[str, list[Any]] = {}
     judge_now = judge_definition(result)
     if judge_now is not None and entry.judge is not None and judge_now != entry.judge:
@@ -102,7 +110,9 @@ def compare_to_baseline(
             if entry.judge.get(key) != value
         }
     before = {
-        m: np.array([entry.queries[q].metrics[m] for q in common])
+        m: recovered[m]
+        if m in recovered
+        else np.array([entry.queries[q].metrics[m] for q in common])
         for m in result.metrics
         if m not in missing
     }
@@ -139,10 +149,42 @@ def compare_to_baseline(
         changes=changes,
         shifts=shifts,
         judge_changed=judge_changed,
+        unjudged=unjudged_hits(changes, result.k),
         stale="the baseline has none of the metrics this run computes"
         if missing and len(missing) == len(result.metrics)
         else None,
     )
+
+
+def _judged_of_rankings(
+    result: EvaluationResult, entry: BaselineEntry, common: Sequence[str]
+) -> dict[str, FloatArray]:
+    """The baseline's judged@k per shared query, for each judged metric of ``result`` the
+    baseline did not record (one older than the metric): from its stored top k, which the
+    unchanged judgments of those queries score as they scored then."""
+    found: dict[str, FloatArray] = {}
+    current = {q.id: q for q in result.queries}
+    for name in result.metrics:
+        metric = parse_metric(name)
+        if metric.family != JUDGED_FAMILY or metric.k > entry.k or not common:
+            continue
+        if all(name in entry.queries[q].metrics for q in common):
+            continue
+        qrels = [current[q].relevant or {"": 1} for q in common]
+        values = compute([metric], [entry.queries[q].ranked for q in common], qrels)[name]
+        open_rows = np.array([not current[q].relevant for q in common])
+        found[name] = np.where(open_rows, np.nan, values)
+    return found
+
+
+def unjudged_hits(changes: Sequence[MetricChange], k: int) -> UnjudgedHits | None:
+    """The warning that a run's top k holds many more unjudged documents than its
+    reference's: its judged@k (on the shared queries) more than JUDGED_GAP below."""
+    name = f"{JUDGED_FAMILY}@{k}"
+    change = next((c for c in changes if c.metric == name), None)
+    if change is None or not change.baseline - change.current > JUDGED_GAP + TOLERANCE:
+        return None  # NaN on either side compares False: no warning
+    return UnjudgedHits(name, change.baseline, change.current)
 
 
 def _judge_depth(metrics: Iterable[str]) -> int:
@@ -428,6 +470,7 @@ def compare_runs(
         changes=changes,
         shifts=shifts,
         alpha=alpha,
+        unjudged=unjudged_hits(changes, other.k),
     )
 
 

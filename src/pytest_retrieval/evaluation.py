@@ -214,7 +214,9 @@ def evaluate(
     run file) the retriever is not called (pass None) and the rest is the same.
 
     ``thresholds`` default to the golden file's; metrics default to the golden file's list or
-    recall/precision/hit_rate/mrr/ndcg/map at its k. With a ``judge`` (see
+    recall/precision/hit_rate/mrr/ndcg/map at its k, and judged@k (the share of the top k the
+    golden set has judged: how far recall and nDCG can be trusted) is always added, not
+    gated. With a ``judge`` (see
     :mod:`pytest_retrieval.judge`) the top-k hits are graded too and ``otr@k`` (and, on the 0-3
     scale, ``llm_*@k``) added, over the hits it graded (a hit it could not grade is left out,
     never counted off topic; ``label_coverage`` says how many slots were graded); hit texts
@@ -242,6 +244,8 @@ def evaluate(
     for name in metrics:
         _check_name(name)
     defaults: list[str] = []
+    if any(q.relevant for q in golden_set.queries):  # the summary's judged@k (cheap, not gated)
+        defaults.append(f"{kernels.JUDGED_FAMILY}@{cutoff}")
     if judge is not None:
         defaults.append(f"otr@{cutoff}")
         if judge.graded:
@@ -538,9 +542,9 @@ def _aggregate(
             others,
             runs,
             [q.relevant or {"": 1} for q in base],  # open queries: masked out just below
-            {"downstream": [q.downstream for q in base]} if any(
-                m.labels != "golden" for m in others
-            ) else None,
+            {"downstream": [q.downstream for q in base]}
+            if any(m.labels != "golden" for m in others)
+            else None,
             unique=True,  # every ranking is deduplicated (normalize_hits, stored reports)
         )
     coverage: dict[str, tuple[int, int]] = {}
@@ -593,9 +597,7 @@ def _aggregate(
         tag: {metric: _mean(values[rows_of]) for metric, values in per_query.items()}
         for tag, rows_of in sorted(by_tag.items())
     }
-    latencies = np.fromiter(
-        (q.latency_ms for q in base if q.error is None), dtype=np.float64
-    )
+    latencies = np.fromiter((q.latency_ms for q in base if q.error is None), dtype=np.float64)
     return EvaluationResult(
         golden_name=name,
         golden_source=source,

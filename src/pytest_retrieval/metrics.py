@@ -9,6 +9,12 @@ the document at rank ``r + 1`` of query ``i`` (0 when unjudged, judged non-relev
 the end of the list). A grade >= 1 is relevant, as with trec_eval's default relevance level;
 a negative grade counts as 0, as trec_eval's nDCG does.
 
+``judged@k`` is no score of the retriever but of the golden set's coverage of its top k: the
+share of the top k that carries a judgment (any grade, 0 included), as ir_measures' Judged@k
+computes it: judged docs in the top k / min(k, docs returned), so a list shorter than k is
+not penalised for the ranks it did not fill; an empty list scores 0 and counts (ir_measures
+fills a query missing from the run with 0).
+
 The LLM judge's metrics (``otr``, ``llm_*``) work on a slot matrix instead
 (:func:`slot_matrix`): the judge's label at each rank 1..k, NaN where it could not grade the
 hit. An ungraded hit is no label: it is left out (neither on nor off topic), so precision-like
@@ -58,6 +64,8 @@ FAMILIES: dict[str, str] = {
     "ndcg": "DCG@k / ideal DCG@k, gain = grade, discount = log2(rank + 1)",
     "ndcg_exp": "as ndcg with gain = 2**grade - 1",
     "map": "sum of precision@rank at each relevant rank <= k / all relevant docs",
+    "judged": "docs with a golden judgment (any grade, 0 included) in the top k / "
+    "min(k, docs returned); ir_measures' Judged@k",
     "otr": "on-topic rate: hits the LLM judge found on topic in the top k / graded slots "
     "(k less the hits it could not grade)",
     "llm_precision": "precision on the LLM judge's 0-3 grades: grade >= the relevance level "
@@ -89,8 +97,14 @@ LABELS: dict[str, str] = {
 #: the label sources of the LLM judge: NaN labels (ungraded hits) are left out of these
 JUDGED: tuple[str, ...] = ("on_topic", "llm_grade")
 
-#: the families scored on the golden set's own judgments (the ones trec_eval can check)
-GOLDEN_FAMILIES: tuple[str, ...] = tuple(f for f in FAMILIES if f not in LABELS)
+#: the share of the top k the golden set has judged (ir_measures' Judged@k; trec_eval has none)
+JUDGED_FAMILY = "judged"
+
+#: the families scored on the golden set's own judgments that trec_eval can check (judged@k,
+#: also on the golden judgments, is checked against ir_measures instead)
+GOLDEN_FAMILIES: tuple[str, ...] = tuple(
+    f for f in FAMILIES if f not in LABELS and f != JUDGED_FAMILY
+)
 
 #: the kernel a labelled family runs (on its own labels instead of the golden judgments)
 _KERNEL_OF: dict[str, str] = {
@@ -195,11 +209,28 @@ class GradeMatrix:
 
     @classmethod
     def of_cells(
-        cls, cells: _Cells, ideal_cells: _Cells, n_relevant: FloatArray, depth: int
+        cls,
+        cells: _Cells,
+        ideal_cells: _Cells,
+        n_relevant: FloatArray,
+        depth: int,
+        judged: _JudgedCells | None = None,
     ) -> GradeMatrix:
         matrix = cls(None, None, n_relevant, depth)
-        matrix.__dict__.update(_cells=cells, _ideal_cells=ideal_cells)
+        matrix.__dict__.update(_cells=cells, _ideal_cells=ideal_cells, _judged=judged)
         return matrix
+
+    @property
+    def judged_cells(self) -> _JudgedCells:
+        """Every judged doc in the top ``depth`` (grade 0 included), for judged@k: only a
+        matrix built by :func:`grade_matrix` has them (a dense grade 0 may be unjudged)."""
+        judged: _JudgedCells | None = self.__dict__.get("_judged")
+        if judged is None:
+            raise ValueError(
+                "judged@k needs to know which docs are judged: build the matrix with "
+                "grade_matrix(), not from dense grades"
+            )
+        return judged
 
     @cached_property
     def grades(self) -> FloatArray:
@@ -294,6 +325,37 @@ class _Cells:
         return np.asarray(dcg, dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class _JudgedCells:
+    """Each judged doc (any grade) found in a top ``depth``: its row and 0-based rank; and
+    the rankings, whose lengths (after deduplication) are judged@k's denominators."""
+
+    row: IntArray
+    rank: IntArray
+    runs: Sequence[Sequence[str]]
+    depth: int
+    unique: bool
+
+    @cached_property
+    def lengths(self) -> IntArray:
+        """Distinct ids of each ranking, cut at ``depth``."""
+        count = len if self.unique else _distinct
+        return np.fromiter(
+            (min(count(run), self.depth) for run in self.runs), dtype=np.intp, count=len(self.runs)
+        )
+
+    def share(self, k: int) -> FloatArray:
+        """judged@k of every row: judged docs in the top k / min(k, docs returned); 0 for an
+        empty list, as ir_measures gives it."""
+        counted = np.bincount(self.row[self.rank < k], minlength=len(self.runs))
+        share: FloatArray = counted / np.maximum(np.minimum(self.lengths, k), 1)
+        return share
+
+
+def _distinct(run: Sequence[str]) -> int:
+    return len(set(run))
+
+
 def dedupe(ranked: Sequence[str]) -> list[str]:
     """Keep the first occurrence of every id, in order (trec_eval cannot see duplicates)."""
     return list(dict.fromkeys(ranked))
@@ -357,12 +419,14 @@ def grade_matrix(
         dtype=np.intp,
         count=total,
     )
-    found = (ranks < depth) & (judged > 0)
+    in_top = ranks < depth
+    found = in_top & (judged > 0)
     where = row[found] * depth + ranks[found]  # flat index in the (n, depth) matrix
     order = np.argsort(where, kind="stable")  # row-major: by row, then rank
     cell_row, cell_rank = np.divmod(where[order], depth)
     cells = _Cells(cell_row, cell_rank, judged[found][order], n)
-    return GradeMatrix.of_cells(cells, ideal_cells, n_relevant, depth)
+    judged_cells = _JudgedCells(row[in_top], ranks[in_top], runs, depth, unique)
+    return GradeMatrix.of_cells(cells, ideal_cells, n_relevant, depth, judged_cells)
 
 
 def _values(qrel: Mapping[str, float]) -> Iterable[float]:
@@ -417,6 +481,10 @@ def _map(m: GradeMatrix, k: int) -> FloatArray:
     return np.bincount(cells.row[top], cells.precision[top], minlength=cells.n) / m.n_relevant
 
 
+def _judged(m: GradeMatrix, k: int) -> FloatArray:
+    return m.judged_cells.share(k)
+
+
 _KERNELS: dict[str, Callable[[GradeMatrix, int], FloatArray]] = {
     "recall": _recall,
     "precision": _precision,
@@ -425,6 +493,7 @@ _KERNELS: dict[str, Callable[[GradeMatrix, int], FloatArray]] = {
     "ndcg": _ndcg,
     "ndcg_exp": _ndcg_exp,
     "map": _map,
+    "judged": _judged,
 }
 assert set(_KERNELS) | set(_KERNEL_OF) == set(FAMILIES)
 

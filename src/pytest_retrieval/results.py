@@ -332,6 +332,52 @@ class QueryShifts:
         return cls(**values, depth=data.get("depth", 0), queries=queries)
 
 
+#: how much lower (absolute) a run's judged@k may be than its reference's before the
+#: comparison warns that its golden metrics may be understated: a tenth of the top k, one
+#: more unjudged doc per query at k = 10, moves recall and nDCG by as much as the share of
+#: relevant docs among those unjudged ones -- the size of change a gate is asked to catch
+JUDGED_GAP = 0.10
+
+
+@dataclass(frozen=True)
+class UnjudgedHits:
+    """This run's judged@k is more than JUDGED_GAP below its reference's on the queries both
+    share: its top k holds documents the golden set has not judged, which every golden metric
+    counts as not relevant, so its recall and nDCG may be understated against the reference.
+    Decided once by :mod:`.compare`; every output renders :meth:`message`."""
+
+    metric: str  # judged@k at the evaluation's k
+    reference: float  # the reference's judged@k on the shared queries
+    current: float  # this run's, on the same queries
+
+    @property
+    def k(self) -> int:
+        return parse_metric(self.metric).k
+
+    def message(self, against: str) -> str:
+        """The warning, naming the reference (``Comparison.reference``)."""
+        k = self.k
+        return (
+            f"{self.metric} is {self.current:.4f} against {self.reference:.4f} for {against} "
+            f"(more than {JUDGED_GAP:g} lower): its top {k} holds documents the golden set "
+            f"has not judged, which count as not relevant, so its recall@{k} and ndcg@{k} may "
+            "be understated. Pool them for the LLM judge to grade and you to review "
+            "(REPORT.json: this run's --retrieval-report) with"
+        )
+
+    @staticmethod
+    def command(golden: str) -> str:
+        """The command that pools the unjudged hits of this run's report into a review file."""
+        return f"pytest-retrieval pool {golden} REPORT.json -o review.jsonl"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "reference": self.reference, "current": self.current}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UnjudgedHits:
+        return cls(str(data["metric"]), _nan(data["reference"]), _nan(data["current"]))
+
+
 @dataclass(frozen=True)
 class Comparison:
     """A run against its baseline (or one retriever against another in an A/B run)."""
@@ -350,6 +396,8 @@ class Comparison:
     baseline_commit: str = ""
     #: judge setting -> [baseline's, this run's], when LLM-judged values are not comparable
     judge_changed: dict[str, list[Any]] = field(default_factory=dict)
+    #: set when this run's judged@k is much lower than the reference's (a warning, no failure)
+    unjudged: UnjudgedHits | None = None
 
     @property
     def regressed(self) -> list[MetricChange]:
@@ -367,6 +415,10 @@ class Comparison:
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "shifts"}
         values["changes"] = [asdict(c) for c in self.changes]
         values["shifts"] = {name: shift.to_dict() for name, shift in self.shifts.items()}
+        unjudged = self.unjudged
+        values["unjudged"] = None
+        if unjudged is not None:  # with its words, for readers of the JSON report
+            values["unjudged"] = {**unjudged.to_dict(), "message": unjudged.message(self.reference)}
         return values
 
     @classmethod
@@ -376,6 +428,8 @@ class Comparison:
         values["shifts"] = {
             name: QueryShifts.from_dict(shift) for name, shift in (data.get("shifts") or {}).items()
         }
+        unjudged = data.get("unjudged")
+        values["unjudged"] = None if unjudged is None else UnjudgedHits.from_dict(unjudged)
         return cls(**values)
 
 

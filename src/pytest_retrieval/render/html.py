@@ -28,6 +28,7 @@ from .rows import (
     Cell,
     Note,
     ab_rows,
+    ab_unjudged_notes,
     depth_note,
     metric_rows,
     move_lines,
@@ -840,5 +841,6 @@ def _ab_section(group: ABGroup) -> str:
         f"{_e(group.reference.retriever_id)}; marked when significantly better or worse beyond "
         "the allowed change.</p>"
         + _table(ab_rows(group))
+        + _notes(ab_unjudged_notes(group))
         + f'<div class="charts">{"".join(charts)}</div>'
     )

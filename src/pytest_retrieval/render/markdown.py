@@ -27,6 +27,7 @@ from .rows import (
     CHANGED_SHOWN,
     Cell,
     ab_rows,
+    ab_unjudged_notes,
     depth_note,
     metric_rows,
     move_text,
@@ -538,6 +539,10 @@ def _query_row(query: QueryResult, metric: str) -> list[Cell]:
 
 def _ab(group: ABGroup) -> list[str]:
     reference = group.reference
+    warnings = [
+        f"- {EMOJI['warn']} {escape(note.text)}: {code(note.code)}"
+        for note in ab_unjudged_notes(group)
+    ]
     return [
         f"### {escape(reference.golden_name)}: {len(group.others) + 1} retrievers side by side",
         "",
@@ -547,4 +552,5 @@ def _ab(group: ABGroup) -> list[str]:
         "",
         *table(ab_rows(group)),
         "",
+        *([*warnings, ""] if warnings else []),
     ]

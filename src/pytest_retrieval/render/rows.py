@@ -8,6 +8,7 @@ status looks, so both outputs always say the same thing.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -56,6 +57,28 @@ class Note:
 
 
 # ---------------------------------------------------------------------------- shared facts
+
+
+def unjudged_note(result: EvaluationResult, comparison: Comparison) -> Note | None:
+    """The comparison's warning that ``result``'s top k holds many more unjudged documents
+    than the reference's (decided in :mod:`..compare`), with the ``pool`` command to fill
+    them; None when there is none."""
+    found = comparison.unjudged
+    if found is None:
+        return None
+    golden = os.path.relpath(result.golden_source)
+    return Note("warn", found.message(comparison.reference), found.command(golden))
+
+
+def ab_unjudged_notes(group: ABGroup) -> list[Note]:
+    """:func:`unjudged_note` of every retriever of an A/B group against its reference,
+    each named."""
+    found = []
+    for other, comparison in group.others:
+        note = unjudged_note(other, comparison)
+        if note is not None:
+            found.append(Note(note.status, f"{other.retriever_id}: {note.text}", note.code))
+    return found
 
 
 def label_problems(verdict: Verdict) -> list[Reason]:
@@ -531,6 +554,9 @@ def _comparison_notes(result: EvaluationResult, comparison: Comparison) -> list[
                 refresh,
             )
         )
+    unjudged = unjudged_note(result, comparison)
+    if unjudged is not None:
+        found.append(unjudged)
     if comparison.improved:
         names = ", ".join(f"{c.metric} {c.delta:+.4f}" for c in comparison.improved)
         found.append(

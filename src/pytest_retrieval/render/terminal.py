@@ -14,6 +14,7 @@ from ..verdicts import REGRESSION, THRESHOLD
 from .rows import (
     CHANGED_SHOWN,
     WORST_QUERIES,
+    ab_unjudged_notes,
     change_heading,
     changed_lists,
     depth_note,
@@ -23,6 +24,7 @@ from .rows import (
     power_lines,
     recorded,
     shift_counts,
+    unjudged_note,
     worst_queries,
 )
 from .text import ci, command, delta, metric_value, num, p_value, short, text_table, title
@@ -167,6 +169,9 @@ def regression_lines(
         )
         return lines
     lines.extend(text_table(change_rows(comparison), indent="    "))
+    unjudged = unjudged_note(result, comparison)
+    if unjudged is not None:
+        lines.append(f"    WARNING: {unjudged.text}: {unjudged.code}")
     if comparison.improved:
         names = ", ".join(f"{c.metric} {c.delta:+.4f}" for c in comparison.improved)
         lines.append(
@@ -250,6 +255,7 @@ def ab_lines(groups: Sequence[ABGroup]) -> list[str]:
             f"(Δ and paired two-sided p against {reference.retriever_id})"
         )
         lines.extend(text_table(rows))
+        lines.extend(f"  WARNING: {note.text}: {note.code}" for note in ab_unjudged_notes(group))
         for other, comparison in group.others:
             if comparison.shifts:
                 lines.append(f"  {other.retriever_id} against {reference.retriever_id}:")
