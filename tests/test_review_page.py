@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -28,7 +29,7 @@ from pytest_retrieval.review_file import (
     record_decision,
     write_review,
 )
-from pytest_retrieval.review_server import ReviewServer
+from pytest_retrieval.review_server import ReviewServer, loopback_host
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BROWSER_ARGS = [  # as in tests/test_html_browser.py
@@ -339,9 +340,12 @@ def test_writes_from_the_page_and_a_command_line_at_once_are_all_kept(
 # the command
 
 
+REVIEW = [sys.executable, "-m", "pytest_retrieval", "review"]
+
+
 def start(review: Path, *options: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "pytest_retrieval", "review", str(review), *options],
+        [*REVIEW, str(review), *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -378,7 +382,7 @@ def test_the_command_opens_the_browser_with_the_url(review_path: Path, tmp_path:
     script.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
     script.chmod(0o755)
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest_retrieval", "review", str(review_path)],
+        [*REVIEW, str(review_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -427,13 +431,59 @@ def test_bad_command_lines_are_usage_errors(
     assert done.returncode == status and message in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize(
+    ("host", "bind"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("127.0.0.2", "127.0.0.2"),
+        ("localhost", "127.0.0.1"),
+        ("::1", "::1"),
+        ("[::1]", "::1"),
+        ("0.0.0.0", None),
+        ("::", None),
+        ("192.168.1.2", None),
+        ("example.com", None),
+    ],
+)
+def test_only_loopback_addresses_are_bound(host: str, bind: str | None) -> None:
+    assert loopback_host(host) == bind
+
+
+def test_an_ipv6_loopback_server_checks_its_own_host(review_path: Path) -> None:
+    try:
+        serving = ReviewServer(review_path, "::1", 0, by="tester")
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here ({exc})")
+    port = serving.server_address[1]
+    try:
+        assert serving.url.startswith(f"http://[::1]:{port}/?token=")
+        assert serving.hosts == {f"[::1]:{port}"}
+    finally:
+        serving.server_close()
+
+
+def test_a_port_in_use_is_one_line(review_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*REVIEW, str(review_path), "--no-open", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port 0" in done.stderr
+
+
 def test_a_bad_review_file_is_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "nope.jsonl"
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"pytest_retrieval_review": 1, "golden": "g.json"}\n{oops\n')
     for path, message in ((missing, "no such review file"), (broken, "broken.jsonl:2: not JSON")):
         done = subprocess.run(
-            [sys.executable, "-m", "pytest_retrieval", "review", str(path), "--no-open"],
+            [*REVIEW, str(path), "--no-open"],
             capture_output=True,
             text=True,
             timeout=60,
