@@ -165,7 +165,8 @@ def test_ab_comparison_warns_when_judged_at_k_is_much_lower(tmp_path: Path) -> N
     assert "recall@3 and ndcg@3 may be understated" in message
     # the JSON report's round trip keeps the decision, and says it in words
     stored = comparison.to_dict()
-    assert stored["unjudged"]["message"] == message
+    pool = "pytest-retrieval pool GOLDEN REPORT.json -o review.jsonl"
+    assert stored["unjudged"]["message"] == f"{message}: {pool}"
     assert Comparison.from_dict(json.loads(json.dumps(stored))).unjudged == comparison.unjudged
     assert Comparison.from_dict({**stored, "unjudged": None}).unjudged is None
 
@@ -281,13 +282,17 @@ def test_every_output_warns_against_the_baseline(project: pytest.Pytester) -> No
     assert unjudged["metric"] == "judged@3" and unjudged["reference"] == 1.0
     assert unjudged["current"] == pytest.approx(1 / 3)
     assert unjudged["message"].startswith(words)
+    assert unjudged["message"].endswith(
+        "with: pytest-retrieval pool GOLDEN REPORT.json -o review.jsonl"
+    )
     assert f"⚠️ {words}" in markdown and f"`{POOL}`" in markdown
     assert words in html and POOL in html
 
 
 def test_every_output_warns_against_the_ab_reference(project: pytest.Pytester) -> None:
     os.environ["RETRIEVAL_AB"] = "1"  # restored by the fixture's monkeypatch
-    result = project.runpytest("--retrieval-golden", "golden.json", *OUTPUTS)
+    asked = ("--retrieval-metric", "judged@1", "--retrieval-threshold", "judged@3=0.3")
+    result = project.runpytest("--retrieval-golden", "golden.json", *OUTPUTS, *asked)
     result.assert_outcomes(passed=2)
     words = "holes: judged@3 is 0.3333 against 1.0000 for retriever judged"
     result.stdout.fnmatch_lines([f"  WARNING: {words}*: {POOL}"])
@@ -298,5 +303,8 @@ def test_every_output_warns_against_the_ab_reference(project: pytest.Pytester) -
     assert ab["comparison"]["unjudged"]["current"] == pytest.approx(1 / 3)
     assert f"⚠️ {words}" in markdown and f"`{POOL}`" in markdown
     assert words in html and POOL in html
-    for evaluation in report["evaluations"]:  # type: ignore[attr-defined]
-        assert "judged@3" in evaluation["metrics"]
+    judged, holes = report["evaluations"]  # type: ignore[misc]
+    assert (judged["metrics"]["judged@1"], holes["metrics"]["judged@1"]) == (1.0, 1.0)
+    assert [t["metric"] for t in holes["thresholds"]] == ["judged@3"]
+    assert holes["thresholds"][0]["passed"]
+    assert holes["gated"] == ["recall@3", "mrr@3", "ndcg@3", "judged@3"]  # by its threshold

@@ -355,7 +355,8 @@ class UnjudgedHits:
         return parse_metric(self.metric).k
 
     def message(self, against: str) -> str:
-        """The warning, naming the reference (``Comparison.reference``)."""
+        """The warning, naming the reference (``Comparison.reference``); it ends where the
+        :meth:`command` that fills the holes follows."""
         k = self.k
         return (
             f"{self.metric} is {self.current:.4f} against {self.reference:.4f} for {against} "
@@ -418,7 +419,8 @@ class Comparison:
         unjudged = self.unjudged
         values["unjudged"] = None
         if unjudged is not None:  # with its words, for readers of the JSON report
-            values["unjudged"] = {**unjudged.to_dict(), "message": unjudged.message(self.reference)}
+            words = f"{unjudged.message(self.reference)}: {unjudged.command('GOLDEN')}"
+            values["unjudged"] = {**unjudged.to_dict(), "message": words}
         return values
 
     @classmethod
