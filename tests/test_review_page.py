@@ -202,7 +202,7 @@ def test_any_text_reaches_the_page(server: ReviewServer, review_path: Path) -> N
         ({"key": ["q1", "d1", "add"], "action": "grade"}, 400, "grade 0-3"),
         ({"key": ["q1", "d1", "add"], "action": "accept", "grade": 1}, 400, "takes no grade"),
         ({"key": ["q1", "d1", "add"], "action": "undo", "grade": 1}, 400, "takes no grade"),
-        ({"key": ["q1", "d1", "add"], "action": "delete"}, 400, "not one of accept"),
+        ({"key": ["q1", "d1", "add"], "action": "delete"}, 400, "skip, or 'undo' to clear"),
         (["q1", "d1", "add"], 400, "a JSON object"),
         (b"{not json", 400, "not JSON"),
     ],

@@ -40,6 +40,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from pytest_retrieval._io import now
 from pytest_retrieval.review_file import (
+    ACTIONS,
     Decision,
     Proposal,
     Review,
@@ -72,6 +73,7 @@ class RequestError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``review`` command's options (cli.py registers the command)."""
     parser.add_argument("review", type=Path, help="the review file (from pytest-retrieval pool)")
     parser.add_argument(
         "--port", type=int, default=0, help="port to listen on (default 0: any free port)"
@@ -90,6 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Check the file, serve the page until Ctrl-C; 0 on a clean stop."""
     from pytest_retrieval.cli import CliError, UsageError
 
     bind = loopback_host(args.host)
@@ -143,6 +146,7 @@ def loopback_host(host: str) -> str | None:
 
 
 def reviewer_name() -> str:
+    """Who the decisions are by when ``--by`` is not given: the login name."""
     try:
         return getpass.getuser()
     except (OSError, KeyError):  # no login name in a bare container
@@ -198,6 +202,8 @@ def proposal_view(proposal: Proposal) -> dict[str, Any]:
 
 
 def review_json(review: Review) -> dict[str, Any]:
+    """Everything the page needs at load: the file's header and proposals, the counts, and
+    where to start."""
     return {
         "file": str(review.path),
         "header": review.header,
@@ -232,7 +238,8 @@ def parse_decision(body: bytes, by: str) -> tuple[tuple[str, str, str], Decision
         return key, None
     problem = decision_problem(action, grade)
     if problem:
-        raise RequestError(HTTPStatus.BAD_REQUEST, f"{problem} (or {UNDO!r} to clear)")
+        more = f", or {UNDO!r} to clear the decision" if action not in ACTIONS else ""
+        raise RequestError(HTTPStatus.BAD_REQUEST, problem + more)
     return key, Decision(action=str(action), grade=grade, by=by, at=now())
 
 
