@@ -31,6 +31,13 @@ the injection checks) and injects faults on demand:
 - the Batch API (``POST /v1/files``, ``/v1/batches``): ``batch_*`` fields set a new batch's
   status, partial output, error-file lines, a failed batch's errors and a 4xx on create;
   ``batch_end(status)`` ends the batches still running.
+
+It also writes queries for ``synth`` (a system message asking for one "Query style: S"):
+deterministically, from the document's longest distinct words (a stand-in for rare terms),
+a different slice of them per style (see :func:`write_query`), so a keyword, question or
+constraint query shares all its words with the document and grades 3, while a paraphrase
+keeps one or two of its three words (the rest reversed): about half grade 1 and fail the
+answerability filter.
 """
 
 from __future__ import annotations
@@ -59,6 +66,31 @@ def terms(text: str) -> set[str]:
 def overlap(query: str, document: str) -> float:
     wanted = terms(query)
     return len(wanted & terms(document)) / len(wanted) if wanted else 0.0
+
+
+_STYLE = re.compile(r"Query style: (\w+)")
+#: each style's slice of the document's ranked words (three words each)
+STYLE_SLICE = {"keyword": 0, "question": 3, "paraphrase": 6, "constraint": 9}
+
+
+def write_query(style: str, document: str) -> str:
+    """The query this server writes in ``style`` for ``document``: words longer than two
+    letters, longest first (first seen breaks ties), three of them per style."""
+    seen: dict[str, int] = {}
+    for word in re.findall(r"[a-z0-9]+", document.lower()):
+        if len(word) > 2 and word not in STOP:
+            seen.setdefault(word, len(seen))
+    ranked = sorted(seen, key=lambda w: (-len(w), seen[w])) or ["nothing"]
+    start = STYLE_SLICE.get(style, 0)
+    a, b, c = (ranked[(start + i) % len(ranked)] for i in range(3))
+    if style == "question":
+        return f"what is the {a} of the {b} in {c}"
+    if style == "paraphrase":  # one or two words kept, by the document's hash
+        keep_two = hashlib.sha256(document.encode()).digest()[0] % 2 == 0
+        return f"how is the {a} for {b if keep_two else b[::-1]} and {c[::-1]}"
+    if style == "constraint":
+        return f"{a} of {b} for {c}"
+    return f"{a} {b} {c}"
 
 
 @dataclass
@@ -127,6 +159,10 @@ class JudgeServer:
     def answer(self, seen: Seen) -> dict[str, Any]:
         """The verdict this server gives: term overlap of query and document (with a
         confidence when the request's schema asks for one), then ``override``."""
+        style = _STYLE.search(seen.system)
+        if style is not None and seen.query is None:  # synth: write a query
+            query = write_query(style.group(1), seen.document or "")
+            return {"reason": f"a {style.group(1)} query", "query": query, **self.override}
         score = overlap(seen.query or "", seen.document or "")
         wanted = (seen.body.get("response_format") or {}).get("json_schema") or {}
         schema = wanted.get("schema") or {}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .client import Judge, JudgePair, is_transport_error, scrub
+from .generate import is_completion_key
 
 # OpenAI's documented limits per batch: https://platform.openai.com/docs/guides/batch
 MAX_REQUESTS = 50_000
@@ -125,28 +126,37 @@ def submit(
     max_requests: int = MAX_REQUESTS,
     max_bytes: int = MAX_BYTES,
 ) -> Submitted:
-    """Upload the uncached pairs as one batch per part (nothing to do: no ids). A batch that
-    cannot be created ends the submission: the ones already running are in the result, with
-    the error, so their ids are never lost."""
-    lines = []
+    """Upload the uncached pairs as one batch per part (see :func:`submit_requests`)."""
+    requests: dict[str, dict[str, Any]] = {}
     cached = 0
-    keys: set[str] = set()
     for pair in pairs:
         for sample in range(judge.config.samples):  # sample i: keyed and seeded as online
             key = judge.cache_key(pair, sample)
             if judge.cache is not None and judge.cache.get(key) is not None:
                 cached += 1
-                continue
-            if key in keys:  # same query, criteria and text under two doc ids: one answer
-                continue
-            keys.add(key)
-            request = {
-                "custom_id": key,
-                "method": "POST",
-                "url": "/v1/chat/completions",
-                "body": judge.request_body(pair, sample),
-            }
-            lines.append((json.dumps(request, ensure_ascii=False) + "\n").encode())
+            elif key not in requests:  # same query, criteria and text under two ids: once
+                requests[key] = judge.request_body(pair, sample)
+    return submit_requests(
+        judge, requests, cached=cached, max_requests=max_requests, max_bytes=max_bytes
+    )
+
+
+def submit_requests(
+    judge: Judge,
+    requests: Mapping[str, Mapping[str, Any]],
+    *,
+    cached: int = 0,
+    max_requests: int = MAX_REQUESTS,
+    max_bytes: int = MAX_BYTES,
+) -> Submitted:
+    """Upload chat-completions request bodies (``custom_id`` = their cache key: a verdict's,
+    or a generic completion's) as one batch per part (nothing to do: no ids). A batch that
+    cannot be created ends the submission: the ones already running are in the result, with
+    the error, so their ids are never lost."""
+    lines = []
+    for key, body in requests.items():
+        request = {"custom_id": key, "method": "POST", "url": "/v1/chat/completions", "body": body}
+        lines.append((json.dumps(request, ensure_ascii=False) + "\n").encode())
     submitted = Submitted([], 0, cached)
     if not lines:
         return submitted
@@ -255,14 +265,24 @@ def _read_lines(judge: Judge, text: str, outcome: Collected) -> None:
             outcome.failed["malformed line in the batch's output"] += 1
             continue
         cause = _line_error(record)
+        custom_id = record.get("custom_id")
         if cause is None:
             body = record["response"].get("body")
-            verdict = judge.verdict_from_body(body if isinstance(body, Mapping) else {})
-            cause = verdict.error
-            if cause is None and isinstance(record.get("custom_id"), str):
-                judge.store(record["custom_id"], verdict)
-                outcome.stored += 1
-                continue
+            body = body if isinstance(body, Mapping) else {}
+            if isinstance(custom_id, str) and is_completion_key(custom_id):
+                completion = judge.completion_from_body(body)
+                cause = completion.error
+                if cause is None:
+                    judge.store_completion(custom_id, completion)
+                    outcome.stored += 1
+                    continue
+            else:
+                verdict = judge.verdict_from_body(body)
+                cause = verdict.error
+                if cause is None and isinstance(custom_id, str):
+                    judge.store(custom_id, verdict)
+                    outcome.stored += 1
+                    continue
         outcome.failed[scrub(cause or "no custom_id")] += 1
 
 

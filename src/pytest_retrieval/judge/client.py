@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from .._loop import run_private
@@ -47,6 +47,14 @@ from .answers import (
     strict_schema,
 )
 from .calls import Failure, RequestShape, classify, is_transport_error, scrub
+from .generate import (
+    Check,
+    Completion,
+    CompletionRequest,
+    completion_key,
+    from_record,
+    read_json_answer,
+)
 from .prompts import Prompt
 
 ProgressCallback = Callable[[int, int], None]
@@ -113,6 +121,20 @@ class JudgePair:
 
 #: a unit of work: the pair, and which of its samples
 _Unit = tuple[JudgePair, int]
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class _Work(Generic[R]):
+    """How one kind of request is sent, read and cached (verdicts, or generic completions),
+    so both go through the same calls, retries, budgets and deadline."""
+
+    body: Callable[[str], dict[str, Any]]  # key -> request body (built again per attempt)
+    read: Callable[[str, Any], R]  # key, response -> result (never raises)
+    failed: Callable[[str], R]  # a cause -> an unanswered result
+    record: Callable[[R], dict[str, Any] | None]  # what to cache (None: nothing)
+    cached: Callable[[str, Any], R | None]  # key, cache record -> result (None: unusable)
 
 
 class Judge:
@@ -301,6 +323,10 @@ class Judge:
         text = json.dumps(material, ensure_ascii=False, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()
 
+    def budgeted(self, text: str) -> str:
+        """``text`` as sent: cut to the text budget (marked ``[...]``) when longer."""
+        return self._budgeted(text)[0]
+
     def _budgeted(self, text: str) -> tuple[str, bool]:
         budget = self.config.text_budget_chars
         return (text, False) if len(text) <= budget else (text[:budget] + " [...]", True)
@@ -338,8 +364,18 @@ class Judge:
         if progress is not None and pairs:
             progress(done, total)
         if todo:
+            work: _Work[Verdict] = _Work(
+                body=lambda key: self.request_body(*todo[key]),
+                read=lambda key, response: self._read(
+                    response, self._budgeted(todo[key][0].text)[1]
+                ),
+                failed=lambda error: Verdict(error=error),
+                record=lambda v: None if v.observation is None else v.observation.to_record(),
+                cached=lambda key, record: self._cached_verdict(record),
+            )
+            weights = {key: len(slots) for key, slots in waiting.items()}
             fresh = run_private(
-                lambda: self._gather(todo, waiting, done, total, progress),
+                lambda: self._gather(list(todo), weights, work, done, total, progress),
                 "pytest-retrieval-judge",
             )
             for key, slots in waiting.items():
@@ -358,6 +394,96 @@ class Judge:
                 self.causes[verdict.error] += 1
             if samples > 1 and verdict.agreement is not None:
                 self._agreement.append(verdict.agreement)
+        return result
+
+    def completion_key(self, request: CompletionRequest) -> str:
+        """The cache key of a generic request (see :mod:`.generate`)."""
+        return completion_key(self.config.model, request, KEY_VERSION)
+
+    def completion_body(self, request: CompletionRequest) -> dict[str, Any]:
+        """The chat-completions request for a generic request (as sent, and as the Batch
+        API takes it): its messages, its schema, and this model's parameters."""
+        messages = [dict(m) for m in request.messages]
+        params = self.shape.params(request.seed)
+        if request.temperature is not None and "temperature" in params:
+            params["temperature"] = request.temperature
+        if self.shape.json_schema:
+            response_format: dict[str, Any] = {
+                "type": "json_schema",
+                "json_schema": {"name": request.kind, "strict": True, "schema": request.schema},
+            }
+        else:
+            fields = ", ".join(request.schema.get("properties", {}))
+            messages[0] = {
+                **messages[0],
+                "content": messages[0]["content"] + f"\nReply as JSON with {fields}.",
+            }
+            response_format = {"type": "json_object"}
+        return {
+            "model": self.config.model,
+            "messages": messages,
+            **params,
+            "response_format": response_format,
+        }
+
+    def completion_from_body(self, body: Mapping[str, Any]) -> Completion:
+        """A generic answer from a response body (a Batch API output line): any JSON
+        object; its request's check is applied when it is read from the cache."""
+        return self._read_completion(None, body)
+
+    def store_completion(self, key: str, completion: Completion) -> None:
+        """Keep a fresh generic answer under ``key`` (nothing for an unanswered one)."""
+        record = completion.to_record()
+        if self.cache is not None and record is not None:
+            self.cache.put(key, record)
+
+    def complete(
+        self, requests: Sequence[CompletionRequest], progress: ProgressCallback | None = None
+    ) -> list[Completion]:
+        """An answer per request, in order: from the cache, else from the endpoint, with
+        the judge's retries, budgets, deadline and breaker (a request the same as an earlier
+        one in the list is asked once)."""
+        keys = [self.completion_key(request) for request in requests]
+        found: dict[str, Completion] = {}
+        todo: dict[str, CompletionRequest] = {}
+        weights: Counter[str] = Counter(keys)
+        for key, request in zip(keys, requests, strict=True):
+            if key in found or key in todo:
+                continue
+            hit = from_record(self.cache.get(key), request.check) if self.cache else None
+            if hit is not None:
+                found[key] = hit
+                self.counts["cache_hits"] += 1
+            elif self.config.cache_only:
+                found[key] = Completion(error="not in the cache (cache only)")
+            else:
+                todo[key] = request
+                self.counts["cache_misses"] += 1
+        total = len(requests)
+        done = sum(weights[key] for key in found)
+        if progress is not None and requests:
+            progress(done, total)
+        if todo:
+            work: _Work[Completion] = _Work(
+                body=lambda key: self.completion_body(todo[key]),
+                read=lambda key, response: self._read_completion(todo[key].check, response),
+                failed=lambda error: Completion(error=error),
+                record=Completion.to_record,
+                cached=lambda key, record: from_record(record, todo[key].check),
+            )
+            found.update(
+                run_private(
+                    lambda: self._gather(list(todo), weights, work, done, total, progress),
+                    "pytest-retrieval-judge",
+                )
+            )
+        result = [found[key] for key in keys]
+        for completion in result:
+            if completion.error is None:
+                self.counts["completed"] += 1
+            else:
+                self.counts["incomplete"] += 1
+                self.causes[completion.error] += 1
         return result
 
     def summary(self) -> dict[str, Any]:
@@ -404,6 +530,10 @@ class Judge:
         cache = self.cache
         return None if cache is None else Observation.from_record(cache.get(key), self.graded)
 
+    def _cached_verdict(self, record: Any) -> Verdict | None:
+        observation = Observation.from_record(record, self.graded)
+        return None if observation is None else self._policy(observation, True, False)
+
     def _policy(self, observation: Observation, cached: bool, truncated: bool) -> Verdict:
         return apply_policy(
             observation,
@@ -414,19 +544,47 @@ class Judge:
             truncated=truncated,
         )
 
-    def _read(self, response: Any, truncated: bool) -> Verdict:
-        """A response as a verdict; total: whatever it holds, this never raises."""
+    def _count_usage(self, response: Any) -> tuple[int, int] | None:
+        """The response's (prompt, completion) tokens, added to the budget's counts."""
         try:
             usage = read_usage(response)
-            observation = read_completion(response, self.graded)
-        except Exception as exc:  # a shape no rule foresaw: the pair's cause, not a crash
+        except Exception:  # a shape no rule foresaw: unreadable, not a crash
             usage = None
-            observation = f"malformed response: {type(exc).__name__}"
         if usage is None:
             self.counts["usage_unreadable"] += 1
         else:
             self.counts["prompt_tokens"] += usage[0]
             self.counts["completion_tokens"] += usage[1]
+        return usage
+
+    def _read_completion(self, check: Check | None, response: Any) -> Completion:
+        """A response as a generic answer, checked by ``check`` when given; total: whatever
+        it holds, this never raises."""
+        usage = self._count_usage(response)
+        try:
+            data = read_json_answer(response)
+            problem = data if isinstance(data, str) or check is None else check(data)
+        except Exception as exc:  # a shape no rule foresaw: this request's cause
+            data, problem = {}, f"malformed response: {type(exc).__name__}"
+        if problem is not None or isinstance(data, str):
+            return Completion(error=scrub(str(problem), *self._secrets()))
+        if isinstance(response, Mapping):
+            model = response.get("model")
+        else:
+            model = getattr(response, "model", "")
+        return Completion(
+            data=data,
+            model=scrub(model if isinstance(model, str) else "", *self._secrets())[:100],
+            usage=usage,
+        )
+
+    def _read(self, response: Any, truncated: bool) -> Verdict:
+        """A response as a verdict; total: whatever it holds, this never raises."""
+        usage = self._count_usage(response)
+        try:
+            observation = read_completion(response, self.graded)
+        except Exception as exc:  # a shape no rule foresaw: the pair's cause, not a crash
+            observation = f"malformed response: {type(exc).__name__}"
         if isinstance(observation, str):
             return Verdict(error=observation)
         secrets = self._secrets()
@@ -454,18 +612,20 @@ class Judge:
 
     async def _gather(
         self,
-        todo: Mapping[str, _Unit],
-        waiting: Mapping[str, list[tuple[int, int]]],
+        todo: Sequence[str],
+        weights: Mapping[str, int],
+        work: _Work[R],
         done_before: int,
         total: int,
         progress: ProgressCallback | None,
-    ) -> dict[str, Verdict]:
-        """Ask for every key in ``todo`` (claiming it in the shared cache first). When calls
-        stop (breaker, fatal error, deadline), the requests in flight are cancelled and what
-        is left is ungraded with the reason."""
+    ) -> dict[str, R]:
+        """Ask for every key in ``todo`` (claiming it in the shared cache first); a key
+        stands for ``weights[key]`` of the ``total`` in progress reports. When calls stop
+        (breaker, fatal error, deadline), the requests in flight are cancelled and what is
+        left is unanswered with the reason."""
         client = self._client()
         limit = asyncio.Semaphore(self.config.concurrency)
-        out: dict[str, Verdict] = {}
+        out: dict[str, R] = {}
         cache = self.cache
         stale_after = self.config.timeout * (self.config.max_retries + 1) + 60
         done = done_before
@@ -474,23 +634,25 @@ class Judge:
         if self.stopped is not None:
             self._wake.set()
 
-        def finish(key: str, verdict: Verdict) -> None:
+        def finish(key: str, result: R) -> None:
             nonlocal done
-            out[key] = verdict
-            done += len(waiting[key])
+            out[key] = result
+            done += weights[key]
             if progress is not None:
                 progress(done, total)
 
         async def ask(key: str) -> None:
-            pair, sample = todo[key]
             try:
-                verdict = await self._grade(client, limit, pair, sample)
+                result = await self._call(client, limit, key, work)
             except Exception as exc:  # a bug of ours: this pair's cause, the others go on
-                verdict = Verdict(error=f"internal error in the judge: {type(exc).__name__}")
-            self.store(key, verdict)  # committed now: a killed run keeps what it paid for
-            if cache is not None and verdict.observation is None:
-                cache.release([key])
-            finish(key, verdict)
+                result = work.failed(f"internal error in the judge: {type(exc).__name__}")
+            record = work.record(result)
+            if cache is not None:
+                if record is None:
+                    cache.release([key])
+                else:  # committed now: a killed run keeps what it paid for
+                    cache.put(key, record)
+            finish(key, result)
 
         async def await_others(keys: list[str]) -> None:
             """Keys another process claimed: wait for its answers, or take them over
@@ -503,12 +665,12 @@ class Judge:
                     await asyncio.sleep(0.2)
                 first = False
                 for key in sorted(left):
-                    observation = self._cached(key)
-                    if observation is not None:
+                    answered = None if cache is None else work.cached(key, cache.get(key))
+                    if answered is not None:
                         left.discard(key)
                         self.counts["cache_hits"] += 1
                         self.counts["cache_misses"] -= 1
-                        finish(key, self._policy(observation, True, False))
+                        finish(key, answered)
                     elif cache is not None and cache.claim([key], stale_after):
                         left.discard(key)
                         asked.append(asyncio.ensure_future(ask(key)))
@@ -544,7 +706,7 @@ class Judge:
             await client.close()
         for key in todo:
             if key not in out:
-                out[key] = Verdict(error=self.stopped or "internal: no verdict")
+                out[key] = work.failed(self.stopped or "internal: no answer")
         return out
 
     def _time_left(self) -> float | None:
@@ -584,11 +746,8 @@ class Judge:
             return f"token budget exhausted (--retrieval-judge-max-tokens {tokens})"
         return None
 
-    async def _grade(
-        self, client: Any, limit: asyncio.Semaphore, pair: JudgePair, sample: int
-    ) -> Verdict:
-        """One pair: ask, retrying what may succeed; never raises."""
-        truncated = self._budgeted(pair.text)[1]
+    async def _call(self, client: Any, limit: asyncio.Semaphore, key: str, work: _Work[R]) -> R:
+        """One request: ask, retrying what may succeed; never raises."""
         attempt = 0
         rested = 0.0  # the end of the last shared pause this task waited out
         while True:
@@ -601,13 +760,11 @@ class Judge:
                     continue
                 stop = self._spend_allowed()
                 if stop is not None:
-                    return Verdict(error=stop)
+                    return work.failed(stop)
                 self.counts["calls"] += 1
                 shape = self.shape.version()
                 try:
-                    response = await client.chat.completions.create(
-                        **self.request_body(pair, sample)
-                    )
+                    response = await client.chat.completions.create(**work.body(key))
                 except asyncio.CancelledError:  # stopped: this call never finished
                     self.counts["calls"] -= 1
                     raise
@@ -616,14 +773,14 @@ class Judge:
                     failure = replace(failure, cause=scrub(failure.cause, *self._secrets()))
                 else:
                     self._failures, self._repeat = 0, ("", 0)
-                    return self._read(response, truncated)
+                    return work.read(key, response)
             outcome = self._after(failure, shape)
             if outcome == "again":
                 continue
             if outcome is not None:
-                return Verdict(error=outcome)
+                return work.failed(outcome)
             if attempt >= self.config.max_retries:
-                return Verdict(error=f"{failure.cause}; gave up after {attempt + 1} attempts")
+                return work.failed(f"{failure.cause}; gave up after {attempt + 1} attempts")
             wait = self._backoff(attempt)  # at least: a Retry-After of 0 is no invitation
             if failure.wait is not None:  # to hammer the endpoint
                 wait = max(wait, failure.wait)
@@ -633,7 +790,7 @@ class Judge:
                     f"Retry-After {wait:g} s exceeds --retrieval-judge-max-wait "
                     f"{self.config.max_retry_wait:g}"
                 )
-                return Verdict(error=self.stopped)
+                return work.failed(self.stopped or failure.cause)
             attempt += 1
             self.counts["retries"] += 1
             if failure.rate_limited:

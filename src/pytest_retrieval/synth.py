@@ -1,0 +1,866 @@
+"""``pytest-retrieval synth``: a golden set written by an LLM from the user's own corpus.
+
+The pipeline, each step counted in the summary (printed, and written beside the output as
+``<output>.synth.json``, since a golden file has no room for it):
+
+1. **Sample.** Documents (empty ones left out) in a seeded order; with ``--stratify-by`` the
+   order is stratified at every prefix (each stratum's documents are spread evenly through
+   it), so any number taken from the front covers the strata in proportion. Each document
+   gets ``--per-doc`` styles, rotated through ``--styles`` so the styles stay balanced.
+2. **Write** one query per (document, style) through the judge's client
+   (:meth:`~pytest_retrieval.judge.Judge.complete`): its cache, retries, budgets, deadline
+   and Batch API. The cache key holds the model, ``SYNTH_PROMPT_VERSION``, the document as
+   sent, the style and the seed.
+3. **Near-duplicates** are dropped: two queries whose sets of content words (lower-cased
+   letters and digits, stop words left out) have a Jaccard similarity of at least 0.8 are
+   near-duplicates; the later one goes (against ``--golden EXISTING`` too). Before the judge,
+   so no call is paid for a duplicate.
+4. **Answerability**: the judge grades (query, source document) on the 0-3 scale; a query
+   is kept when the grade is at the judge's relevance level (2) or above, and the grade is
+   its judgment (``relevant = {source_doc: grade}``).
+5. **Difficulty** (optional): the source document's rank for the query, from
+   ``--retriever module:function`` (its top 100) or ``--difficulty-report`` (a
+   ``--retrieval-report`` of a pytest run over an earlier synth output): easy = rank 1,
+   medium = 2-10, hard = below 10 or not found; ``--quota`` picks the output by those shares.
+
+Rounds: more documents are taken until enough queries survive (the pool: ``--queries``, or
+``--pool``; 1.5 times ``--queries`` with ``--quota``) or the corpus runs out.
+
+Failure rules: when the judge covers less than ``--min-coverage`` of what a step asked (a
+budget or deadline stopped it, an endpoint failed), or the corpus yields fewer queries than
+asked, synth fails and writes nothing to ``-o``; every answer received is in the cache, so
+running again asks only for the rest. The output has no timestamps: the same seed and a
+warm cache give the same bytes, with no request made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import inspect
+import json
+import math
+import os
+import random
+import re
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .judge_args import add_judge_arguments, judge_from_args
+from .validators import positive_int
+
+if TYPE_CHECKING:
+    from .corpus import Document
+    from .judge import Judge
+    from .judge.generate import CompletionRequest
+
+STYLES = ("keyword", "question", "paraphrase", "constraint")
+DIFFICULTIES = ("easy", "medium", "hard")
+#: near-duplicates: Jaccard similarity of the content-word sets at or above this
+NEAR_DUPLICATE = 0.8
+#: how deep a retriever is asked for the source document's rank
+RANK_DEPTH = 100
+#: sampling temperature of the query writer (variety; the cache makes reruns identical)
+TEMPERATURE = 0.7
+#: the pool is this many times --queries when --quota picks from it
+QUOTA_POOL = 1.5
+#: longest query accepted from the writer, in characters
+MAX_QUERY_CHARS = 300
+_STOP = frozenset(
+    {"a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from"}
+    | {"how", "in", "is", "it", "of", "on", "or", "the", "to", "what", "when", "where"}
+    | {"which", "who", "why", "with"}
+)
+_WORD = re.compile(r"[^\W_]+")
+_SPACE = re.compile(r"\s+")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The corpus, the output, sampling, styles, filters, batch and judge arguments."""
+    parser.description = (
+        "Write a golden set's queries from a corpus with an LLM: sample documents, write "
+        "queries of several styles, drop near-duplicates and queries the judge does not "
+        "find answered by their document, optionally tag difficulty and keep quotas."
+    )
+    parser.add_argument(
+        "corpus",
+        type=Path,
+        metavar="CORPUS",
+        help="BEIR corpus.jsonl (or its folder), a .json id -> text file, or a folder of "
+        "text files (ids: paths without suffix)",
+    )
+    parser.add_argument("-o", "--output", type=Path, required=True, help="golden JSON to write")
+    parser.add_argument("--queries", type=positive_int, required=True, help="how many queries")
+    parser.add_argument("--seed", type=int, default=0, help="sampling and writing seed")
+    parser.add_argument(
+        "--styles",
+        default=",".join(STYLES),
+        help=f"comma-separated, of {', '.join(STYLES)} (default: all)",
+    )
+    parser.add_argument(
+        "--per-doc", type=positive_int, default=1, help="styles per document (default 1)"
+    )
+    parser.add_argument(
+        "--stratify-by",
+        metavar="FIELD|length|source",
+        help="sample in proportion to a metadata field's values, length quartiles, or the "
+        "source (file, or first folder)",
+    )
+    parser.add_argument(
+        "--golden", type=Path, help="an existing golden set: no near-duplicates of its queries"
+    )
+    parser.add_argument(
+        "--retriever", metavar="MODULE:FUNCTION", help="ranks queries for difficulty tags"
+    )
+    parser.add_argument(
+        "--difficulty-report",
+        type=Path,
+        metavar="REPORT",
+        help="a --retrieval-report JSON of a run over an earlier synth output (same seed)",
+    )
+    parser.add_argument(
+        "--quota", help="difficulty shares of the output, e.g. easy=0.3,medium=0.4,hard=0.3"
+    )
+    parser.add_argument(
+        "--pool",
+        type=positive_int,
+        help="queries to write and filter before --quota picks (default: 1.5 x --queries "
+        "with --quota, else --queries)",
+    )
+    parser.add_argument(
+        "--batch",
+        choices=["submit", "collect"],
+        help="submit: send the next step's uncached requests through the Batch API; "
+        "collect: store the answers of the batches in --batch-state in the cache",
+    )
+    parser.add_argument("--batch-state", type=Path, help="the batch ids' file (with --batch)")
+    parser.add_argument("--force", action="store_true", help="overwrite -o if it exists")
+    add_judge_arguments(parser)
+
+
+# ---------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The command line, checked."""
+
+    styles: tuple[str, ...]
+    per_doc: int
+    quota: dict[str, float] | None
+    pool: int
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    from .cli import UsageError
+
+    styles = tuple(s.strip() for s in args.styles.split(",") if s.strip())
+    unknown = [s for s in styles if s not in STYLES]
+    if unknown or not styles:
+        raise UsageError(f"--styles {args.styles!r}: use some of {', '.join(STYLES)}")
+    if len(set(styles)) != len(styles):
+        raise UsageError(f"--styles {args.styles!r} names a style twice")
+    if args.per_doc > len(styles):
+        raise UsageError(f"--per-doc {args.per_doc}: at most the {len(styles)} styles given")
+    quota = None if args.quota is None else parse_quota(args.quota)
+    if quota is not None and args.retriever is None and args.difficulty_report is None:
+        raise UsageError("--quota needs --retriever or --difficulty-report (the ranks)")
+    if args.retriever is not None and args.difficulty_report is not None:
+        raise UsageError("give --retriever or --difficulty-report, not both")
+    if (args.batch is None) != (args.batch_state is None):
+        raise UsageError("--batch and --batch-state go together")
+    pool = args.pool or (math.ceil(args.queries * QUOTA_POOL) if quota else args.queries)
+    if pool < args.queries:
+        raise UsageError(f"--pool {pool} is below --queries {args.queries}")
+    return Settings(styles, args.per_doc, quota, pool)
+
+
+def parse_quota(text: str) -> dict[str, float]:
+    """``easy=0.3,medium=0.4,hard=0.3`` -> shares that add up to 1 (a level left out: 0)."""
+    from .cli import UsageError
+
+    shares: dict[str, float] = dict.fromkeys(DIFFICULTIES, 0.0)
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        name = name.strip()
+        try:
+            share = float(value)
+        except ValueError:
+            share = -1.0
+        if name not in DIFFICULTIES or not 0 <= share <= 1:
+            raise UsageError(
+                f"--quota {text!r}: {part.strip()!r} is not LEVEL=SHARE (levels easy, medium, "
+                "hard; shares from 0 to 1), e.g. easy=0.3,medium=0.4,hard=0.3"
+            )
+        shares[name] = share
+    if abs(sum(shares.values()) - 1) > 1e-6:
+        raise UsageError(f"--quota {text!r}: the shares add up to {sum(shares.values()):g}, not 1")
+    return shares
+
+
+# ---------------------------------------------------------------------------- sampling
+
+
+def stratum_of(document: Document, by: str | None, length_cuts: Sequence[int]) -> str:
+    """The stratum a document samples in: a metadata field's value, its length quartile,
+    its source, or one stratum for all."""
+    if by is None:
+        return ""
+    if by == "source":
+        return document.source
+    if by == "length":
+        size = len(document.text)
+        return f"q{sum(size > cut for cut in length_cuts) + 1}"
+    value = document.metadata.get(by)
+    return "(none)" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def sample_order(documents: Sequence[Document], by: str | None, seed: int) -> list[Document]:
+    """Documents in a seeded order; stratified, every prefix holds the strata in proportion
+    (a document's place is (its rank in its shuffled stratum + a random offset) / stratum
+    size, so a stratum's documents are spread evenly through the order)."""
+    rng = random.Random(f"synth-sample-{seed}")
+    sizes = sorted(len(d.text) for d in documents)
+    cuts = [sizes[len(sizes) * q // 4] for q in (1, 2, 3)]
+    strata: dict[str, list[Document]] = {}
+    for document in documents:
+        strata.setdefault(stratum_of(document, by, cuts), []).append(document)
+    placed: list[tuple[float, int, Document]] = []
+    for number, name in enumerate(sorted(strata)):
+        members = strata[name]
+        rng.shuffle(members)
+        offset = rng.random()
+        for rank, document in enumerate(members):
+            placed.append(((rank + offset) / len(members), number, document))
+    placed.sort(key=lambda item: (item[0], item[1]))
+    return [document for _, _, document in placed]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One query to write: a document and a style, at its place in the sampling order."""
+
+    document: Document
+    style: str
+
+    @property
+    def query_id(self) -> str:
+        digest = hashlib.sha256(f"{self.document.id}\n{self.style}".encode()).hexdigest()
+        return f"synth-{digest[:12]}"
+
+
+def tasks_for(order: Sequence[Document], styles: Sequence[str], per_doc: int) -> list[Task]:
+    """``per_doc`` styles per document, rotated through ``styles``."""
+    tasks = []
+    for position, document in enumerate(order):
+        for slot in range(per_doc):
+            tasks.append(Task(document, styles[(position * per_doc + slot) % len(styles)]))
+    return tasks
+
+
+# ---------------------------------------------------------------------------- near-duplicates
+
+
+def content_words(query: str) -> frozenset[str]:
+    words = frozenset(w for w in _WORD.findall(query.lower()) if w not in _STOP)
+    return words or frozenset([_SPACE.sub(" ", query.lower()).strip()])
+
+
+class Duplicates:
+    """Queries seen so far, to tell whether a new one is a near-duplicate (content-word
+    Jaccard >= NEAR_DUPLICATE), through an index from word to the queries holding it."""
+
+    def __init__(self) -> None:
+        self.words: list[frozenset[str]] = []
+        self.index: dict[str, list[int]] = {}
+
+    def add(self, query: str) -> None:
+        words = content_words(query)
+        for word in words:
+            self.index.setdefault(word, []).append(len(self.words))
+        self.words.append(words)
+
+    def near(self, query: str) -> bool:
+        words = content_words(query)
+        shared: Counter[int] = Counter()
+        for word in words:
+            shared.update(self.index.get(word, ()))
+        return any(
+            common / (len(words) + len(self.words[other]) - common) >= NEAR_DUPLICATE
+            for other, common in shared.items()
+        )
+
+
+# ---------------------------------------------------------------------------- candidates
+
+
+@dataclass
+class Candidate:
+    task: Task
+    query: str
+    grade: int | None = None
+    reason: str = ""
+    rank: int | None = None  # the source document's rank (None: not found, or unknown)
+    difficulty: str | None = None
+
+
+@dataclass
+class Counts:
+    """What each step did (the summary)."""
+
+    documents: int = 0
+    empty_documents: int = 0
+    sampled_documents: int = 0
+    asked: int = 0
+    written: int = 0
+    not_written: Counter[str] = field(default_factory=Counter)
+    near_duplicates: int = 0
+    near_duplicates_of_existing: int = 0
+    graded: int = 0
+    not_graded: Counter[str] = field(default_factory=Counter)
+    unanswerable: int = 0
+    kept: int = 0
+    rounds: int = 0
+    difficulty: Counter[str] = field(default_factory=Counter)
+    quota_short: dict[str, int] = field(default_factory=dict)
+    output: int = 0
+
+
+class Submitted(Exception):
+    """``--batch submit`` sent a step's requests: the run stops here."""
+
+
+class Pipeline:
+    """Rounds of writing, de-duplicating and grading until the pool is full."""
+
+    def __init__(
+        self,
+        judge: Judge,
+        settings: Settings,
+        seed: int,
+        existing: Iterable[str],
+        submit: Callable[[dict[str, dict[str, Any]], str], None] | None,
+    ) -> None:
+        self.judge = judge
+        self.settings = settings
+        self.seed = seed
+        self.counts = Counts()
+        self.duplicates = Duplicates()
+        self.existing = Duplicates()
+        for query in existing:
+            self.existing.add(query)
+        self.submit = submit
+
+    def run(self, tasks: Sequence[Task], target: int) -> list[Candidate]:
+        pool: list[Candidate] = []
+        start = 0
+        while len(pool) < target and start < len(tasks):
+            missing = target - len(pool)
+            rate = len(pool) / start if pool else 0.8  # kept per task (0.8 at first)
+            size = max(8, math.ceil(missing / max(rate, 0.05) * 1.1))
+            chunk = tasks[start : start + size]
+            start += len(chunk)
+            self.counts.rounds += 1
+            pool.extend(self.round(chunk))
+        self.counts.sampled_documents = len({t.document.id for t in tasks[:start]})
+        return pool[:target]
+
+    def round(self, tasks: Sequence[Task]) -> list[Candidate]:
+        from .judge import JudgePair
+
+        written = self.write(tasks)
+        fresh: list[Candidate] = []
+        for candidate in written:
+            if self.existing.near(candidate.query):
+                self.counts.near_duplicates_of_existing += 1
+            elif self.duplicates.near(candidate.query):
+                self.counts.near_duplicates += 1
+            else:
+                self.duplicates.add(candidate.query)
+                fresh.append(candidate)
+        pairs = [JudgePair(c.query, None, c.task.document.id, c.task.document.text) for c in fresh]
+        self.send(
+            {self.judge.cache_key(p): self.judge.request_body(p) for p in pairs}, "answerability"
+        )
+        verdicts = self.judge.judge(pairs)
+        self.covered(len(pairs), sum(v.error is None for v in verdicts), "grading")
+        kept = []
+        for candidate, verdict in zip(fresh, verdicts, strict=True):
+            if verdict.error is not None:
+                self.counts.not_graded[verdict.error] += 1
+                continue
+            self.counts.graded += 1
+            if verdict.grade is None or verdict.grade < self.judge.relevance_level:
+                self.counts.unanswerable += 1
+                continue
+            kept.append(replace(candidate, grade=verdict.grade, reason=verdict.reason))
+        self.counts.kept += len(kept)
+        return kept
+
+    def write(self, tasks: Sequence[Task]) -> list[Candidate]:
+        requests = [self.request(task) for task in tasks]
+        bodies = {self.judge.completion_key(r): self.judge.completion_body(r) for r in requests}
+        self.send(bodies, "query writing")
+        answers = self.judge.complete(requests)
+        self.counts.asked += len(tasks)
+        self.covered(len(tasks), sum(a.error is None for a in answers), "query writing")
+        written = []
+        for task, answer in zip(tasks, answers, strict=True):
+            if answer.data is None:
+                self.counts.not_written[answer.error or "no answer"] += 1
+                continue
+            self.counts.written += 1
+            written.append(Candidate(task, clean_query(answer.data["query"])))
+        return written
+
+    def request(self, task: Task) -> CompletionRequest:
+        from .judge.generate import CompletionRequest
+        from .judge.prompts import SYNTH_PROMPT_VERSION, SYNTH_SCHEMA, synth_messages
+
+        text = self.judge.budgeted(task.document.text)
+        return CompletionRequest(
+            kind="synth_query",
+            messages=synth_messages(task.style, text),
+            schema=SYNTH_SCHEMA,
+            key_material=[SYNTH_PROMPT_VERSION, task.style, self.seed, text],
+            check=check_answer,
+            seed=self.seed,
+            temperature=TEMPERATURE,
+        )
+
+    def send(self, requests: dict[str, dict[str, Any]], step: str) -> None:
+        """With ``--batch submit``: the step's uncached requests go to the Batch API and the
+        run stops (nothing uncached: the run goes on to the next step)."""
+        if self.submit is None:
+            return
+        cache = self.judge.cache
+        uncached = {k: body for k, body in requests.items() if cache is None or not cache.get(k)}
+        if uncached:
+            self.submit(uncached, step)
+            raise Submitted(step)
+
+    def covered(self, asked: int, answered: int, step: str) -> None:
+        """Fail (nothing written) when the judge answered less than its min coverage."""
+        from .cli import CliError
+
+        if asked == 0 or answered / asked >= self.judge.min_coverage:
+            return
+        causes = self.judge.causes.most_common(1)
+        cause = causes[0][0] if causes else "no answer"
+        raise CliError(
+            f"{step}: the LLM answered {answered} of {asked} requests "
+            f"({answered / asked:.0%}), below --min-coverage {self.judge.min_coverage:g}; "
+            f"most common cause: {cli_words(cause)}. Nothing was written to -o; the answers "
+            "received are in the cache, so running again asks only for the rest"
+        )
+
+
+def cli_words(text: str) -> str:
+    """A judge message as this command spells its options (--max-calls, not
+    --retrieval-judge-max-calls)."""
+    return text.replace("--retrieval-judge-", "--")
+
+
+def clean_query(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+def check_answer(data: dict[str, Any]) -> str | None:
+    """A written query is one non-empty line of text of at most MAX_QUERY_CHARS."""
+    query = data.get("query")
+    if not isinstance(query, str) or not clean_query(query):
+        return "answer does not match the schema (query: not a non-empty string)"
+    if len(clean_query(query)) > MAX_QUERY_CHARS:
+        return f"query longer than {MAX_QUERY_CHARS} characters"
+    return None
+
+
+# ---------------------------------------------------------------------------- difficulty
+
+
+def difficulty_of(rank: int | None) -> str:
+    """easy = rank 1, medium = 2-10, hard = below 10 or not found."""
+    if rank == 1:
+        return "easy"
+    if rank is not None and rank <= 10:
+        return "medium"
+    return "hard"
+
+
+def ranks_from_retriever(spec: str, candidates: Sequence[Candidate]) -> list[int | None]:
+    """The source document's rank in ``module:function``'s top RANK_DEPTH for each query.
+    A function without required arguments is a factory: called once for the retriever."""
+    from .adapters import adapt
+    from .cli import CliError, UsageError
+    from .golden import GoldenQuery
+    from .retrieval import run_retriever
+
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name:
+        raise UsageError(f"--retriever {spec!r}: write MODULE:FUNCTION, e.g. conftest:search")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        function = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise CliError(f"--retriever {spec}: cannot load it ({exc})") from None
+    try:
+        factory = not any(
+            p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            for p in inspect.signature(function).parameters.values()
+        )
+    except (TypeError, ValueError):
+        factory = False
+    retriever = adapt(function() if factory else function)
+    queries = [GoldenQuery.of_plain(c.task.query_id, c.query, {}, ()) for c in candidates]
+    try:
+        runs = run_retriever(retriever, queries, RANK_DEPTH)
+    except TypeError as exc:
+        raise CliError(f"--retriever {spec}: {exc}") from None
+    failed = [run for run in runs if run.error is not None]
+    if failed:
+        raise CliError(
+            f"--retriever {spec}: {len(failed)} of {len(runs)} queries failed "
+            f"(first: {failed[0].error})"
+        )
+    return [
+        run.ids.index(c.task.document.id) + 1 if c.task.document.id in run.ids else None
+        for c, run in zip(candidates, runs, strict=True)
+    ]
+
+
+def ranks_from_report(path: Path, candidates: Sequence[Candidate]) -> list[int | str | None]:
+    """The source document's rank in a report's first evaluation, by query id ("unknown"
+    for a query the report does not hold). A query whose text differs is an error: the
+    report is of another synth run (another seed, corpus or model)."""
+    from .cli import CliError
+
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        evaluation = report["evaluations"][0]
+        found = {str(q["id"]): q for q in evaluation["queries"]}
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise CliError(
+            f"--difficulty-report {path}: not a pytest-retrieval JSON report ({exc!r}); "
+            "write one with pytest --retrieval-golden CANDIDATES --retrieval-report FILE"
+        ) from None
+    ranks: list[int | str | None] = []
+    for candidate in candidates:
+        entry = found.get(candidate.task.query_id)
+        if entry is None:
+            ranks.append("unknown")
+            continue
+        if entry.get("query") != candidate.query:
+            raise CliError(
+                f"--difficulty-report {path}: query {candidate.task.query_id} reads "
+                f"{entry.get('query')!r} there but {candidate.query!r} now; run synth with the "
+                "same corpus, seed, styles, model and cache as the candidates file it ranked"
+            )
+        returned = [str(doc) for doc in entry.get("returned", [])]
+        doc = candidate.task.document.id
+        ranks.append(returned.index(doc) + 1 if doc in returned else None)
+    return ranks
+
+
+def pick(
+    pool: Sequence[Candidate], n: int, quota: Mapping[str, float] | None
+) -> tuple[list[Candidate], dict[str, int]]:
+    """The output: the first ``n`` of the pool, or by quota (largest remainders), in pool
+    order; a level short of its quota is filled from the rest of the pool, and the
+    shortfall per level is returned."""
+    if quota is None:
+        return list(pool[:n]), {}
+    exact = {level: quota[level] * n for level in DIFFICULTIES}
+    wanted = {level: math.floor(share) for level, share in exact.items()}
+    by_remainder = sorted(DIFFICULTIES, key=lambda level: wanted[level] - exact[level])
+    for level in by_remainder[: n - sum(wanted.values())]:
+        wanted[level] += 1
+    chosen: set[int] = set()
+    short: dict[str, int] = {}
+    for level in DIFFICULTIES:
+        matching = [i for i, c in enumerate(pool) if c.difficulty == level][: wanted[level]]
+        chosen.update(matching)
+        if len(matching) < wanted[level]:
+            short[level] = wanted[level] - len(matching)
+    rest = [i for i in range(len(pool)) if i not in chosen]
+    chosen.update(rest[: n - len(chosen)])
+    return [pool[i] for i in sorted(chosen)], short
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def golden_document(
+    picked: Sequence[Candidate], corpus: Path, output: Path, model: str, seed: int
+) -> dict[str, Any]:
+    from .judge.prompts import SYNTH_PROMPT_VERSION
+
+    document: dict[str, Any] = {
+        "description": f"Synthetic queries written by pytest-retrieval synth from {corpus.name} "
+        f"(seed {seed}, model {model}, prompt {SYNTH_PROMPT_VERSION}); the filters' counts are "
+        f"in {output.name}.synth.json",
+    }
+    corpus_file = corpus / "corpus.jsonl" if corpus.is_dir() else corpus
+    if corpus_file.is_file():
+        document["corpus"] = Path(
+            os.path.relpath(corpus_file.resolve(), output.resolve().parent)
+        ).as_posix()
+    queries = []
+    for candidate in picked:
+        task = candidate.task
+        tags = [f"style:{task.style}"]
+        metadata: dict[str, Any] = {
+            "source_doc": task.document.id,
+            "style": task.style,
+            "generator": {"model": model, "prompt_version": SYNTH_PROMPT_VERSION},
+            "status": "synthetic",
+            "seed": seed,
+            "judge_reason": candidate.reason,
+        }
+        if candidate.difficulty is not None:
+            tags.append(f"difficulty:{candidate.difficulty}")
+            metadata["source_rank"] = candidate.rank
+        queries.append(
+            {
+                "id": task.query_id,
+                "query": candidate.query,
+                "relevant": {task.document.id: candidate.grade},
+                "tags": tags,
+                "metadata": metadata,
+            }
+        )
+    document["queries"] = queries
+    return document
+
+
+def summary_lines(counts: Counts, settings: Settings, requested: int) -> list[str]:
+    lines = [
+        f"documents: {counts.documents} ({counts.empty_documents} empty, left out); "
+        f"sampled {counts.sampled_documents} in {counts.rounds} round(s)",
+        f"queries written: {counts.written} of {counts.asked} asked" + _causes(counts.not_written),
+        f"near-duplicates dropped (content-word Jaccard >= {NEAR_DUPLICATE}): "
+        f"{counts.near_duplicates} among themselves, {counts.near_duplicates_of_existing} "
+        "of the existing golden set",
+        f"answerability: {counts.graded} graded, {counts.unanswerable} dropped (the judge "
+        f"graded the source document below relevant)" + _causes(counts.not_graded),
+        f"kept: {counts.kept} (pool {settings.pool})",
+    ]
+    if counts.difficulty:
+        levels = ", ".join(f"{k} {counts.difficulty[k]}" for k in (*DIFFICULTIES, "unknown"))
+        lines.append(f"difficulty of the pool: {levels}")
+    if counts.quota_short:
+        shorts = ", ".join(f"{k} {v}" for k, v in counts.quota_short.items())
+        lines.append(f"quota short by: {shorts} (filled from the other levels)")
+    lines.append(f"written: {counts.output} queries (asked for {requested})")
+    return lines
+
+
+def _causes(causes: Counter[str]) -> str:
+    if not causes:
+        return ""
+    return "; not answered: " + "; ".join(
+        f"{cli_words(cause)} ({count})" for cause, count in causes.most_common()
+    )
+
+
+def sidecar(counts: Counts, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    """What the run did and with which settings (no timings, no call counts: the same for a
+    cold and a warm run)."""
+    from .judge.prompts import SYNTH_PROMPT_VERSION
+
+    return {
+        "pytest_retrieval_synth": 1,
+        "settings": {
+            "corpus": str(args.corpus),
+            "queries": args.queries,
+            "seed": args.seed,
+            "styles": list(settings.styles),
+            "per_doc": settings.per_doc,
+            "stratify_by": args.stratify_by,
+            "pool": settings.pool,
+            "quota": settings.quota,
+            "golden": None if args.golden is None else str(args.golden),
+            "model": args.judge_model,
+            "prompt_version": SYNTH_PROMPT_VERSION,
+            "near_duplicate": {"measure": "content-word Jaccard", "threshold": NEAR_DUPLICATE},
+            "answerable": "judge grade >= 2 (0-3 scale)",
+        },
+        "counts": {
+            "documents": counts.documents,
+            "empty_documents": counts.empty_documents,
+            "sampled_documents": counts.sampled_documents,
+            "rounds": counts.rounds,
+            "asked": counts.asked,
+            "written": counts.written,
+            "not_written": dict(sorted(counts.not_written.items())),
+            "near_duplicates": counts.near_duplicates,
+            "near_duplicates_of_existing": counts.near_duplicates_of_existing,
+            "graded": counts.graded,
+            "not_graded": dict(sorted(counts.not_graded.items())),
+            "unanswerable": counts.unanswerable,
+            "kept": counts.kept,
+            "difficulty": dict(sorted(counts.difficulty.items())),
+            "quota_short": counts.quota_short,
+            "output": counts.output,
+        },
+    }
+
+
+# ---------------------------------------------------------------------------- run
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read, sample, write, filter, tag, pick; write the golden set and its summary."""
+    from ._io import atomic_write
+    from .cli import CliError, UsageError
+    from .corpus import CorpusError, read_corpus
+    from .judge import JudgeConfigError
+
+    settings = _settings(args)
+    if args.batch is None and args.output.exists() and not args.force:
+        raise UsageError(f"{args.output} exists; pass --force to overwrite it")
+    try:
+        judge = judge_from_args(args, "0-3")
+    except JudgeConfigError as exc:
+        raise CliError(cli_words(str(exc))) from None
+    if args.batch == "collect":
+        return collect(judge, args.batch_state)
+    try:
+        documents = read_corpus(args.corpus)
+    except CorpusError as exc:
+        raise CliError(str(exc)) from None
+    existing = existing_queries(args.golden)
+    usable = [d for d in documents if d.text.strip()]
+    order = sample_order(usable, args.stratify_by, args.seed)
+    tasks = tasks_for(order, settings.styles, settings.per_doc)
+    submit = None if args.batch is None else batch_submitter(judge, args.batch_state)
+    pipeline = Pipeline(judge, settings, args.seed, existing, submit)
+    pipeline.counts.documents = len(documents)
+    pipeline.counts.empty_documents = len(documents) - len(usable)
+    try:
+        pool = pipeline.run(tasks, settings.pool)
+    except Submitted:
+        return 0
+    counts = pipeline.counts
+    if args.batch is not None:
+        print("nothing to submit: every request is in the cache; run without --batch")
+        return 0
+    if len(pool) < args.queries:
+        raise CliError(
+            f"only {len(pool)} of the {args.queries} queries asked for survive the filters "
+            f"from the {len(usable)} documents of {args.corpus} (see the counts below); ask "
+            "for fewer with --queries, or more per document with --per-doc. Nothing was "
+            "written\n" + "\n".join(summary_lines(counts, settings, args.queries))
+        )
+    tag_difficulty(args, pool, counts)
+    picked, counts.quota_short = pick(pool, args.queries, settings.quota)
+    counts.output = len(picked)
+    document = golden_document(picked, args.corpus, args.output, args.judge_model, args.seed)
+    try:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(args.output, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        atomic_write(
+            args.output.with_name(args.output.name + ".synth.json"),
+            json.dumps(sidecar(counts, settings, args), indent=2, ensure_ascii=False) + "\n",
+        )
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    for line in summary_lines(counts, settings, args.queries):
+        print(line)
+    usage = judge.summary()
+    print(
+        f"LLM: {usage['calls']} requests, {usage['cache_hits']} cache hits"
+        + (f", about ${usage['estimated_cost_usd']:.4f}" if usage["estimated_cost_usd"] else "")
+    )
+    print(f"wrote {args.output} ({counts.output} queries) and {args.output.name}.synth.json")
+    return 0
+
+
+def tag_difficulty(args: argparse.Namespace, pool: list[Candidate], counts: Counts) -> None:
+    ranks: Sequence[int | str | None]
+    if args.retriever is not None:
+        ranks = ranks_from_retriever(args.retriever, pool)
+    elif args.difficulty_report is not None:
+        ranks = ranks_from_report(args.difficulty_report, pool)
+    else:
+        return
+    for candidate, rank in zip(pool, ranks, strict=True):
+        if isinstance(rank, str):
+            counts.difficulty["unknown"] += 1
+            continue
+        candidate.rank = rank
+        candidate.difficulty = difficulty_of(rank)
+        counts.difficulty[candidate.difficulty] += 1
+
+
+def existing_queries(path: Path | None) -> list[str]:
+    from .cli import CliError
+    from .golden import GoldenError, load_golden
+
+    if path is None:
+        return []
+    try:
+        return [q.query for q in load_golden(path, require_relevant=False).queries]
+    except GoldenError as exc:
+        raise CliError(str(exc)) from None
+
+
+def batch_submitter(judge: Judge, state: Path) -> Callable[[dict[str, dict[str, Any]], str], None]:
+    """Send a step's requests as Batch API jobs and write their ids to ``state``."""
+
+    def send(requests: dict[str, dict[str, Any]], step: str) -> None:
+        from .cli import CliError
+        from .judge.batch import BatchAPIError, save_state, submit_requests
+
+        try:
+            submitted = submit_requests(judge, requests)
+        except (BatchAPIError, ValueError) as exc:
+            raise CliError(str(exc)) from None
+        try:
+            save_state(state, submitted, {"step": step})
+        except OSError as exc:
+            raise CliError(
+                f"cannot write {state} ({exc.strerror or exc}); the batches were submitted: "
+                f"{', '.join(submitted.batch_ids)}"
+            ) from None
+        print(
+            f"{step}: submitted {submitted.requests} requests in "
+            f"{len(submitted.batch_ids)} batch(es) ({', '.join(submitted.batch_ids)}); "
+            f"next: the same command with --batch collect, then --batch submit again until "
+            "nothing is left to submit, then without --batch"
+        )
+        if submitted.error is not None:
+            raise CliError(f"{submitted.error}; {submitted.unsent} requests not sent")
+
+    return send
+
+
+def collect(judge: Judge, state_path: Path) -> int:
+    """Store the answers of every batch in the state file; 3 while one is still running."""
+    from .cli import CliError
+    from .judge.batch import BatchAPIError, batch_ids
+    from .judge.batch import collect as collect_batch
+
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+        ids = batch_ids(state)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"--batch-state {state_path}: not a batch state file ({exc})") from None
+    running = 0
+    for batch_id in ids:
+        try:
+            outcome = collect_batch(judge, batch_id)
+        except (BatchAPIError, ValueError) as exc:
+            raise CliError(str(exc)) from None
+        if outcome.running:
+            running += 1
+            print(f"batch {batch_id}: still {outcome.status}; collect again later")
+            continue
+        failed = sum(outcome.failed.values())
+        print(f"batch {batch_id}: {outcome.status}: {outcome.stored} stored, {failed} failed")
+    return 3 if running else 0
