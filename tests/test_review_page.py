@@ -695,3 +695,25 @@ def test_decisions_written_elsewhere_are_picked_up(
         assert problems == []
     finally:
         page.close()
+
+
+@needs_chromium
+def test_the_query_words_are_marked_in_the_text(
+    browser: Any, server: ReviewServer, review_path: Path
+) -> None:
+    text = "Heating <i>and</i> TRANSFER of heat; a heater's theat"
+    write_review(
+        review_path, HEADER, (proposal("q1", "d1", text=text, query="heat transfer, at Mach 7"),)
+    )
+    problems: list[str] = []
+    page = open_page(browser, server, problems)
+    try:
+        assert page.text_content("#text") == text
+        marks = page.evaluate(
+            "[...document.querySelectorAll('#text mark')].map(m => m.textContent)"
+        )
+        assert marks == ["Heat", "TRANSFER", "heat", "heat"]  # at a word's start only
+        assert page.evaluate("document.querySelectorAll('#text *:not(mark)').length") == 0
+        assert problems == []
+    finally:
+        page.close()

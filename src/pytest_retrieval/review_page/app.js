@@ -61,6 +61,28 @@ function nextOpen(from) {
   return from;
 }
 
+// The document's text with the query's words (3+ letters, matched at a word's start, so
+// "heat" marks "heating") in <mark>: built from text nodes, never parsed as HTML.
+function showText(element, text, query) {
+  const words = [...new Set((query.toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) || []).slice(0, 30))];
+  element.replaceChildren();
+  if (!words.length) {
+    element.textContent = text;
+    return;
+  }
+  // letters and digits only: nothing to escape
+  const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(?:${words.join("|")})`, "giu");
+  let last = 0;
+  for (const match of text.matchAll(pattern)) {
+    element.append(document.createTextNode(text.slice(last, match.index)));
+    const mark = document.createElement("mark");
+    mark.textContent = match[0];
+    element.append(mark);
+    last = match.index + match[0].length;
+  }
+  element.append(document.createTextNode(text.slice(last)));
+}
+
 function describeDecision(proposal) {
   const decision = proposal.decision;
   if (!decision) return "none yet";
@@ -100,7 +122,7 @@ function render() {
   setText("query", p.query);
   setText("doc-id", p.doc_id);
   setText("rank", `best rank ${p.rank}`);
-  setText("text", p.text);
+  showText($("text"), p.text, p.query);
   setText("judge-grade", GRADES[p.grade] || String(p.grade));
   setText("confidence", p.confidence === null ? "not given" : p.confidence.toFixed(2));
   setText("current", p.current === null ? "unjudged" : GRADES[p.current] || String(p.current));
