@@ -717,3 +717,47 @@ def test_the_query_words_are_marked_in_the_text(
         assert problems == []
     finally:
         page.close()
+
+
+@needs_chromium
+def test_undo_after_a_reload_clears_the_proposal_shown(
+    browser: Any, server: ReviewServer, review_path: Path
+) -> None:
+    """With no decision made in this page, ``u`` clears the one on screen; on an undecided
+    proposal it says there is nothing to undo and writes nothing."""
+    record_decision(review_path, PROPOSALS[0].key, Decision("grade", 3, "cli", "t"))
+    problems: list[str] = []
+    page = open_page(browser, server, problems)
+    try:
+        assert shown(page)["position"] == "2 of 5"
+        press(page, "ArrowUp", position="1 of 5")
+        assert page.inner_text("#decision").startswith("graded: grade 3 highly relevant (by cli")
+        press(page, "u", decided=0, position="1 of 5")
+        assert page.inner_text("#decision") == "none yet"
+        before = review_path.read_bytes()
+        page.keyboard.press("u")
+        page.wait_for_selector("#message:not([hidden])")
+        assert page.inner_text("#message") == "Nothing to undo here."
+        assert review_path.read_bytes() == before
+        assert problems == []
+    finally:
+        page.close()
+    assert all(value is None for value in decisions(review_path).values())
+
+
+@needs_chromium
+def test_an_empty_review_file(browser: Any, server: ReviewServer, review_path: Path) -> None:
+    write_review(review_path, HEADER, ())
+    problems: list[str] = []
+    page = browser.new_page()
+    try:
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(server.url)
+        page.wait_for_selector("#loading", state="hidden")
+        assert page.inner_text("#position") == "none (the review file has no proposals)"
+        assert page.locator("#card").is_hidden() and page.locator("#done").is_hidden()
+        page.keyboard.press("a")
+        page.keyboard.press("j")
+        assert page.inner_text("#decided") == "0" and problems == []
+    finally:
+        page.close()

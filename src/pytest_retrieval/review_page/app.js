@@ -102,7 +102,7 @@ function render() {
   $("done").hidden = !(progress.total > 0 && progress.decided === progress.total);
   $("loading").hidden = true;
   if (!state.proposals.length) {
-    setText("position", "– (the review file has no proposals)");
+    setText("position", "none (the review file has no proposals)");
     $("card").hidden = true;
     return;
   }
