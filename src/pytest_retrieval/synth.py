@@ -109,7 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--stratify-by",
         metavar="FIELD|length|source",
         help="sample in proportion to a metadata field's values, length quartiles, or the "
-        "source (file, or first folder)",
+        "source (the corpus file, or a folder corpus's first folder; a metadata field "
+        "named 'source' is not this one: rename it)",
     )
     parser.add_argument(
         "--golden", type=Path, help="an existing golden set: no near-duplicates of its queries"

@@ -563,7 +563,10 @@ class Judge:
         usage = self._count_usage(response)
         try:
             data = read_json_answer(response)
-            problem = data if isinstance(data, str) or check is None else check(data)
+            if isinstance(data, str):
+                problem: str | None = data
+            else:
+                problem = None if check is None else check(data)
         except Exception as exc:  # a shape no rule foresaw: this request's cause
             data, problem = {}, f"malformed response: {type(exc).__name__}"
         if problem is not None or isinstance(data, str):
