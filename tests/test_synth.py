@@ -522,3 +522,17 @@ def test_document_text_is_data_inside_tags(server: JudgeServer, tmp_path: Path) 
     assert body["response_format"]["json_schema"]["name"] == "synth_query"
     assert body["temperature"] == 0.7
     assert body["seed"] == 0
+
+
+def test_deadline_stops_synth_with_the_reason(
+    server: JudgeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = small_corpus(tmp_path / "corpus.jsonl")
+    server.latency = 0.2
+    out = tmp_path / "g.json"
+    args = ("--queries", "10", "--deadline", "0.5", "--concurrency", "1")
+    assert synth(server, corpus, out, *args) == 1
+    err = capsys.readouterr().err
+    assert "query writing: the LLM answered" in err
+    assert "judge deadline of 0.5 s reached (--deadline)" in err
+    assert not out.exists()
