@@ -185,7 +185,9 @@ def test_export_is_what_trec_eval_scores_and_reads_back(pytester: pytest.Pyteste
     theirs = trec_eval_values(pytester.path / "out.trec", golden)
     assert len(theirs) == 47  # q0 retrieved nothing: it has no line
     for query in expected["queries"]:
-        for name, value in query["metrics"].items():
+        assert set(query["metrics"]) == {*MEASURES, "judged@10"}  # judged@10: see test_judged
+        for name in MEASURES:
+            value = query["metrics"][name]
             assert abs(value - theirs.get(query["id"], {}).get(name, 0.0)) <= 1e-9, (query, name)
     result = pytester.runpytest(
         "--retrieval-golden", "golden.json", "--retrieval-run", "out.trec",
