@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import difflib
+import importlib
 import io
 import json
 import math
@@ -86,7 +87,25 @@ def _parser() -> argparse.ArgumentParser:
         _add_eval,
     ):
         add(commands)
+    for name, module, summary in _BUILDERS:
+        _add_builder(commands, name, module, summary)
     return parser
+
+
+#: the commands that build a golden set ("Start from nothing" in the README): each module
+#: has ``add_arguments(parser)`` and ``run(args) -> int``, imported when the parser is built
+_BUILDERS = (
+    ("synth", "synth", "generate a golden set's queries from a corpus with an LLM"),
+    ("pool", "pool", "judge the unjudged top hits of one or more reports into a review file"),
+    ("review", "review_server", "review a review file's proposed labels on a local page"),
+    ("apply", "apply", "merge a review file's decisions into the golden set"),
+)
+
+
+def _add_builder(commands: Any, name: str, module: str, summary: str) -> None:
+    builder = importlib.import_module(f"{__package__}.{module}")
+    sub = _command(commands, name, builder.run, help=summary, description=summary)
+    builder.add_arguments(sub)
 
 
 def _command(commands: Any, name: str, run: Command, **options: Any) -> argparse.ArgumentParser:
