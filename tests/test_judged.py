@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import ir_measures
+import jsonschema
 import numpy as np
 import pytest
 from ir_measures import Judged
@@ -280,6 +281,12 @@ def test_every_output_warns_against_the_baseline(project: pytest.Pytester) -> No
     (evaluation,) = report["evaluations"]  # type: ignore[misc]
     unjudged = evaluation["baseline"]["comparison"]["unjudged"]
     assert unjudged["metric"] == "judged@3" and unjudged["reference"] == 1.0
+    schema = Path(__file__).resolve().parents[1] / "src/pytest_retrieval/schema/report.schema.json"
+    jsonschema.validate(report, json.loads(schema.read_text(encoding="utf-8")))
+    bad = json.loads(json.dumps(report))  # the schema does check the warning's shape
+    bad["evaluations"][0]["baseline"]["comparison"]["unjudged"] = {"metric": "judged@3"}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, json.loads(schema.read_text(encoding="utf-8")))
     assert unjudged["current"] == pytest.approx(1 / 3)
     assert unjudged["message"].startswith(words)
     assert unjudged["message"].endswith(
