@@ -4,17 +4,22 @@ kept, the file's formatting kept, and only the changed queries re-judged."""
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
 
+from pytest_retrieval import apply
 from pytest_retrieval.cli import main
 from pytest_retrieval.golden import load_golden
 from pytest_retrieval.review_file import Decision, Proposal, read_review, write_review
 
 AT = "2024-01-02T03:04:05Z"
+#: how provenance writes every time: UTC to the second, as baselines and reports do
+AT_UTC = "2024-01-02T03:04:05+00:00"
 HEADER: dict[str, Any] = {
     "golden": "golden.json",
     "golden_fingerprint": "x",
@@ -97,9 +102,10 @@ def test_decisions_become_graded_labels_with_provenance(
             "grade": 1,
             "by": "review:ann",
             "judge_grade": 1,
+            "judge_model": "gpt-test",
             "confidence": 0.9,
             "reason": "reason d2",
-            "at": AT,
+            "at": AT_UTC,
         }
     }
     assert labels["bread"]["d2"]["previous"] == 3
@@ -166,6 +172,11 @@ def test_accept_judge_takes_undecided_additions_never_removals(
     juice = load_golden("golden.json").queries[3]
     assert juice.relevant == {"d6": 1, "d3": 3}  # d4 (0.5) left, the d6 removal never taken
     assert juice.metadata["labels"]["d3"]["by"] == "judge:gpt-test"
+    assert juice.metadata["labels"]["d3"]["judge_model"] == "gpt-test"
+    # the judge's labels carry their time in the reviewer's format
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", juice.metadata["labels"]["d3"]["at"]
+    )
     cherry = load_golden("golden.json").queries[2]
     assert "d2" not in cherry.relevant  # skipped by a person: not the judge's to decide
     out = capsys.readouterr().out
@@ -250,3 +261,104 @@ def test_the_baseline_reports_exactly_the_applied_queries_as_rejudged(
     )
     stored = read_review(pytester.path / "review.jsonl")
     assert [p.decision for p in stored.proposals] == [p.decision for p in REVIEW]
+
+
+@pytest.mark.parametrize(
+    ("at", "written"),
+    [
+        ("2024-01-02T03:04:05+00:00", "2024-01-02T03:04:05+00:00"),
+        ("2024-01-02T03:04:05.123456Z", "2024-01-02T03:04:05+00:00"),
+        ("2024-01-02T05:04:05+02:00", "2024-01-02T03:04:05+00:00"),
+        ("2024-01-02T03:04:05", "2024-01-02T03:04:05+00:00"),
+        ("yesterday", "yesterday"),
+    ],
+)
+def test_provenance_times_read_alike(at: str, written: str) -> None:
+    assert apply.utc(at) == written
+
+
+def test_a_decision_leaving_a_query_no_relevant_document_is_refused_the_rest_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden: dict[str, Any] = json.loads(json.dumps(GOLDEN))
+    golden["queries"].append({"id": "open", "query": "open"})  # no labels yet
+    monkeypatch.chdir(tmp_path)
+    Path("golden.json").write_text(indented(golden), encoding="utf-8")
+    accepted = ("accept", None)
+    open_zero = replace(proposal("apple", "d3", 0, accepted), query_id="open", query="open")
+    review = [
+        proposal("apple", "d2", 1, accepted),
+        # juice's only relevant label, removed: refused
+        proposal("juice", "d6", 0, accepted, kind="remove", current=1),
+        # cherry loses d3 but keeps d6: applied
+        proposal("cherry", "d3", 0, accepted, kind="remove", current=1),
+        # bread loses both relevant labels but gains d6 graded 2: applied
+        proposal("bread", "d2", 0, accepted, kind="remove", current=3),
+        proposal("bread", "d5", 0, accepted, kind="remove", current=1),
+        proposal("bread", "d6", 2, accepted),
+        # an open query given only a grade 0: refused
+        open_zero,
+    ]
+    write_review(tmp_path / "review.jsonl", HEADER, review)
+    assert main(["apply", "review.jsonl", "golden.json"]) == 0
+    relevant = {
+        q.id: q.relevant for q in load_golden("golden.json", require_relevant=False).queries
+    }
+    assert relevant == {
+        "apple": {"d1": 1, "d4": 1, "d2": 1},
+        "bread": {"d2": 0, "d5": 0, "d1": 0, "d6": 2},
+        "cherry": {"d3": 0, "d6": 1},
+        "juice": {"d6": 1},
+        "open": {},
+    }
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "refused: review.jsonl:3: removing 'd6' would leave query 'juice' with no relevant "
+        "document; reject this decision, or first give another document of 'juice' a grade "
+        ">= 1 (in the review or the golden set)",
+        "refused: review.jsonl:8: query 'open' has no relevant document, and grade 0 for 'd3' "
+        "would make it a judged query without one; grade a relevant document of 'open' 1-3 in "
+        "the review (or the golden set), or reject this decision",
+    ]
+    assert "golden.json: 2 labels added (0 graded 0, kept as judged not relevant), 3 " in (
+        captured.out
+    )
+    assert "not applied: 2 refused (see above)" in captured.out
+
+
+def test_a_broken_edit_names_the_output_never_a_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup(tmp_path, monkeypatch, indented(GOLDEN), "golden.json")
+    monkeypatch.setattr(apply, "edit_json", lambda text, labels: text.replace('"d4"', '"d1"'))
+    assert main(["apply", "review.jsonl", "golden.json"]) == 1
+    err = capsys.readouterr().err
+    assert "internal error, nothing written to golden.json: the edited golden set would not " in err
+    assert "/queries/0/relevant: a doc id is listed twice)" in err
+    assert ".apply-" not in err
+    assert Path("golden.json").read_text(encoding="utf-8") == indented(GOLDEN)
+
+
+def one_line_entries(data: Any) -> str:
+    entries = ",\n".join("  " + json.dumps(q) for q in data["queries"])
+    return '{"name": "fruit", "k": 3, "queries": [\n' + entries + "\n]}\n"
+
+
+def jsonl(data: Any) -> str:
+    return "".join(json.dumps(q) + "\n" for q in data["queries"])
+
+
+@pytest.mark.parametrize(
+    ("name", "render"),
+    [("golden.json", indented), ("golden.json", one_line_entries), ("golden.jsonl", jsonl)],
+)
+def test_crlf_files_keep_every_crlf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, render: Any
+) -> None:
+    setup(tmp_path, monkeypatch, render(GOLDEN), name)
+    assert main(["apply", "review.jsonl", name]) == 0
+    with_lf = Path(name).read_bytes()
+    Path(name).write_bytes(render(GOLDEN).replace("\n", "\r\n").encode())
+    assert main(["apply", "review.jsonl", name]) == 0
+    # the same edit, every line ending a CRLF (the rewritten entries' too)
+    assert Path(name).read_bytes() == with_lf.replace(b"\n", b"\r\n")

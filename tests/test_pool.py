@@ -182,6 +182,24 @@ def test_bad_review_file(tmp_path: Path, content: str, message: str) -> None:
     with pytest.raises(ReviewFileError, match=message) as caught:
         read_review(path)
     assert str(caught.value).startswith(str(path))
+    # every message ends with the fix
+    assert str(caught.value).endswith(
+        (
+            "make the file again with 'pytest-retrieval pool'",
+            "make one with 'pytest-retrieval pool'",
+            "remove one of the two lines",
+        )
+    )
+
+
+def test_a_review_file_with_a_bom_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "review.jsonl"
+    write_review(path, HEADER, [proposal("d1"), proposal("d2")])
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    review = read_review(path)
+    assert review.header["golden"] == "golden.json"
+    assert [p.doc_id for p in review.proposals] == ["d1", "d2"]
+    assert review.lines == (2, 3)
 
 
 def test_missing_review_file(tmp_path: Path) -> None:
@@ -337,12 +355,25 @@ def test_below_min_coverage_pool_fails_and_writes_nothing(
     assert main([*POOL, "--max-calls", "2"]) == 1
     err = capsys.readouterr().err
     assert "the judge graded 2 of 5 pairs (40%, below --min-coverage 95%)" in err
-    assert "nothing written to review.jsonl. The 2 answers are cached" in err
+    assert ": call budget exhausted (--max-calls 2) (" in err  # this command's option names
+    assert "--retrieval-judge" not in err
+    assert "nothing written to review.jsonl. The 2 answers are cached: run pool again (a " in err
     assert not Path("review.jsonl").exists()
     project.requests.clear()
     assert main(POOL) == 0
     assert len(project.requests) == 3  # only the rest
     assert len(read_review(Path("review.jsonl")).proposals) == 5
+
+
+def test_cache_only_below_min_coverage_says_to_drop_it(
+    project: JudgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*POOL, "--cache-only"]) == 1
+    err = capsys.readouterr().err
+    assert "the judge graded 0 of 5 pairs (0%, below --min-coverage 95%): not in the cache " in err
+    assert "(--cache-only) (5)" in err and "--retrieval-judge" not in err
+    assert "run pool again without --cache-only to ask the judge for the rest" in err
+    assert project.requests == [] and not Path("review.jsonl").exists()
 
 
 def test_above_min_coverage_the_ungraded_are_left_out(
@@ -361,7 +392,9 @@ def test_texts_from_the_report_when_the_corpus_lacks_them(
     data = report("bm25", {"q1": ["d7", "d8"]})
     data["evaluations"][0]["queries"][0]["texts"] = {"d7": "apple pie, cut at 200"}
     write_json(Path("c.json"), data)
-    assert main(["pool", "golden.json", "c.json", "-o", "review.jsonl", "--cache", "jc"]) == 0
+    # one pair of two has no text: 50% coverage at most
+    command = ["pool", "golden.json", "c.json", "-o", "review.jsonl", "--cache", "jc"]
+    assert main([*command, "--min-coverage", "0.5"]) == 0
     assert [(p.doc_id, p.text) for p in read_review(Path("review.jsonl")).proposals] == [
         ("d7", "apple pie, cut at 200")
     ]
@@ -411,3 +444,19 @@ def test_batch_submit_collect_then_pool_from_the_cache(
     assert len(read_review(Path("review.jsonl")).proposals) == 5
     assert main([*POOL, "--batch-submit", "state2.json"]) == 0
     assert "nothing to submit: all 5 pairs are in the cache" in capsys.readouterr().out
+
+
+def test_hits_without_text_count_against_the_coverage(
+    project: JudgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_json(Path("golden.json"), {k: v for k, v in GOLDEN_SET.items() if k != "corpus"})
+    command = ["pool", "golden.json", "a.json", "-o", "review.jsonl", "--cache", "jc"]
+    assert main(command) == 1
+    assert (
+        "3 of the 3 pairs to judge have no text (q1/d2, q1/d5, q2/d6), so at most 0% could be "
+        "graded, below --min-coverage 95%; nothing judged or written to review.jsonl. Pass "
+        "--corpus with their documents (or a lower --min-coverage to skip them)"
+    ) in capsys.readouterr().err
+    assert project.requests == [] and not Path("review.jsonl").exists()
+    assert main([*command, "--corpus", "corpus.json"]) == 0
+    assert len(read_review(Path("review.jsonl")).proposals) == 3

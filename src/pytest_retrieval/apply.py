@@ -10,14 +10,19 @@ What it promises (and the tests hold):
 - A label already in the golden set is never rewritten, except by a person's ``accept`` or
   ``grade`` of a ``remove`` proposal whose label is still the one the proposal saw (its old
   grade is kept as ``previous``). A document labelled by hand since ``pool`` keeps its label.
+- A golden query must keep a relevant document: a decision that would leave its query
+  with none (the removal of its last relevant label, or grade 0 for a query that has no
+  relevant label) is refused with its review file line and the fix; the rest is applied.
 - Provenance per label in the query's ``metadata["labels"][doc_id]``: ``grade``, ``by``
-  (``review:<name>`` or ``judge:<model>``), ``judge_grade``, ``confidence``, ``reason``,
-  ``at`` and, for a rewritten label, ``previous``. Metadata is not in a query's fingerprint,
-  so only the queries whose judgments changed get a new fingerprint (the baseline reports
-  exactly those as re-judged).
+  (``review:<name>`` or ``judge:<model>``), ``judge_grade``, ``judge_model`` (the review
+  file's judge), ``confidence``, ``reason``, ``at`` (UTC, ``2024-01-02T03:04:05+00:00`` as
+  baselines and reports write it) and, for a rewritten label, ``previous``. Metadata is
+  not in a query's fingerprint, so only the queries whose judgments changed get a new
+  fingerprint (the baseline reports exactly those as re-judged).
 - Format and formatting: JSON files are edited in place, only the changed queries' entries
   are rewritten, each in its own layout (one line, or indented as the file is, keys in their
-  order); every other byte is kept. JSONL: only changed lines are rewritten. BEIR folders
+  order, its line endings); every other byte is kept, CRLF included. JSONL: only changed
+  lines are rewritten. BEIR folders
   and TREC qrels are refused (convert them to JSON first): their format has no room for
   provenance.
 """
@@ -76,12 +81,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class Label:
-    """One judgment to write: the grade and its provenance record."""
+    """One judgment to write: the grade, its provenance record, and the proposal's kind
+    and review file line (for a refusal's message)."""
 
     query_id: str
     doc_id: str
     grade: int
     record: dict[str, Any]
+    kind: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``apply`` does: the labels to write, every proposal counted by what happened
+    to it, and one message per refused decision."""
+
+    labels: list[Label]
+    counts: Counter[str]
+    refused: list[str]
 
 
 def plan(
@@ -92,18 +110,19 @@ def plan(
     min_confidence: float | None,
     by: str | None,
     now: str,
-) -> tuple[list[Label], Counter[str]]:
-    """The labels to write, and every proposal counted by what happened to it."""
+) -> Plan:
+    """The labels to write (those that would leave a query without a relevant document
+    refused), and every proposal counted by what happened to it."""
     current = {q.id: q.relevant for q in golden.queries}
     model = str((review.header.get("judge") or {}).get("model", "unknown"))
     labels: list[Label] = []
     counts: Counter[str] = Counter()
-    for proposal in review.proposals:
+    for proposal, line in zip(review.proposals, review.lines, strict=True):
         decision = proposal.decision
         grade = proposal.final_grade
         if grade is not None and decision is not None:
             who = f"review:{decision.by or by or 'unknown'}"
-            at = decision.at
+            at = utc(decision.at)
         elif (
             accept_judge
             and decision is None
@@ -125,16 +144,68 @@ def plan(
             "grade": grade,
             "by": who,
             "judge_grade": proposal.grade,
+            "judge_model": model,
             "confidence": proposal.confidence,
             "reason": proposal.reason,
             "at": at,
         }
         if proposal.current is not None:
             record["previous"] = proposal.current
-        labels.append(Label(proposal.query_id, proposal.doc_id, grade, record))
-        counts["removed" if proposal.kind == "remove" else "added"] += 1
-        counts["zero"] += proposal.kind == "add" and grade == 0
-    return labels, counts
+        labels.append(Label(proposal.query_id, proposal.doc_id, grade, record, proposal.kind, line))
+    labels, refused = _keep_a_relevant_document(review, current, labels)
+    for label in labels:
+        counts["removed" if label.kind == "remove" else "added"] += 1
+        counts["zero"] += label.kind == "add" and label.grade == 0
+    counts["refused"] = len(refused)
+    return Plan(labels, counts, refused)
+
+
+def _keep_a_relevant_document(
+    review: Review, current: Mapping[str, Mapping[str, int]], labels: Sequence[Label]
+) -> tuple[list[Label], list[str]]:
+    """Refuse the labels that would leave a query with judgments but no relevant document
+    (the golden set would not load): its removals, else (a query with no relevant label
+    yet) its grade-0 additions. Returns the labels kept and one message per refusal."""
+    groups: dict[str, list[Label]] = {}
+    for label in labels:
+        groups.setdefault(label.query_id, []).append(label)
+    refused: set[int] = set()
+    messages: list[str] = []
+    for query_id, group in groups.items():
+        grades = {**current[query_id], **{label.doc_id: label.grade for label in group}}
+        if any(grade > 0 for grade in grades.values()):
+            continue
+        removals = [label for label in group if label.kind == "remove"]
+        for label in removals or group:
+            refused.add(id(label))
+            where = f"{review.path}:{label.line}"
+            if label.kind == "remove":
+                messages.append(
+                    f"{where}: removing {label.doc_id!r} would leave query {query_id!r} with "
+                    "no relevant document; reject this decision, or first give another "
+                    f"document of {query_id!r} a grade >= 1 (in the review or the golden set)"
+                )
+            else:
+                messages.append(
+                    f"{where}: query {query_id!r} has no relevant document, and grade 0 for "
+                    f"{label.doc_id!r} would make it a judged query without one; grade a "
+                    f"relevant document of {query_id!r} 1-3 in the review (or the golden "
+                    "set), or reject this decision"
+                )
+    return [label for label in labels if id(label) not in refused], messages
+
+
+def utc(at: str) -> str:
+    """An ISO 8601 time as UTC to the second, the way baselines and reports write it
+    (``...+00:00``), so every label's ``at`` reads alike; a time without a zone is taken
+    as UTC, text that is no time is kept as it is."""
+    try:
+        moment = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    except ValueError:
+        return at
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat(timespec="seconds")
 
 
 def _unapplied(proposal: Proposal, accept_judge: bool) -> str:
@@ -225,18 +296,20 @@ def entry_spans(text: str) -> list[tuple[int, int]]:
 
 def dump_like(value: Any, original: str, column: int, ascii_only: bool) -> str:
     """``value`` as JSON in the layout of ``original`` (the text it replaces, which starts at
-    ``column`` of its line): one line with the same separators, or indented the same way."""
+    ``column`` of its line): one line with the same separators, or indented the same way
+    with the same line ending."""
     if "\n" not in original:
         separators = (
             ", " if re.search(r",\s", original) or "," not in original else ",",
             ": " if re.search(r":\s", original) else ":",
         )
         return json.dumps(value, ensure_ascii=ascii_only, separators=separators)
+    ending = "\r\n" if "\r\n" in original else "\n"
     lines = original.split("\n")
     inner = lines[1][: len(lines[1]) - len(lines[1].lstrip(" \t"))]
     unit = inner[column:] or "  "
     text = json.dumps(value, ensure_ascii=ascii_only, indent=unit)
-    return text.replace("\n", "\n" + original_indent(lines[-1], column))
+    return text.replace("\n", ending + original_indent(lines[-1], column))
 
 
 def original_indent(last_line: str, column: int) -> str:
@@ -314,30 +387,32 @@ def run(args: argparse.Namespace) -> int:
             + "; ".join(problems)
             + f"; pool {golden_path} again to make its review file"
         )
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    labels, counts = plan(
+    from ._io import atomic_write, now
+
+    decided = plan(
         review,
         golden,
         accept_judge=args.accept_judge,
         min_confidence=args.min_confidence,
         by=args.by,
-        now=now,
+        now=now(),
     )
+    for message in decided.refused:
+        print(f"refused: {message}", file=sys.stderr)
     by_query: dict[str, list[Label]] = {}
-    for label in labels:
+    for label in decided.labels:
         by_query.setdefault(label.query_id, []).append(label)
-    if labels and not args.dry_run:
-        text = golden_path.read_text(encoding="utf-8")
+    if by_query and not args.dry_run:
+        # bytes decoded as they are: no newline translation, so CRLF files keep every CRLF
+        text = golden_path.read_bytes().decode("utf-8")
         edit = edit_jsonl if golden_path.suffix == ".jsonl" else edit_json
         new_text = edit(text, by_query)
         _check(golden, new_text, output, set(by_query))
-        from ._io import atomic_write
-
         try:
             atomic_write(output, new_text)
         except OSError as exc:
             raise CliError(f"cannot write {output} ({exc.strerror or exc})") from None
-    _summary(args, output, counts, len(by_query))
+    _summary(args, output, decided.counts, len(by_query))
     return 0
 
 
@@ -353,11 +428,14 @@ def _check(before: GoldenSet, text: str, output: Path, changed: set[str]) -> Non
     folder = output.parent if output.parent.exists() else Path(".")
     handle, name = tempfile.mkstemp(prefix=".apply-", suffix=output.suffix, dir=folder)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
             stream.write(text)
         after = load_golden(name, require_relevant=False)
-    except GoldenError as exc:
-        raise CliError(f"internal error, nothing written: the edited golden set: {exc}") from None
+    except GoldenError as exc:  # named by the output and the place, never the temp file
+        raise CliError(
+            f"internal error, nothing written to {output}: the edited golden set would not "
+            f"load ({exc.where or 'the file'}: {exc.problem})"
+        ) from None
     finally:
         Path(name).unlink(missing_ok=True)
     old, new = before.query_fingerprints, after.query_fingerprints
@@ -377,6 +455,7 @@ def _summary(args: argparse.Namespace, output: Path, counts: Counter[str], queri
         f"removals applied; {queries} queries {verb}"
     )
     left = [
+        (counts["refused"], "refused (see above)"),
         (counts["rejected"], "rejected"),
         (counts["skipped"], "skipped (revisit with pytest-retrieval review)"),
         (counts["undecided"], "undecided"),

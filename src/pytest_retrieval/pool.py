@@ -12,11 +12,14 @@ Decisions (the rules the tests hold):
 
 - document text: ``--corpus``, else the golden set's ``corpus`` setting, else the text the
   report stored for the hit (cut to 200 characters by the report; the summary says how many
-  were judged on such a cut). A hit with no text anywhere is skipped and listed, not fatal.
-- budget, deadline, coverage: when the judge answers less than ``--min-coverage`` of the
-  pairs asked, pool fails (exit 1) and writes nothing; every answer it got is in the judge's
-  cache, so running it again (with a larger budget or later) pays only for the rest. Above
-  the coverage, the ungraded pairs are left out of the file and counted; a later run adds them.
+  were judged on such a cut). A hit with no text anywhere is skipped and listed.
+- budget, deadline, coverage: coverage is the share of the pooled pairs to judge that the
+  judge graded, a pair without text counting as not graded. Below ``--min-coverage`` pool
+  fails (exit 1) and writes nothing: before any call when too many pairs have no text (the
+  fix: ``--corpus``), else after judging; every answer it got is in the judge's cache, so
+  running it again (with a larger budget, later, or without ``--cache-only``) pays only for
+  the rest. Above the coverage, the ungraded pairs are left out of the file and counted; a
+  later run adds them.
 - resumable: an existing ``-o`` file is read first; its decided proposals are kept as they
   are (not judged again) while they still apply to the golden set, and undecided ones are
   replaced by this run's. Decisions are never dropped silently: the summary counts those
@@ -33,7 +36,6 @@ import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -254,22 +256,23 @@ def run(args: argparse.Namespace) -> int:
     kept, stale = _kept_decisions(previous, golden)
     corpus = _corpus(args, golden)
     todo, texts, no_text, cut = _to_judge(pool.items, kept, corpus)
+    asked = len(todo) + len(no_text)
+    if asked and len(todo) / asked < args.min_coverage:
+        raise CliError(
+            f"{len(no_text)} of the {asked} pairs to judge have no text ({_listed(no_text)}), "
+            f"so at most {len(todo) / asked:.0%} could be graded, below --min-coverage "
+            f"{args.min_coverage:.0%}; nothing judged or written to {args.output}. Pass "
+            "--corpus with their documents (or a lower --min-coverage to skip them)"
+        )
     judge = _judge(args)
     pairs = [_pair(item, texts[i]) for i, item in enumerate(todo)]
     if args.batch_submit is not None:
         return _submit(args, judge, pairs)
     verdicts = judge.judge(pairs)
     graded = sum(1 for v in verdicts if v.error is None)
-    coverage = graded / len(pairs) if pairs else 1.0
+    coverage = graded / asked if asked else 1.0
     if coverage < args.min_coverage:
-        why = f" ({judge.stopped})" if judge.stopped else ""
-        causes = "; ".join(f"{c} ({n})" for c, n in judge.causes.most_common(3))
-        raise CliError(
-            f"the judge graded {graded} of {len(pairs)} pairs ({coverage:.0%}, below "
-            f"--min-coverage {args.min_coverage:.0%}){why}{': ' + causes if causes else ''}; "
-            f"nothing written to {args.output}. The {graded} answers are cached: run pool "
-            "again (a larger --max-calls/--deadline, or later) to judge only the rest"
-        )
+        raise CliError(_not_covered(args, judge, graded, asked, len(no_text)))
     fresh: list[Proposal] = []
     ungraded = 0
     for item, text, verdict in zip(todo, texts, verdicts, strict=True):
@@ -289,6 +292,33 @@ def run(args: argparse.Namespace) -> int:
         args, pool, proposals, judge, len(kept), stale, ungraded, no_text, cut, len(pairs)
     )
     return 0
+
+
+def _not_covered(
+    args: argparse.Namespace, judge: Judge, graded: int, asked: int, no_text: int
+) -> str:
+    """Why coverage fell short, in this command's option names, and the fix."""
+    from .synth import cli_words
+
+    why = f" ({cli_words(judge.stopped)})" if judge.stopped else ""
+    causes = "; ".join(f"{cli_words(c)} ({n})" for c, n in judge.causes.most_common(3))
+    skipped = f", {no_text} without text" if no_text else ""
+    fix = (
+        "run pool again without --cache-only to ask the judge for the rest"
+        if args.cache_only
+        else "run pool again (a larger --max-calls/--deadline, or later) to judge only the rest"
+    )
+    return (
+        f"the judge graded {graded} of {asked} pairs{skipped} ({graded / asked:.0%}, below "
+        f"--min-coverage {args.min_coverage:.0%}){why}{': ' + causes if causes else ''}; "
+        f"nothing written to {args.output}. The {graded} answers are cached: {fix}"
+    )
+
+
+def _listed(names: Sequence[str]) -> str:
+    """The first few names, then a count."""
+    more = f" and {len(names) - LISTED} more" if len(names) > LISTED else ""
+    return ", ".join(names[:LISTED]) + more
 
 
 def _previous(path: Path, golden: GoldenSet) -> Review | None:
@@ -453,9 +483,11 @@ def _merge(
 def _header(
     args: argparse.Namespace, golden: GoldenSet, judge: Judge, previous: Review | None
 ) -> dict[str, Any]:
+    from ._io import now
+
     created = previous.header.get("created") if previous is not None else None
     if not isinstance(created, str):
-        created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        created = now()
     return {
         "golden": str(args.golden),
         "golden_fingerprint": golden.fingerprint,
@@ -562,10 +594,8 @@ def _print_summary(
     if cut:
         print(f"{cut} documents judged on the report's cut text: pass --corpus for full text")
     if no_text:
-        shown = ", ".join(no_text[:LISTED])
-        more = f" and {len(no_text) - LISTED} more" if len(no_text) > LISTED else ""
         print(
-            f"{len(no_text)} hits skipped, no text for them ({shown}{more}): pass --corpus "
-            "with their documents"
+            f"{len(no_text)} hits skipped, no text for them ({_listed(no_text)}): pass "
+            "--corpus with their documents"
         )
     print(f"next: pytest-retrieval review {args.output}")

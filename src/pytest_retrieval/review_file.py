@@ -22,6 +22,8 @@ KINDS = ("add", "remove")
 ACTIONS = ("accept", "grade", "reject", "skip")
 JUDGE_GRADES = range(0, 4)  # the 0-3 scale
 HEADER_KEY = "pytest_retrieval_review"
+#: the fix for a malformed line: a review file is written by ``pool``, not by hand
+REMAKE = "fix that line, or make the file again with 'pytest-retrieval pool'"
 
 
 class ReviewFileError(Exception):
@@ -93,11 +95,13 @@ class Proposal:
 
 @dataclass(frozen=True)
 class Review:
-    """A read review file."""
+    """A read review file; ``lines`` holds each proposal's line number, for messages that
+    point at a decision."""
 
     path: Path
     header: dict[str, Any]
     proposals: tuple[Proposal, ...]
+    lines: tuple[int, ...]
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,17 +117,21 @@ def read_review(path: Path) -> Review:
             f"{path}: no such review file; make one with 'pytest-retrieval pool'"
         ) from None
     except OSError as exc:
-        raise ReviewFileError(f"{path}: cannot read the review file ({exc.strerror})") from None
+        raise ReviewFileError(
+            f"{path}: cannot read the review file ({exc.strerror}); check the path and its "
+            "permissions"
+        ) from None
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a BOM (from a Windows editor) is skipped
     except UnicodeDecodeError as exc:
         bad_line = data[: exc.start].count(b"\n") + 1
         raise ReviewFileError(
-            f"{path}:{bad_line}: not UTF-8 text; a review file is JSON Lines written by "
-            "'pytest-retrieval pool'"
+            f"{path}:{bad_line}: not UTF-8 text (a review file is JSON Lines written by "
+            f"'pytest-retrieval pool'); {REMAKE}"
         ) from None
     header: dict[str, Any] | None = None
     proposals: list[Proposal] = []
+    lines: list[int] = []
     seen: dict[tuple[str, str, str], int] = {}
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -140,9 +148,10 @@ def read_review(path: Path) -> Review:
             )
         seen[proposal.key] = number
         proposals.append(proposal)
+        lines.append(number)
     if header is None:
         raise ReviewFileError(f"{path}: empty review file; make one with 'pytest-retrieval pool'")
-    return Review(path=path, header=header, proposals=tuple(proposals))
+    return Review(path=path, header=header, proposals=tuple(proposals), lines=tuple(lines))
 
 
 def _json_line(path: Path, number: int, line: str) -> Any:
@@ -151,7 +160,7 @@ def _json_line(path: Path, number: int, line: str) -> Any:
     except json.JSONDecodeError as exc:
         raise ReviewFileError(
             f"{path}:{number}: not JSON ({exc.msg} at column {exc.colno}); each line of a "
-            "review file is one JSON object"
+            f"review file is one JSON object: {REMAKE}"
         ) from None
 
 
@@ -165,11 +174,12 @@ def _header(path: Path, number: int, value: Any) -> dict[str, Any]:
     if not _is_int(version) or version != REVIEW_VERSION:
         raise ReviewFileError(
             f"{path}:{number}: review file version {version!r}; this pytest-retrieval reads "
-            f"version {REVIEW_VERSION} (upgrade it, or make the file again with 'pool')"
+            f"version {REVIEW_VERSION}; upgrade pytest-retrieval, or make the file again with "
+            "'pytest-retrieval pool'"
         )
     if not isinstance(value.get("golden"), str):
         raise ReviewFileError(
-            f"{path}:{number}: the header's 'golden' must be the golden set's path (a string)"
+            f"{path}:{number}: the header has no 'golden' path (a string); {REMAKE}"
         )
     return value
 
@@ -193,13 +203,15 @@ _FIELDS = (
 def _proposal(path: Path, number: int, value: Any) -> Proposal:
     where = f"{path}:{number}"
     if not isinstance(value, dict):
-        raise ReviewFileError(f"{where}: a proposal must be a JSON object")
+        raise ReviewFileError(f"{where}: a proposal must be a JSON object; {REMAKE}")
     missing = [name for name in _FIELDS if name not in value]
     if missing:
-        raise ReviewFileError(f"{where}: proposal without {', '.join(map(repr, missing))}")
+        raise ReviewFileError(
+            f"{where}: proposal without {', '.join(map(repr, missing))}; {REMAKE}"
+        )
     problem = _proposal_problem(value)
     if problem:
-        raise ReviewFileError(f"{where}: {problem}")
+        raise ReviewFileError(f"{where}: {problem}; {REMAKE}")
     decision = value["decision"]
     return Proposal(
         query_id=value["query_id"],
@@ -222,7 +234,7 @@ def _proposal(path: Path, number: int, value: Any) -> Proposal:
 
 
 def _proposal_problem(value: dict[str, Any]) -> str | None:
-    """The first thing wrong with a proposal object, with the fix, or None."""
+    """The first thing wrong with a proposal object (the caller adds the fix), or None."""
     for name in ("query_id", "query", "doc_id", "text", "reason"):
         if not isinstance(value[name], str):
             return f"'{name}' must be a string, got {value[name]!r}"
@@ -307,7 +319,9 @@ def write_review(path: Path, header: Mapping[str, Any], proposals: Sequence[Prop
     keys: set[tuple[str, str, str]] = set()
     for proposal in proposals:
         if proposal.key in keys:
-            raise ReviewFileError(f"{path}: proposal {list(proposal.key)} given twice")
+            raise ReviewFileError(
+                f"{path}: proposal {list(proposal.key)} given twice; give each key once"
+            )
         keys.add(proposal.key)
     head = {HEADER_KEY: REVIEW_VERSION, **{k: v for k, v in header.items() if k != HEADER_KEY}}
     lines = [_line(head)]
@@ -344,4 +358,6 @@ def record_decision(path: Path, key: tuple[str, str, str], decision: Decision | 
                 "been made again by 'pool' since the page was loaded: reload it"
             )
         write_review(path, review.header, proposals)
-        return Review(path=path, header=review.header, proposals=tuple(proposals))
+        # write_review puts the header on line 1, then one proposal per line
+        lines = tuple(range(2, len(proposals) + 2))
+        return Review(path=path, header=review.header, proposals=tuple(proposals), lines=lines)
