@@ -48,7 +48,7 @@ def atomic_write(path: Path, text: str | Iterable[str]) -> None:
             os.umask(umask)
             mode = 0o666 & ~umask
         os.chmod(tmp, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             if isinstance(text, str):
                 handle.write(text)
             else:
