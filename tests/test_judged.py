@@ -16,7 +16,12 @@ import numpy as np
 import pytest
 from ir_measures import Judged
 
-from pytest_retrieval.compare import compare_runs, compare_to_baseline, entry_from_result
+from pytest_retrieval.compare import (
+    compare_runs,
+    compare_to_baseline,
+    entry_from_result,
+    unjudged_hits,
+)
 from pytest_retrieval.evaluation import evaluate
 from pytest_retrieval.metrics import (
     FAMILIES,
@@ -28,7 +33,7 @@ from pytest_retrieval.metrics import (
     grade_matrix,
     parse_metric,
 )
-from pytest_retrieval.results import JUDGED_GAP, Comparison, UnjudgedHits
+from pytest_retrieval.results import JUDGED_GAP, Comparison, MetricChange, UnjudgedHits
 from pytest_retrieval.verdicts import THRESHOLD
 
 KS = (1, 2, 3, 5, 10, 20)
@@ -162,12 +167,18 @@ def test_ab_comparison_warns_when_judged_at_k_is_much_lower(tmp_path: Path) -> N
     assert compare_runs(other, reference, {}).unjudged is None  # higher is no warning
     assert compare_runs(reference, reference, {}).unjudged is None
     message = comparison.unjudged.message(comparison.reference)
-    assert message.startswith("judged@3 is 0.3333 against 1.0000 for retriever judged")
+    assert message.startswith(
+        "judged@3 is 0.3333 against 1.0000 for retriever judged (more than 0.1 lower): "
+    )
     assert "recall@3 and ndcg@3 may be understated" in message
     # the JSON report's round trip keeps the decision, and says it in words
     stored = comparison.to_dict()
     pool = "pytest-retrieval pool GOLDEN REPORT.json -o review.jsonl"
     assert stored["unjudged"]["message"] == f"{message}: {pool}"
+    named = comparison.to_dict(str(path))["unjudged"]["message"]  # the golden set's path
+    assert named.endswith(
+        f"pytest-retrieval pool {os.path.relpath(path)} REPORT.json -o review.jsonl"
+    )
     assert Comparison.from_dict(json.loads(json.dumps(stored))).unjudged == comparison.unjudged
     assert Comparison.from_dict({**stored, "unjudged": None}).unjudged is None
 
@@ -191,6 +202,72 @@ def test_the_warning_needs_more_than_the_gap(tmp_path: Path) -> None:
     assert compare_runs(reference, small, {}).unjudged is None
     found = compare_runs(reference, large, {}).unjudged
     assert found is not None and found.current == pytest.approx(1 - 1 / 6)
+
+
+def holes(reference: float, current: float) -> UnjudgedHits | None:
+    """The warning for judged@10 of ``reference`` against ``current``."""
+    return unjudged_hits([MetricChange("judged@10", reference, current, 0.0)], 10)
+
+
+ABSOLUTE = "(more than 0.1 lower)"
+RELATIVE = "(more than 25% and at least 0.02 lower)"
+
+
+@pytest.mark.parametrize(
+    ("reference", "current", "words"),
+    [
+        (0.9, 0.8, None),  # exactly 0.1 lower, 11% lower: neither arm
+        (0.9, 0.7999, ABSOLUTE),  # just over 0.1 lower
+        (0.5, 0.4, None),  # 0.1 lower is exactly 20%: neither arm
+        (0.08, 0.06, None),  # exactly a quarter lower (0.75 x), 0.02 lower
+        (0.08, 0.0599, RELATIVE),  # just over a quarter lower, 0.0201 lower
+        (0.04, 0.02, RELATIVE),  # half, exactly 0.02 lower: the floor is inclusive
+        (0.04, 0.0201, None),  # half, 0.0199 lower: under the floor
+        (0.0927, 0.0326, RELATIVE),  # the reviewer's synth A/B: 65% lower, 0.06
+        (0.5, 0.36, ABSOLUTE),  # both arms: the absolute one is named
+        (0.1, 0.1, None),
+        (0.0, 0.0, None),
+        (float("nan"), 0.0, None),
+        (0.5, float("nan"), None),
+    ],
+)
+def test_the_rule_has_an_absolute_and_a_relative_arm(
+    reference: float, current: float, words: str | None
+) -> None:
+    found = holes(reference, current)
+    if words is None:
+        assert found is None
+    else:
+        assert found == UnjudgedHits("judged@10", reference, current)
+        text = found.message("baseline b.json")
+        assert text.startswith(f"judged@10 is {current:.4f} against {reference:.4f} for ")
+        assert f"baseline b.json {words}: its top 10 holds" in text
+
+
+def test_a_sparse_golden_set_warns_by_the_relative_arm(tmp_path: Path) -> None:
+    """One judged doc per query (a fresh synth set): judged@10 <= 0.1, so only the relative
+    arm can warn. 14 of 40 queries keep it in the top 10: 0.035 against 0.1."""
+    queries = [{"id": f"q{i}", "query": f"query {i}", "relevant": {f"d{i}": 1}} for i in range(N)]
+    path = tmp_path / "sparse.json"
+    path.write_text(json.dumps({"name": "sparse", "k": 10, "queries": queries}))
+
+    def search(keep: int) -> object:
+        def run(query: str, k: int) -> list[str]:
+            i = int(query.split()[-1])
+            found = [f"d{i}"] if i % keep == 0 else []
+            return (found + [f"u{i}-{n}" for n in range(k)])[:k]
+
+        return run
+
+    reference = evaluate(search(1), path, retriever_id="all")
+    other = evaluate(search(3), path, retriever_id="third")
+    assert reference.metrics["judged@10"] == pytest.approx(0.1)
+    assert other.metrics["judged@10"] == pytest.approx(0.035)
+    comparison = compare_runs(reference, other, {})
+    assert comparison.unjudged == UnjudgedHits(
+        "judged@10", pytest.approx(0.1), pytest.approx(0.035)
+    )
+    assert RELATIVE in comparison.unjudged.message(comparison.reference)
 
 
 def test_baseline_without_judged_values_is_scored_from_its_rankings(tmp_path: Path) -> None:
@@ -289,9 +366,7 @@ def test_every_output_warns_against_the_baseline(project: pytest.Pytester) -> No
         jsonschema.validate(bad, json.loads(schema.read_text(encoding="utf-8")))
     assert unjudged["current"] == pytest.approx(1 / 3)
     assert unjudged["message"].startswith(words)
-    assert unjudged["message"].endswith(
-        "with: pytest-retrieval pool GOLDEN REPORT.json -o review.jsonl"
-    )
+    assert unjudged["message"].endswith(f"with: {POOL}")  # the golden set's path, as typed
     assert f"⚠️ {words}" in markdown and f"`{POOL}`" in markdown
     assert words in html and POOL in html
 

@@ -37,6 +37,8 @@ from .metrics import (
 )
 from .results import (
     JUDGED_GAP,
+    JUDGED_MIN_GAP,
+    JUDGED_SHARE_GAP,
     LATENCY,
     Comparison,
     EvaluationResult,
@@ -179,12 +181,20 @@ def _judged_of_rankings(
 
 def unjudged_hits(changes: Sequence[MetricChange], k: int) -> UnjudgedHits | None:
     """The warning that a run's top k holds many more unjudged documents than its
-    reference's: its judged@k (on the shared queries) more than JUDGED_GAP below."""
+    reference's: its judged@k (on the shared queries) more than JUDGED_GAP below the
+    reference's, or more than JUDGED_SHARE_GAP of it below while at least JUDGED_MIN_GAP
+    below (the rule at :data:`.results.JUDGED_GAP`)."""
     name = f"{JUDGED_FAMILY}@{k}"
     change = next((c for c in changes if c.metric == name), None)
-    if change is None or not change.baseline - change.current > JUDGED_GAP + TOLERANCE:
-        return None  # NaN on either side compares False: no warning
-    return UnjudgedHits(name, change.baseline, change.current)
+    if change is None:
+        return None
+    reference, current = change.baseline, change.current
+    gap = reference - current  # NaN on either side compares False: no warning
+    absolute = gap > JUDGED_GAP + TOLERANCE
+    share = current < (1 - JUDGED_SHARE_GAP) * reference - TOLERANCE
+    if not (absolute or (share and gap >= JUDGED_MIN_GAP - TOLERANCE)):
+        return None
+    return UnjudgedHits(name, reference, current)
 
 
 def _judge_depth(metrics: Iterable[str]) -> int:

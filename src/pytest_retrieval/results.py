@@ -9,6 +9,7 @@ read by every renderer. Nothing here decides anything; derived copies are made w
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
@@ -332,19 +333,25 @@ class QueryShifts:
         return cls(**values, depth=data.get("depth", 0), queries=queries)
 
 
-#: how much lower (absolute) a run's judged@k may be than its reference's before the
-#: comparison warns that its golden metrics may be understated: a tenth of the top k, one
-#: more unjudged doc per query at k = 10, moves recall and nDCG by as much as the share of
-#: relevant docs among those unjudged ones -- the size of change a gate is asked to catch
+#: The holes warning (decided by :func:`.compare.unjudged_hits`): a run's judged@k warns when
+#: it is more than JUDGED_GAP below its reference's, OR more than JUDGED_SHARE_GAP of the
+#: reference's below it (current < 0.75 x reference) while at least JUDGED_MIN_GAP below.
+#: The absolute arm: a tenth of the top k, one more unjudged doc per query at k = 10, moves
+#: recall and nDCG by as much as the share of relevant docs among those unjudged ones -- the
+#: size of change a gate is asked to catch. It can never fire on a sparse golden set (a fresh
+#: synth set judges one doc per query: judged@10 <= 0.1), hence the relative arm; its floor
+#: keeps a handful of docs on a sparse set (0.04 against 0.03) from warning.
 JUDGED_GAP = 0.10
+JUDGED_SHARE_GAP = 0.25
+JUDGED_MIN_GAP = 0.02
 
 
 @dataclass(frozen=True)
 class UnjudgedHits:
-    """This run's judged@k is more than JUDGED_GAP below its reference's on the queries both
-    share: its top k holds documents the golden set has not judged, which every golden metric
-    counts as not relevant, so its recall and nDCG may be understated against the reference.
-    Decided once by :mod:`.compare`; every output renders :meth:`message`."""
+    """This run's judged@k is much lower than its reference's on the queries both share (the
+    rule at JUDGED_GAP): its top k holds documents the golden set has not judged, which every
+    golden metric counts as not relevant, so its recall and nDCG may be understated against
+    the reference. Decided once by :mod:`.compare`; every output renders :meth:`message`."""
 
     metric: str  # judged@k at the evaluation's k
     reference: float  # the reference's judged@k on the shared queries
@@ -354,13 +361,21 @@ class UnjudgedHits:
     def k(self) -> int:
         return parse_metric(self.metric).k
 
+    @property
+    def rule(self) -> str:
+        """Which arm of the rule at JUDGED_GAP the values meet, in words (the absolute one
+        when both do)."""
+        if self.reference - self.current > JUDGED_GAP:
+            return f"more than {JUDGED_GAP:g} lower"
+        return f"more than {JUDGED_SHARE_GAP:.0%} and at least {JUDGED_MIN_GAP:g} lower"
+
     def message(self, against: str) -> str:
-        """The warning, naming the reference (``Comparison.reference``); it ends where the
-        :meth:`command` that fills the holes follows."""
+        """The warning, naming the reference (``Comparison.reference``) and the arm of the
+        rule that held; it ends where the :meth:`command` that fills the holes follows."""
         k = self.k
         return (
             f"{self.metric} is {self.current:.4f} against {self.reference:.4f} for {against} "
-            f"(more than {JUDGED_GAP:g} lower): its top {k} holds documents the golden set "
+            f"({self.rule}): its top {k} holds documents the golden set "
             f"has not judged, which count as not relevant, so its recall@{k} and ndcg@{k} may "
             "be understated. Pool them for the LLM judge to grade and you to review "
             "(REPORT.json: this run's --retrieval-report) with"
@@ -368,8 +383,9 @@ class UnjudgedHits:
 
     @staticmethod
     def command(golden: str) -> str:
-        """The command that pools the unjudged hits of this run's report into a review file."""
-        return f"pytest-retrieval pool {golden} REPORT.json -o review.jsonl"
+        """The command that pools the unjudged hits of this run's report into a review file
+        (``golden``: the golden set's path, given relative to the working directory)."""
+        return f"pytest-retrieval pool {os.path.relpath(golden)} REPORT.json -o review.jsonl"
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "reference": self.reference, "current": self.current}
@@ -412,14 +428,16 @@ class Comparison:
     def drifted(self) -> bool:
         return bool(self.added or self.removed or self.rejudged)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, golden: str = "GOLDEN") -> dict[str, Any]:
+        """The JSON report's comparison; ``golden``: the golden set's path, for the command
+        in the unjudged warning's words."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "shifts"}
         values["changes"] = [asdict(c) for c in self.changes]
         values["shifts"] = {name: shift.to_dict() for name, shift in self.shifts.items()}
         unjudged = self.unjudged
         values["unjudged"] = None
         if unjudged is not None:  # with its words, for readers of the JSON report
-            words = f"{unjudged.message(self.reference)}: {unjudged.command('GOLDEN')}"
+            words = f"{unjudged.message(self.reference)}: {unjudged.command(golden)}"
             values["unjudged"] = {**unjudged.to_dict(), "message": words}
         return values
 
@@ -679,7 +697,9 @@ class EvaluationResult:
             "baseline": {
                 "path": self.baseline_path,
                 "note": self.baseline_note,
-                "comparison": None if self.comparison is None else self.comparison.to_dict(),
+                "comparison": None
+                if self.comparison is None
+                else self.comparison.to_dict(self.golden_source),
                 "power": {name: list(pair) for name, pair in self.power.items()},
             },
             "judge": self.judge,
