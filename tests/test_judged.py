@@ -383,6 +383,7 @@ def test_every_output_warns_against_the_ab_reference(project: pytest.Pytester) -
     (ab,) = report["ab"]  # type: ignore[misc]
     assert ab["retriever"] == "holes"
     assert ab["comparison"]["unjudged"]["current"] == pytest.approx(1 / 3)
+    assert ab["comparison"]["unjudged"]["message"].endswith(f"with: {POOL}")
     assert f"⚠️ {words}" in markdown and f"`{POOL}`" in markdown
     assert words in html and POOL in html
     judged, holes = report["evaluations"]  # type: ignore[misc]

@@ -46,7 +46,7 @@ def json_report(
                 "golden": group.reference.golden_name,
                 "reference": group.reference.retriever_id,
                 "retriever": other.retriever_id,
-                "comparison": comparison.to_dict(),
+                "comparison": comparison.to_dict(other.golden_source),
             }
             for group in groups
             for other, comparison in group.others
