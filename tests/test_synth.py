@@ -19,7 +19,7 @@ from pytest_retrieval.cli import main
 from pytest_retrieval.corpus import CorpusError, Document, read_corpus
 from pytest_retrieval.golden import load_golden
 from pytest_retrieval.judge.prompts import SYNTH_PROMPT_VERSION
-from pytest_retrieval.synth import Duplicates, difficulty_of, pick, sample_order
+from pytest_retrieval.synth import Duplicates, difficulty_of, next_round, pick, sample_order
 
 CRANFIELD = Path(__file__).parent.parent / "example_golden" / "cranfield" / "corpus.jsonl"
 KEY = "sk-synth-test"
@@ -245,6 +245,21 @@ def test_a_bad_corpus_is_one_message_and_exit_1(
     assert not (tmp_path / "g.json").exists()
 
 
+def test_a_corpus_of_empty_documents_is_one_message(
+    server: JudgeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "allempty.jsonl"
+    corpus.write_text('{"_id": "1", "text": ""}\n{"_id": "2", "text": " \\n "}\n')
+    assert synth(server, corpus, tmp_path / "g.json", "--queries", "2") == 1
+    assert capsys.readouterr().err == (
+        f"pytest-retrieval synth: corpus {corpus}: all 2 documents are empty (no text, "
+        'no title)\n  fix: give the documents their text (BEIR: the "text" field; a folder: '
+        "the files' contents)\n"
+    )
+    assert server.requests == []
+    assert not (tmp_path / "g.json").exists()
+
+
 # ---------------------------------------------------------------------------- sampling
 
 
@@ -265,12 +280,53 @@ def test_stratified_order_is_proportional_at_every_prefix() -> None:
     assert quartile == {0: 2, 1: 2, 2: 2, 3: 2}  # cuts: the lengths at 1/4, 1/2, 3/4
 
 
-def test_stratify_by_a_field(server: JudgeServer, tmp_path: Path) -> None:
+def test_stratify_by_a_field(
+    server: JudgeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     corpus = small_corpus(tmp_path / "corpus.jsonl")
     out = tmp_path / "g.json"
     assert synth(server, corpus, out, "--queries", "8", "--stratify-by", "origin") == 0
-    sources = Counter(int(q["metadata"]["source_doc"][1:]) % 4 == 0 for q in read(out)["queries"])
-    assert 1 <= sources[True] <= 3  # "papers" are a quarter of the corpus
+    papers = sum(int(q["metadata"]["source_doc"][1:]) % 4 == 0 for q in read(out)["queries"])
+    assert 1 <= papers <= 3  # "papers" are a quarter of the corpus
+    counts = read(tmp_path / "g.json.synth.json")["counts"]
+    strata = counts["strata"]
+    assert list(strata) == ['"manuals"', '"papers"']
+    assert [s["documents"] for s in strata.values()] == [30, 10]
+    assert [s["output"] for s in strata.values()] == [8 - papers, papers]
+    sampled = [s["sampled"] for s in strata.values()]
+    assert sum(sampled) == counts["sampled_documents"]
+    assert abs(sampled[1] - counts["sampled_documents"] / 4) <= 1
+    assert (
+        "strata by origin (documents, sampled, in the output): "
+        f'"manuals" {30}, {sampled[0]}, {8 - papers}; "papers" {10}, {sampled[1]}, {papers}'
+    ) in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("field", "metadata", "listed"),
+    [
+        ("orign", True, "the documents' metadata fields: origin (or use length or source)"),
+        ("origin", False, "the documents have no metadata fields (use length or source)"),
+    ],
+)
+def test_stratify_by_a_field_no_document_has_is_a_usage_error(
+    server: JudgeServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    field: str,
+    metadata: bool,
+    listed: str,
+) -> None:
+    corpus = small_corpus(tmp_path / "corpus.jsonl")
+    if not metadata:
+        records = [json.loads(line) for line in corpus.read_text().splitlines()]
+        corpus.write_text(
+            "".join(json.dumps({"_id": r["_id"], "text": r["text"]}) + "\n" for r in records)
+        )
+    assert synth(server, corpus, tmp_path / "g.json", "--queries", "8", "--stratify-by", field) == 2
+    err = capsys.readouterr().err
+    assert f"error: --stratify-by {field!r}: no document of {corpus} has it; {listed}\n" in err
+    assert server.requests == []
 
 
 # ---------------------------------------------------------------------------- filters
@@ -297,6 +353,35 @@ def test_near_duplicates_of_an_existing_golden_set_are_dropped(
     assert counts["near_duplicates_of_existing"] >= 10
     old = {q["query"] for q in read(first)["queries"]}
     assert not old & {q["query"] for q in read(again)["queries"]}
+
+
+def test_rounds_grow_at_most_twofold_at_the_last_rounds_keep_rate() -> None:
+    assert next_round(10, None, 0) == 14  # first round: 0.8 kept per task assumed, + 10%
+    assert next_round(20, 0.5, 100) == 44
+    assert next_round(3, 0.9, 413) == 8  # at least 8
+    assert next_round(45, 5 / 69, 69) == 138  # 686 at that rate: twice the last round
+    assert next_round(45, 0.0, 69) == 138  # nothing kept: twice the last round
+
+
+def test_an_existing_golden_set_covering_the_front_costs_little(
+    server: JudgeServer, tmp_path: Path
+) -> None:
+    """--golden of a run with the same seed: its queries are the front of the sampling order,
+    so the first rounds keep (almost) nothing; a cumulative keep rate then asked for the
+    whole corpus. Now the rounds grow at most twofold."""
+    corpus = tmp_path / "cranfield.jsonl"
+    corpus.write_text("".join(CRANFIELD.read_text(encoding="utf-8").splitlines(True)[:600]))
+    first = tmp_path / "first.json"
+    assert synth(server, corpus, first, "--queries", "50", "--seed", "7") == 0
+    cold = len(server.requests)
+    again = tmp_path / "again.json"
+    args = ("--queries", "50", "--seed", "7", "--golden", str(first))
+    assert synth(server, corpus, again, *args) == 0
+    counts = read(tmp_path / "again.json.synth.json")["counts"]
+    assert counts["near_duplicates_of_existing"] == 50
+    assert (counts["rounds"], counts["sampled_documents"]) == (2, 207)  # 69, then 2 x 69
+    # round 1 is in the cache (the first run's); round 2's 138 queries written and graded
+    assert len(server.requests) - cold == 2 * 138
 
 
 def test_per_doc_styles_rotate(server: JudgeServer, tmp_path: Path) -> None:

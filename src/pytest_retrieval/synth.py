@@ -5,7 +5,9 @@ The pipeline, each step counted in the summary (printed, and written beside the 
 
 1. **Sample.** Documents (empty ones left out) in a seeded order; with ``--stratify-by`` the
    order is stratified at every prefix (each stratum's documents are spread evenly through
-   it), so any number taken from the front covers the strata in proportion. Each document
+   it), so any number taken from the front covers the strata in proportion (a field no
+   document has is a usage error; the summary counts each stratum's documents, sampled
+   documents and output queries). A corpus of empty documents only is an error. Each document
    gets ``--per-doc`` styles, rotated through ``--styles`` so the styles stay balanced.
 2. **Write** one query per (document, style) through the judge's client
    (:meth:`~pytest_retrieval.judge.Judge.complete`): its cache, retries, budgets, deadline
@@ -24,7 +26,11 @@ The pipeline, each step counted in the summary (printed, and written beside the 
    medium = 2-10, hard = below 10 or not found; ``--quota`` picks the output by those shares.
 
 Rounds: more documents are taken until enough queries survive (the pool: ``--queries``, or
-``--pool``; 1.5 times ``--queries`` with ``--quota``) or the corpus runs out.
+``--pool``; 1.5 times ``--queries`` with ``--quota``) or the corpus runs out. A round is
+sized by the keep rate of the round before (0.8 assumed at first) and grows at most twofold,
+so a ``--golden`` set that already holds the front of the order (an earlier run with the same
+seed) costs a few doubling rounds, not the whole corpus. The output does not depend on the
+rounds: tasks are filtered in order and the pool is the first ones kept.
 
 Failure rules: when the judge covers less than ``--min-coverage`` of what a step asked (a
 budget or deadline stopped it, an endpoint failed), or the corpus yields fewer queries than
@@ -221,16 +227,21 @@ def stratum_of(document: Document, by: str | None, length_cuts: Sequence[int]) -
     return "(none)" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
+def strata_of(documents: Sequence[Document], by: str | None) -> list[str]:
+    """Each document's stratum (length quartiles cut at these documents' lengths)."""
+    sizes = sorted(len(d.text) for d in documents)
+    cuts = [sizes[len(sizes) * q // 4] for q in (1, 2, 3)] if sizes else []
+    return [stratum_of(document, by, cuts) for document in documents]
+
+
 def sample_order(documents: Sequence[Document], by: str | None, seed: int) -> list[Document]:
     """Documents in a seeded order; stratified, every prefix holds the strata in proportion
     (a document's place is (its rank in its shuffled stratum + a random offset) / stratum
     size, so a stratum's documents are spread evenly through the order)."""
     rng = random.Random(f"synth-sample-{seed}")
-    sizes = sorted(len(d.text) for d in documents)
-    cuts = [sizes[len(sizes) * q // 4] for q in (1, 2, 3)]
     strata: dict[str, list[Document]] = {}
-    for document in documents:
-        strata.setdefault(stratum_of(document, by, cuts), []).append(document)
+    for document, stratum in zip(documents, strata_of(documents, by), strict=True):
+        strata.setdefault(stratum, []).append(document)
     placed: list[tuple[float, int, Document]] = []
     for number, name in enumerate(sorted(strata)):
         members = strata[name]
@@ -253,6 +264,22 @@ class Task:
     def query_id(self) -> str:
         digest = hashlib.sha256(f"{self.document.id}\n{self.style}".encode()).hexdigest()
         return f"synth-{digest[:12]}"
+
+
+def check_stratify_by(documents: Sequence[Document], by: str | None, corpus: Path) -> None:
+    """A metadata field no document has would put every document in one stratum, silently:
+    a usage error listing the fields the documents do have."""
+    from .cli import UsageError
+
+    if by is None or by in ("length", "source") or any(by in d.metadata for d in documents):
+        return
+    fields = sorted({name for d in documents for name in d.metadata})
+    listed = (
+        f"the documents' metadata fields: {', '.join(fields)} (or use length or source)"
+        if fields
+        else "the documents have no metadata fields (use length or source)"
+    )
+    raise UsageError(f"--stratify-by {by!r}: no document of {corpus} has it; {listed}")
 
 
 def tasks_for(order: Sequence[Document], styles: Sequence[str], per_doc: int) -> list[Task]:
@@ -330,6 +357,8 @@ class Counts:
     difficulty: Counter[str] = field(default_factory=Counter)
     quota_short: dict[str, int] = field(default_factory=dict)
     output: int = 0
+    #: with --stratify-by: per stratum, its documents, those sampled, its output queries
+    strata: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class Submitted(Exception):
@@ -360,14 +389,16 @@ class Pipeline:
     def run(self, tasks: Sequence[Task], target: int) -> list[Candidate]:
         pool: list[Candidate] = []
         start = 0
+        size = 0
+        rate: float | None = None
         while len(pool) < target and start < len(tasks):
-            missing = target - len(pool)
-            rate = len(pool) / start if pool else 0.8  # kept per task (0.8 at first)
-            size = max(8, math.ceil(missing / max(rate, 0.05) * 1.1))
+            size = next_round(target - len(pool), rate, size)
             chunk = tasks[start : start + size]
             start += len(chunk)
             self.counts.rounds += 1
-            pool.extend(self.round(chunk))
+            kept = self.round(chunk)
+            pool.extend(kept)
+            rate = len(kept) / len(chunk)
         self.counts.sampled_documents = len({t.document.id for t in tasks[:start]})
         return pool[:target]
 
@@ -459,6 +490,17 @@ class Pipeline:
             f"most common cause: {cli_words(cause)}. Nothing was written to -o; the answers "
             "received are in the cache, so running again asks only for the rest"
         )
+
+
+def next_round(missing: int, rate: float | None, previous: int) -> int:
+    """Tasks for the next round: the missing queries at the last round's keep rate (``None``
+    before the first round: 0.8), plus 10%; at least 8, at most twice the last round (a
+    round that kept little, e.g. all near-duplicates of ``--golden``, says little about
+    the next)."""
+    if rate is None:
+        return max(8, math.ceil(missing / 0.8 * 1.1))
+    wanted = math.ceil(missing / rate * 1.1) if rate > 0 else 2 * previous
+    return max(8, min(wanted, 2 * previous))
 
 
 def cli_words(text: str) -> str:
@@ -639,7 +681,9 @@ def golden_document(
     return document
 
 
-def summary_lines(counts: Counts, settings: Settings, requested: int) -> list[str]:
+def summary_lines(
+    counts: Counts, settings: Settings, requested: int, by: str | None = None
+) -> list[str]:
     lines = [
         f"documents: {counts.documents} ({counts.empty_documents} empty, left out); "
         f"sampled {counts.sampled_documents} in {counts.rounds} round(s)",
@@ -651,6 +695,12 @@ def summary_lines(counts: Counts, settings: Settings, requested: int) -> list[st
         f"graded the source document below relevant)" + _causes(counts.not_graded),
         f"kept: {counts.kept} (pool {settings.pool})",
     ]
+    if counts.strata:
+        strata = "; ".join(
+            f"{name} {c['documents']}, {c['sampled']}, {c['output']}"
+            for name, c in counts.strata.items()
+        )
+        lines.append(f"strata by {by} (documents, sampled, in the output): {strata}")
     if counts.difficulty:
         levels = ", ".join(f"{k} {counts.difficulty[k]}" for k in (*DIFFICULTIES, "unknown"))
         lines.append(f"difficulty of the pool: {levels}")
@@ -708,6 +758,7 @@ def sidecar(counts: Counts, settings: Settings, args: argparse.Namespace) -> dic
             "difficulty": dict(sorted(counts.difficulty.items())),
             "quota_short": counts.quota_short,
             "output": counts.output,
+            "strata": counts.strata,
         },
     }
 
@@ -735,8 +786,21 @@ def run(args: argparse.Namespace) -> int:
         documents = read_corpus(args.corpus)
     except CorpusError as exc:
         raise CliError(str(exc)) from None
-    existing = existing_queries(args.golden)
     usable = [d for d in documents if d.text.strip()]
+    if not usable:
+        raise CliError(
+            str(
+                CorpusError(
+                    args.corpus,
+                    "",
+                    f"all {len(documents)} documents are empty (no text, no title)",
+                    'give the documents their text (BEIR: the "text" field; a folder: the '
+                    "files' contents)",
+                )
+            )
+        )
+    check_stratify_by(usable, args.stratify_by, args.corpus)
+    existing = existing_queries(args.golden)
     order = sample_order(usable, args.stratify_by, args.seed)
     tasks = tasks_for(order, settings.styles, settings.per_doc)
     submit = None if args.batch is None else batch_submitter(judge, args.batch_state)
@@ -751,16 +815,21 @@ def run(args: argparse.Namespace) -> int:
     if args.batch is not None:
         print("nothing to submit: every request is in the cache; run without --batch")
         return 0
+    sampled = order[: counts.sampled_documents]
+    if args.stratify_by is not None:  # "in the output": the survivors, if too few
+        counts.strata = strata_counts(usable, sampled, pool, args.stratify_by)
     if len(pool) < args.queries:
         raise CliError(
             f"only {len(pool)} of the {args.queries} queries asked for survive the filters "
             f"from the {len(usable)} documents of {args.corpus} (see the counts below); ask "
             "for fewer with --queries, or more per document with --per-doc. Nothing was "
-            "written\n" + "\n".join(summary_lines(counts, settings, args.queries))
+            "written\n" + "\n".join(summary_lines(counts, settings, args.queries, args.stratify_by))
         )
     tag_difficulty(args, pool, counts)
     picked, counts.quota_short = pick(pool, args.queries, settings.quota)
     counts.output = len(picked)
+    if args.stratify_by is not None:
+        counts.strata = strata_counts(usable, sampled, picked, args.stratify_by)
     document = golden_document(picked, args.corpus, args.output, args.judge_model, args.seed)
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -771,7 +840,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    for line in summary_lines(counts, settings, args.queries):
+    for line in summary_lines(counts, settings, args.queries, args.stratify_by):
         print(line)
     usage = judge.summary()
     print(
@@ -780,6 +849,23 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"wrote {args.output} ({counts.output} queries) and {args.output.name}.synth.json")
     return 0
+
+
+def strata_counts(
+    usable: Sequence[Document],
+    sampled: Sequence[Document],
+    picked: Sequence[Candidate],
+    by: str,
+) -> dict[str, dict[str, int]]:
+    """Per stratum (sorted by name): its documents, those sampled, its output queries."""
+    stratum = dict(zip((d.id for d in usable), strata_of(usable, by), strict=True))
+    documents = Counter(stratum.values())
+    taken = Counter(stratum[d.id] for d in sampled)
+    output = Counter(stratum[c.task.document.id] for c in picked)
+    return {
+        name: {"documents": documents[name], "sampled": taken[name], "output": output[name]}
+        for name in sorted(documents)
+    }
 
 
 def tag_difficulty(args: argparse.Namespace, pool: list[Candidate], counts: Counts) -> None:
