@@ -282,10 +282,19 @@ def test_a_decision_leaving_a_query_no_relevant_document_is_refused_the_rest_app
 ) -> None:
     golden: dict[str, Any] = json.loads(json.dumps(GOLDEN))
     golden["queries"].append({"id": "open", "query": "open"})  # no labels yet
+    golden["queries"].append({"id": "pair", "query": "pair", "relevant": {"d1": 1, "d2": 1}})
     monkeypatch.chdir(tmp_path)
     Path("golden.json").write_text(indented(golden), encoding="utf-8")
     accepted = ("accept", None)
     open_zero = replace(proposal("apple", "d3", 0, accepted), query_id="open", query="open")
+    pair = [
+        replace(
+            proposal("apple", doc, 0, accepted, kind="remove", current=1),
+            query_id="pair",
+            query="pair",
+        )
+        for doc in ("d1", "d2")
+    ]
     review = [
         proposal("apple", "d2", 1, accepted),
         # juice's only relevant label, removed: refused
@@ -298,9 +307,12 @@ def test_a_decision_leaving_a_query_no_relevant_document_is_refused_the_rest_app
         proposal("bread", "d6", 2, accepted),
         # an open query given only a grade 0: refused
         open_zero,
+        # pair's two relevant labels, removed together: both refused, each naming the other
+        *pair,
     ]
     write_review(tmp_path / "review.jsonl", HEADER, review)
-    assert main(["apply", "review.jsonl", "golden.json"]) == 0
+    # a person's decision refused: exit status 1 (a script notices), the rest still written
+    assert main(["apply", "review.jsonl", "golden.json"]) == 1
     relevant = {
         q.id: q.relevant for q in load_golden("golden.json", require_relevant=False).queries
     }
@@ -310,6 +322,7 @@ def test_a_decision_leaving_a_query_no_relevant_document_is_refused_the_rest_app
         "cherry": {"d3": 0, "d6": 1},
         "juice": {"d6": 1},
         "open": {},
+        "pair": {"d1": 1, "d2": 1},
     }
     captured = capsys.readouterr()
     assert captured.err.splitlines() == [
@@ -319,11 +332,67 @@ def test_a_decision_leaving_a_query_no_relevant_document_is_refused_the_rest_app
         "refused: review.jsonl:8: query 'open' has no relevant document, and grade 0 for 'd3' "
         "would make it a judged query without one; grade a relevant document of 'open' 1-3 in "
         "the review (or the golden set), or reject this decision",
+        "refused: review.jsonl:9: removing 'd1', with review.jsonl:10 removing 'd2', would "
+        "leave query 'pair' with no relevant document; reject one of these decisions, or "
+        "first give another document of 'pair' a grade >= 1 (in the review or the golden set)",
+        "refused: review.jsonl:10: removing 'd2', with review.jsonl:9 removing 'd1', would "
+        "leave query 'pair' with no relevant document; reject one of these decisions, or "
+        "first give another document of 'pair' a grade >= 1 (in the review or the golden set)",
+        "4 decisions refused (see above), the rest applied: exit status 1",
     ]
     assert "golden.json: 2 labels added (0 graded 0, kept as judged not relevant), 3 " in (
         captured.out
     )
-    assert "not applied: 2 refused (see above)" in captured.out
+    assert "not applied: 4 refused (see above)" in captured.out
+    # a dry run refuses the same: the same exit status
+    assert main(["apply", "review.jsonl", "golden.json", "--dry-run"]) == 1
+    assert capsys.readouterr().err.endswith(
+        "4 decisions refused (see above), the rest would be applied: exit status 1\n"
+    )
+
+
+def test_the_judge_grading_an_open_query_all_0_leaves_it_open_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden: dict[str, Any] = json.loads(json.dumps(GOLDEN))
+    golden["queries"] += [{"id": "open", "query": "open"}, {"id": "open2", "query": "open2"}]
+    monkeypatch.chdir(tmp_path)
+    Path("golden.json").write_text(indented(golden), encoding="utf-8")
+    review = [
+        proposal("apple", "d2", 1),
+        *(
+            replace(proposal("apple", doc, 0), query_id="open", query="open")
+            for doc in ("d1", "d2")
+        ),
+        replace(proposal("apple", "d1", 0), query_id="open2", query="open2"),
+        # graded relevant but not confident enough to take: open2 stays open
+        replace(proposal("apple", "d2", 2, confidence=0.5), query_id="open2", query="open2"),
+    ]
+    write_review(tmp_path / "review.jsonl", HEADER, review)
+    argv = ["apply", "review.jsonl", "golden.json", "--accept-judge", "--min-confidence", "0.8"]
+    assert main(argv) == 0  # no person decided anything: nothing refused
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert [line for line in captured.out.splitlines() if line.startswith("left open")] == [
+        "left open: the judge graded all 2 pooled documents of 'open' 0",
+        "left open: the judge graded 1 pooled document of 'open2' 0",
+    ]
+    assert "not applied: 3 graded 0 by the judge on queries left open (see above), 1 below " in (
+        captured.out
+    )
+    relevant = {
+        q.id: q.relevant for q in load_golden("golden.json", require_relevant=False).queries
+    }
+    assert relevant["open"] == {} and relevant["open2"] == {}
+    assert relevant["apple"] == {"d1": 1, "d4": 1, "d2": 1}
+
+
+def test_help_states_the_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["apply", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "exit status: 0 every decision applied" in out
+    assert "1 a person's decision was refused because it would leave a query without a " in out
 
 
 def test_a_broken_edit_names_the_output_never_a_temp_file(

@@ -372,7 +372,11 @@ def test_cache_only_below_min_coverage_says_to_drop_it(
     err = capsys.readouterr().err
     assert "the judge graded 0 of 5 pairs (0%, below --min-coverage 95%): not in the cache " in err
     assert "(--cache-only) (5)" in err and "--retrieval-judge" not in err
-    assert "run pool again without --cache-only to ask the judge for the rest" in err
+    # nothing graded, so nothing cached to mention: the fix alone
+    assert "nothing written to review.jsonl. Run pool again without --cache-only to ask the " in (
+        err
+    )
+    assert "answers are cached" not in err
     assert project.requests == [] and not Path("review.jsonl").exists()
 
 
@@ -399,8 +403,15 @@ def test_texts_from_the_report_when_the_corpus_lacks_them(
         ("d7", "apple pie, cut at 200")
     ]
     out = capsys.readouterr().out
-    assert "1 documents judged on the report's cut text: pass --corpus for full text" in out
-    assert "1 hits skipped, no text for them (q1/d8): pass --corpus" in out
+    # the golden set names its corpus: the missing texts go there
+    corpus = Path("corpus.json").resolve()
+    assert f"1 documents judged on the report's cut text: add their full text to {corpus}\n" in out
+    assert f"1 hits skipped, no text for them (q1/d8): add their documents to {corpus}\n" in out
+    write_json(Path("part.json"), {"d1": "apple pie"})
+    assert main([*command, "--min-coverage", "0.5", "--corpus", "part.json"]) == 0
+    out = capsys.readouterr().out
+    assert "cut text: add their full text to part.json\n" in out
+    assert "no text for them (q1/d8): add their documents to part.json\n" in out
 
 
 def test_reports_of_another_golden_set(
@@ -458,5 +469,10 @@ def test_hits_without_text_count_against_the_coverage(
         "--corpus with their documents (or a lower --min-coverage to skip them)"
     ) in capsys.readouterr().err
     assert project.requests == [] and not Path("review.jsonl").exists()
+    write_json(Path("part.json"), {"d1": "apple pie"})
+    assert main([*command, "--corpus", "part.json"]) == 1
+    assert "nothing judged or written to review.jsonl. Add their documents to part.json (or " in (
+        capsys.readouterr().err
+    )
     assert main([*command, "--corpus", "corpus.json"]) == 0
     assert len(read_review(Path("review.jsonl")).proposals) == 3

@@ -10,9 +10,13 @@ What it promises (and the tests hold):
 - A label already in the golden set is never rewritten, except by a person's ``accept`` or
   ``grade`` of a ``remove`` proposal whose label is still the one the proposal saw (its old
   grade is kept as ``previous``). A document labelled by hand since ``pool`` keeps its label.
-- A golden query must keep a relevant document: a decision that would leave its query
-  with none (the removal of its last relevant label, or grade 0 for a query that has no
-  relevant label) is refused with its review file line and the fix; the rest is applied.
+- A golden query must keep a relevant document: a person's decision that would leave its
+  query with none (the removal of its last relevant labels, or grade 0 for a query that has
+  no relevant label) is refused with its review file line (and the lines of the removals
+  that together do it) and the fix; the rest is applied, and the exit status is 1 so a
+  script notices. The judge's grade 0 for every pooled document of a query that has no
+  relevant label (``--accept-judge``) is no one's decision: one line per query says it is
+  left open, and the exit status stays 0.
 - Provenance per label in the query's ``metadata["labels"][doc_id]``: ``grade``, ``by``
   (``review:<name>`` or ``judge:<model>``), ``judge_grade``, ``judge_model`` (the review
   file's judge), ``confidence``, ``reason``, ``at`` (UTC, ``2024-01-02T03:04:05+00:00`` as
@@ -73,6 +77,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print what would change; write nothing"
     )
+    parser.epilog = EXIT_STATUS
+
+
+#: apply's exit statuses (its --help epilog; the README quotes it)
+EXIT_STATUS = (
+    "exit status: 0 every decision applied, or left as the review file says (rejected, "
+    "skipped, undecided, below --min-confidence; a query the judge graded all pooled "
+    "documents of 0 is left open); 1 a person's decision was refused because it would leave "
+    "a query without a relevant document (each refusal is printed with its review file line; "
+    "the rest is still written), an unreadable file, or a review file made for another "
+    "golden set; 2 bad arguments."
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -95,11 +111,13 @@ class Label:
 @dataclass(frozen=True)
 class Plan:
     """What ``apply`` does: the labels to write, every proposal counted by what happened
-    to it, and one message per refused decision."""
+    to it, one message per refused decision of a person, and one note per query left open
+    (the judge graded all its documents 0)."""
 
     labels: list[Label]
     counts: Counter[str]
     refused: list[str]
+    left_open: list[str]
 
 
 def plan(
@@ -152,38 +170,61 @@ def plan(
         if proposal.current is not None:
             record["previous"] = proposal.current
         labels.append(Label(proposal.query_id, proposal.doc_id, grade, record, proposal.kind, line))
-    labels, refused = _keep_a_relevant_document(review, current, labels)
-    for label in labels:
+    kept, refused, left_open = _keep_a_relevant_document(review, current, labels)
+    for label in kept:
         counts["removed" if label.kind == "remove" else "added"] += 1
         counts["zero"] += label.kind == "add" and label.grade == 0
     counts["refused"] = len(refused)
-    return Plan(labels, counts, refused)
+    counts["open"] = len(labels) - len(kept) - len(refused)
+    return Plan(kept, counts, refused, left_open)
 
 
 def _keep_a_relevant_document(
     review: Review, current: Mapping[str, Mapping[str, int]], labels: Sequence[Label]
-) -> tuple[list[Label], list[str]]:
-    """Refuse the labels that would leave a query with judgments but no relevant document
-    (the golden set would not load): its removals, else (a query with no relevant label
-    yet) its grade-0 additions. Returns the labels kept and one message per refusal."""
+) -> tuple[list[Label], list[str], list[str]]:
+    """Leave out the labels that would leave a query with judgments but no relevant
+    document (the golden set would not load): its removals, else (a query with no relevant
+    label yet) its grade-0 additions. Returns the labels kept, one message per refused
+    decision of a person, and one note per query whose judge labels are left out (no one
+    decided those, so nothing to refuse)."""
     groups: dict[str, list[Label]] = {}
     for label in labels:
         groups.setdefault(label.query_id, []).append(label)
-    refused: set[int] = set()
+    pooled = Counter(p.query_id for p in review.proposals if p.kind == "add")
+    left_out: set[int] = set()
     messages: list[str] = []
+    notes: list[str] = []
     for query_id, group in groups.items():
         grades = {**current[query_id], **{label.doc_id: label.grade for label in group}}
         if any(grade > 0 for grade in grades.values()):
             continue
         removals = [label for label in group if label.kind == "remove"]
-        for label in removals or group:
-            refused.add(id(label))
+        blamed = removals or group
+        left_out.update(id(label) for label in blamed)
+        judged = sum(1 for label in blamed if label.record["by"].startswith("judge:"))
+        if judged:
+            every = "all " if judged == pooled[query_id] else ""
+            notes.append(
+                f"left open: the judge graded {every}{judged} pooled "
+                f"document{'s' * (judged != 1)} of {query_id!r} 0"
+            )
+        for label in blamed:
             where = f"{review.path}:{label.line}"
+            if label.record["by"].startswith("judge:"):
+                continue
             if label.kind == "remove":
+                others = " and ".join(
+                    f"{review.path}:{other.line} removing {other.doc_id!r}"
+                    for other in removals
+                    if other is not label
+                )
                 messages.append(
-                    f"{where}: removing {label.doc_id!r} would leave query {query_id!r} with "
-                    "no relevant document; reject this decision, or first give another "
-                    f"document of {query_id!r} a grade >= 1 (in the review or the golden set)"
+                    f"{where}: removing {label.doc_id!r}"
+                    + (f", with {others}," if others else "")
+                    + f" would leave query {query_id!r} with no relevant document; reject "
+                    + ("one of these decisions" if others else "this decision")
+                    + f", or first give another document of {query_id!r} a grade >= 1 (in "
+                    "the review or the golden set)"
                 )
             else:
                 messages.append(
@@ -192,7 +233,7 @@ def _keep_a_relevant_document(
                     f"relevant document of {query_id!r} 1-3 in the review (or the golden "
                     "set), or reject this decision"
                 )
-    return [label for label in labels if id(label) not in refused], messages
+    return [label for label in labels if id(label) not in left_out], messages, notes
 
 
 def utc(at: str) -> str:
@@ -399,6 +440,8 @@ def run(args: argparse.Namespace) -> int:
     )
     for message in decided.refused:
         print(f"refused: {message}", file=sys.stderr)
+    for note in decided.left_open:
+        print(note)
     by_query: dict[str, list[Label]] = {}
     for label in decided.labels:
         by_query.setdefault(label.query_id, []).append(label)
@@ -413,6 +456,14 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise CliError(f"cannot write {output} ({exc.strerror or exc})") from None
     _summary(args, output, decided.counts, len(by_query))
+    if decided.refused:
+        refused = len(decided.refused)
+        print(
+            f"{refused} decision{'s' * (refused != 1)} refused (see above), the rest "
+            f"{'would be ' if args.dry_run else ''}applied: exit status 1",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -456,6 +507,7 @@ def _summary(args: argparse.Namespace, output: Path, counts: Counter[str], queri
     )
     left = [
         (counts["refused"], "refused (see above)"),
+        (counts["open"], "graded 0 by the judge on queries left open (see above)"),
         (counts["rejected"], "rejected"),
         (counts["skipped"], "skipped (revisit with pytest-retrieval review)"),
         (counts["undecided"], "undecided"),

@@ -261,8 +261,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             f"{len(no_text)} of the {asked} pairs to judge have no text ({_listed(no_text)}), "
             f"so at most {len(todo) / asked:.0%} could be graded, below --min-coverage "
-            f"{args.min_coverage:.0%}; nothing judged or written to {args.output}. Pass "
-            "--corpus with their documents (or a lower --min-coverage to skip them)"
+            f"{args.min_coverage:.0%}; nothing judged or written to {args.output}. "
+            f"{_add_texts(args.corpus or golden.corpus, 'their documents', capital=True)} "
+            "(or a lower --min-coverage to skip them)"
         )
     judge = _judge(args)
     pairs = [_pair(item, texts[i]) for i, item in enumerate(todo)]
@@ -289,7 +290,17 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot write {args.output} ({exc.strerror or exc})") from None
     _print_summary(
-        args, pool, proposals, judge, len(kept), stale, ungraded, no_text, cut, len(pairs)
+        args,
+        pool,
+        proposals,
+        judge,
+        len(kept),
+        stale,
+        ungraded,
+        no_text,
+        cut,
+        len(pairs),
+        args.corpus or golden.corpus,
     )
     return 0
 
@@ -311,8 +322,22 @@ def _not_covered(
     return (
         f"the judge graded {graded} of {asked} pairs{skipped} ({graded / asked:.0%}, below "
         f"--min-coverage {args.min_coverage:.0%}){why}{': ' + causes if causes else ''}; "
-        f"nothing written to {args.output}. The {graded} answers are cached: {fix}"
+        f"nothing written to {args.output}. {_rerun(graded, fix)}"
     )
+
+
+def _rerun(graded: int, fix: str) -> str:
+    """The fix, after what a rerun reuses: the answers already got (none: the fix alone)."""
+    if not graded:
+        return fix[0].upper() + fix[1:]
+    return f"The {'answer is' if graded == 1 else f'{graded} answers are'} cached: {fix}"
+
+
+def _add_texts(path: str | Path | None, what: str, *, capital: bool = False) -> str:
+    """Where missing texts go: the corpus file in use (--corpus, else the golden set's),
+    else ``--corpus``."""
+    text = f"add {what} to {path}" if path is not None else f"pass --corpus with {what}"
+    return text[0].upper() + text[1:] if capital else text
 
 
 def _listed(names: Sequence[str]) -> str:
@@ -567,6 +592,7 @@ def _print_summary(
     no_text: Sequence[str],
     cut: int,
     asked: int,
+    corpus: str | Path | None,
 ) -> None:
     adds = [p for p in proposals if p.kind == "add"]
     removes = len(proposals) - len(adds)
@@ -592,10 +618,13 @@ def _print_summary(
     if ungraded:
         print(f"{ungraded} pairs the judge did not grade were left out; run pool again later")
     if cut:
-        print(f"{cut} documents judged on the report's cut text: pass --corpus for full text")
+        print(
+            f"{cut} documents judged on the report's cut text: "
+            f"{_add_texts(corpus, 'their full text')}"
+        )
     if no_text:
         print(
-            f"{len(no_text)} hits skipped, no text for them ({_listed(no_text)}): pass "
-            "--corpus with their documents"
+            f"{len(no_text)} hits skipped, no text for them ({_listed(no_text)}): "
+            f"{_add_texts(corpus, 'their documents')}"
         )
     print(f"next: pytest-retrieval review {args.output}")
