@@ -7,8 +7,10 @@ The pipeline, each step counted in the summary (printed, and written beside the 
    order is stratified at every prefix (each stratum's documents are spread evenly through
    it), so any number taken from the front covers the strata in proportion (a field no
    document has is a usage error; the summary counts each stratum's documents, sampled
-   documents and output queries). A corpus of empty documents only is an error. Each document
-   gets ``--per-doc`` styles, rotated through ``--styles`` so the styles stay balanced.
+   documents and output queries). A corpus of empty documents only is an error. Documents
+   already the ``source_doc`` of a ``--golden`` query are left out (counted). Each document
+   gets ``--per-doc`` styles, rotated through ``--styles`` within its stratum (from a seeded
+   offset), so the styles stay balanced in every stratum.
 2. **Write** one query per (document, style) through the judge's client
    (:meth:`~pytest_retrieval.judge.Judge.complete`): its cache, retries, budgets, deadline
    and Batch API. The cache key holds the model, ``SYNTH_PROMPT_VERSION``, the document as
@@ -28,9 +30,11 @@ The pipeline, each step counted in the summary (printed, and written beside the 
 Rounds: more documents are taken until enough queries survive (the pool: ``--queries``, or
 ``--pool``; 1.5 times ``--queries`` with ``--quota``) or the corpus runs out. A round is
 sized by the keep rate of the round before (0.8 assumed at first) and grows at most twofold,
-so a ``--golden`` set that already holds the front of the order (an earlier run with the same
-seed) costs a few doubling rounds, not the whole corpus. The output does not depend on the
-rounds: tasks are filtered in order and the pool is the first ones kept.
+so a round that keeps little costs a few doubling rounds, not the whole corpus. The pool is,
+per stratum, the first ones kept up to the stratum's share of its documents (largest
+remainders; a stratum short of its share is filled from the others' next ones), so the
+output is in proportion to the strata even when the filters drop more of one; unstratified,
+the first ones kept.
 
 Failure rules: when the judge covers less than ``--min-coverage`` of what a step asked (a
 budget or deadline stopped it, an endpoint failed), or the corpus yields fewer queries than
@@ -119,7 +123,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "named 'source' is not this one: rename it)",
     )
     parser.add_argument(
-        "--golden", type=Path, help="an existing golden set: no near-duplicates of its queries"
+        "--golden",
+        type=Path,
+        help="an existing golden set: no near-duplicates of its queries, and no query from a "
+        "document one of its queries was written from (metadata.source_doc)",
     )
     parser.add_argument(
         "--retriever", metavar="MODULE:FUNCTION", help="ranks queries for difficulty tags"
@@ -282,13 +289,52 @@ def check_stratify_by(documents: Sequence[Document], by: str | None, corpus: Pat
     raise UsageError(f"--stratify-by {by!r}: no document of {corpus} has it; {listed}")
 
 
-def tasks_for(order: Sequence[Document], styles: Sequence[str], per_doc: int) -> list[Task]:
-    """``per_doc`` styles per document, rotated through ``styles``."""
+def tasks_for(
+    order: Sequence[Document],
+    strata: Mapping[str, str],
+    styles: Sequence[str],
+    per_doc: int,
+    seed: int,
+) -> list[Task]:
+    """``per_doc`` styles per document, rotated through ``styles`` within each stratum (by
+    the document's rank among its stratum's documents in the order, from a seeded offset
+    per stratum): the stratified order cycles through equal strata, so styles handed out by
+    place in the whole order would give each stratum one style."""
+    rng = random.Random(f"synth-styles-{seed}")
+    offsets = {name: rng.randrange(len(styles)) for name in sorted(set(strata.values()))}
+    ranks: Counter[str] = Counter()
     tasks = []
-    for position, document in enumerate(order):
+    for document in order:
+        stratum = strata[document.id]
+        first = offsets[stratum] + ranks[stratum] * per_doc
+        ranks[stratum] += 1
         for slot in range(per_doc):
-            tasks.append(Task(document, styles[(position * per_doc + slot) % len(styles)]))
+            tasks.append(Task(document, styles[(first + slot) % len(styles)]))
     return tasks
+
+
+def trim(
+    kept: Sequence[Candidate], n: int, strata: Mapping[str, str], shares: Mapping[str, int]
+) -> list[Candidate]:
+    """``n`` of the kept queries, in order: each stratum its share of ``n`` (in proportion
+    to ``shares``, its documents; largest remainders), its first ones; a stratum short of
+    its share is filled from the others' next ones. Unstratified: the first ``n``."""
+    total = sum(shares.values())
+    exact = {name: n * size / total for name, size in shares.items()}
+    wanted = {name: math.floor(share) for name, share in exact.items()}
+    by_remainder = sorted(sorted(shares), key=lambda name: wanted[name] - exact[name])
+    for name in by_remainder[: n - sum(wanted.values())]:
+        wanted[name] += 1
+    taken: Counter[str] = Counter()
+    chosen: set[int] = set()
+    for index, candidate in enumerate(kept):
+        stratum = strata[candidate.task.document.id]
+        if taken[stratum] < wanted[stratum]:
+            taken[stratum] += 1
+            chosen.add(index)
+    rest = [i for i in range(len(kept)) if i not in chosen]
+    chosen.update(rest[: n - len(chosen)])
+    return [kept[i] for i in sorted(chosen)]
 
 
 # ---------------------------------------------------------------------------- near-duplicates
@@ -344,6 +390,8 @@ class Counts:
     documents: int = 0
     empty_documents: int = 0
     sampled_documents: int = 0
+    #: documents left out as already a ``source_doc`` of a ``--golden`` query
+    golden_sources: int = 0
     asked: int = 0
     written: int = 0
     not_written: Counter[str] = field(default_factory=Counter)
@@ -387,6 +435,7 @@ class Pipeline:
         self.submit = submit
 
     def run(self, tasks: Sequence[Task], target: int) -> list[Candidate]:
+        """Every query kept by the rounds that took the kept ones to ``target`` (or more)."""
         pool: list[Candidate] = []
         start = 0
         size = 0
@@ -400,7 +449,7 @@ class Pipeline:
             pool.extend(kept)
             rate = len(kept) / len(chunk)
         self.counts.sampled_documents = len({t.document.id for t in tasks[:start]})
-        return pool[:target]
+        return pool
 
     def round(self, tasks: Sequence[Task]) -> list[Candidate]:
         from .judge import JudgePair
@@ -682,10 +731,17 @@ def golden_document(
 
 
 def summary_lines(
-    counts: Counts, settings: Settings, requested: int, by: str | None = None
+    counts: Counts,
+    settings: Settings,
+    requested: int,
+    by: str | None = None,
+    golden: Path | None = None,
 ) -> list[str]:
+    sources = (
+        "" if golden is None else f"; {counts.golden_sources} already sources of {golden}, left out"
+    )
     lines = [
-        f"documents: {counts.documents} ({counts.empty_documents} empty, left out); "
+        f"documents: {counts.documents} ({counts.empty_documents} empty, left out{sources}); "
         f"sampled {counts.sampled_documents} in {counts.rounds} round(s)",
         f"queries written: {counts.written} of {counts.asked} asked" + _causes(counts.not_written),
         f"near-duplicates dropped (content-word Jaccard >= {NEAR_DUPLICATE}): "
@@ -744,6 +800,7 @@ def sidecar(counts: Counts, settings: Settings, args: argparse.Namespace) -> dic
         "counts": {
             "documents": counts.documents,
             "empty_documents": counts.empty_documents,
+            "golden_sources": counts.golden_sources,
             "sampled_documents": counts.sampled_documents,
             "rounds": counts.rounds,
             "asked": counts.asked,
@@ -788,29 +845,37 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     usable = [d for d in documents if d.text.strip()]
     if not usable:
+        empty = (
+            "its only document is empty"
+            if len(documents) == 1
+            else f"all {len(documents)} documents are empty"
+        )
         raise CliError(
             str(
                 CorpusError(
                     args.corpus,
                     "",
-                    f"all {len(documents)} documents are empty (no text, no title)",
+                    f"{empty} (no text, no title)",
                     'give the documents their text (BEIR: the "text" field; a folder: the '
                     "files' contents)",
                 )
             )
         )
     check_stratify_by(usable, args.stratify_by, args.corpus)
-    existing = existing_queries(args.golden)
-    order = sample_order(usable, args.stratify_by, args.seed)
-    tasks = tasks_for(order, settings.styles, settings.per_doc)
+    existing, sources = existing_queries(args.golden)
+    strata = dict(zip((d.id for d in usable), strata_of(usable, args.stratify_by), strict=True))
+    order = [d for d in sample_order(usable, args.stratify_by, args.seed) if d.id not in sources]
+    tasks = tasks_for(order, strata, settings.styles, settings.per_doc, args.seed)
     submit = None if args.batch is None else batch_submitter(judge, args.batch_state)
     pipeline = Pipeline(judge, settings, args.seed, existing, submit)
     pipeline.counts.documents = len(documents)
     pipeline.counts.empty_documents = len(documents) - len(usable)
+    pipeline.counts.golden_sources = len(usable) - len(order)
     try:
-        pool = pipeline.run(tasks, settings.pool)
+        kept = pipeline.run(tasks, settings.pool)
     except Submitted:
         return 0
+    pool = trim(kept, settings.pool, strata, Counter(strata.values()))
     counts = pipeline.counts
     if args.batch is not None:
         print("nothing to submit: every request is in the cache; run without --batch")
@@ -821,9 +886,12 @@ def run(args: argparse.Namespace) -> int:
     if len(pool) < args.queries:
         raise CliError(
             f"only {len(pool)} of the {args.queries} queries asked for survive the filters "
-            f"from the {len(usable)} documents of {args.corpus} (see the counts below); ask "
-            "for fewer with --queries, or more per document with --per-doc. Nothing was "
-            "written\n" + "\n".join(summary_lines(counts, settings, args.queries, args.stratify_by))
+            f"from the {len(order)} documents of {args.corpus} open to sampling (see the "
+            "counts below); ask for fewer with --queries, or more per document with --per-doc. "
+            "Nothing was written\n"
+            + "\n".join(
+                summary_lines(counts, settings, args.queries, args.stratify_by, args.golden)
+            )
         )
     tag_difficulty(args, pool, counts)
     picked, counts.quota_short = pick(pool, args.queries, settings.quota)
@@ -840,7 +908,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    for line in summary_lines(counts, settings, args.queries, args.stratify_by):
+    for line in summary_lines(counts, settings, args.queries, args.stratify_by, args.golden):
         print(line)
     usage = judge.summary()
     print(
@@ -885,16 +953,20 @@ def tag_difficulty(args: argparse.Namespace, pool: list[Candidate], counts: Coun
         counts.difficulty[candidate.difficulty] += 1
 
 
-def existing_queries(path: Path | None) -> list[str]:
+def existing_queries(path: Path | None) -> tuple[list[str], set[str]]:
+    """The ``--golden`` set's query texts (no near-duplicates of them) and the documents its
+    queries were written from (``metadata.source_doc``: no new query from them)."""
     from .cli import CliError
     from .golden import GoldenError, load_golden
 
     if path is None:
-        return []
+        return [], set()
     try:
-        return [q.query for q in load_golden(path, require_relevant=False).queries]
+        queries = load_golden(path, require_relevant=False).queries
     except GoldenError as exc:
         raise CliError(str(exc)) from None
+    sources = {str(q.metadata["source_doc"]) for q in queries if "source_doc" in q.metadata}
+    return [q.query for q in queries], sources
 
 
 def batch_submitter(judge: Judge, state: Path) -> Callable[[dict[str, dict[str, Any]], str], None]:
