@@ -1,11 +1,27 @@
-"""Shared test data: a tiny corpus with a keyword retriever, and a golden set over it."""
+"""Shared test data: a tiny corpus with a keyword retriever, and a golden set over it; how
+the browser tests start Debian's Chromium."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 import pytest
+
+#: Debian's Chromium (None: the browser tests skip and say why)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: as root, with no network: without the background-networking flags Chromium's own
+#: connections are refused many at a time
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 #: the six documents of the keyword retriever below
 DOCS = {

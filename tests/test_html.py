@@ -6,13 +6,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
+from helpers import BROWSER_ARGS, CHROMIUM, DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
 
 from pytest_retrieval import evaluate, load_golden
 from pytest_retrieval.compare import ab_groups, compare_to_baseline, entry_from_result
@@ -32,16 +31,6 @@ from pytest_retrieval.results import EvaluationResult, QueryChange
 from pytest_retrieval.verdicts import NO_RESULT, USAGE, Reason, Verdict, session_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def html(results: list[EvaluationResult], groups: Any = (), baselines: Any = None) -> str:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import BROWSER_ARGS, CHROMIUM
 
 from pytest_retrieval import evaluate, load_golden
 from pytest_retrieval.baseline import BaselineEntry
@@ -24,16 +24,6 @@ from pytest_retrieval.results import EvaluationResult
 from pytest_retrieval.verdicts import session_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 WIDTHS = [1280, 400]
 
 pytestmark = pytest.mark.skipif(

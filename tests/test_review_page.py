@@ -8,7 +8,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from helpers import BROWSER_ARGS, CHROMIUM
 
 from pytest_retrieval.review_file import (
     Decision,
@@ -31,16 +31,6 @@ from pytest_retrieval.review_file import (
 )
 from pytest_retrieval.review_server import ReviewServer, loopback_host
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER_ARGS = [  # as in tests/test_html_browser.py
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\"></script><b>bold</b> & more"
 HEADER = {
     "golden": "golden.json",

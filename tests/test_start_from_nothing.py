@@ -7,12 +7,12 @@ comparison names exactly the accepted queries as re-judged, and judged@10 rises.
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import BROWSER_ARGS, CHROMIUM
 from judge_server import JudgeServer, serve
 
 from pytest_retrieval import cli
@@ -21,16 +21,6 @@ from pytest_retrieval.review_server import ReviewServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "example_golden" / "cranfield" / "corpus.jsonl"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER_ARGS = [  # as in tests/test_html_browser.py
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 KEY = "sk-test-start-from-nothing"
 
 #: two BM25 variants over the same corpus: title and text, and the title alone

@@ -266,17 +266,27 @@ class Judge:
         """The chat-completions request for one pair (as sent, and as the Batch API takes
         it): the prompt with the query, criteria and document, and this model's parameters."""
         messages, _ = self.prompt.messages(pair.query, pair.criteria, self._budgeted(pair.text)[0])
+        return self._body(
+            messages, "verdict", strict_schema(self.graded), self.shape.params(sample)
+        )
+
+    def _body(
+        self,
+        messages: list[dict[str, Any]],
+        name: str,
+        schema: Mapping[str, Any],
+        params: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """A chat-completions body asking for a JSON object of ``schema``: a strict JSON
+        schema where the model takes one, else JSON mode with the fields named in the
+        system message."""
         if self.shape.json_schema:
             response_format: dict[str, Any] = {
                 "type": "json_schema",
-                "json_schema": {
-                    "name": "verdict",
-                    "strict": True,
-                    "schema": strict_schema(self.graded),
-                },
+                "json_schema": {"name": name, "strict": True, "schema": schema},
             }
         else:
-            fields = ", ".join(strict_schema(self.graded)["properties"])
+            fields = ", ".join(schema.get("properties", {}))
             messages[0] = {
                 **messages[0],
                 "content": messages[0]["content"] + f"\nReply as JSON with {fields}.",
@@ -285,7 +295,7 @@ class Judge:
         return {
             "model": self.config.model,
             "messages": messages,
-            **self.shape.params(sample),
+            **params,
             "response_format": response_format,
         }
 
@@ -407,24 +417,7 @@ class Judge:
         params = self.shape.params(request.seed)
         if request.temperature is not None and "temperature" in params:
             params["temperature"] = request.temperature
-        if self.shape.json_schema:
-            response_format: dict[str, Any] = {
-                "type": "json_schema",
-                "json_schema": {"name": request.kind, "strict": True, "schema": request.schema},
-            }
-        else:
-            fields = ", ".join(request.schema.get("properties", {}))
-            messages[0] = {
-                **messages[0],
-                "content": messages[0]["content"] + f"\nReply as JSON with {fields}.",
-            }
-            response_format = {"type": "json_object"}
-        return {
-            "model": self.config.model,
-            "messages": messages,
-            **params,
-            "response_format": response_format,
-        }
+        return self._body(messages, request.kind, request.schema, params)
 
     def completion_from_body(self, body: Mapping[str, Any]) -> Completion:
         """A generic answer from a response body (a Batch API output line): any JSON
