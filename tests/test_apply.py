@@ -120,7 +120,7 @@ def test_decisions_become_graded_labels_with_provenance(
     assert list(data["queries"][0]) == ["id", "query", "relevant", "tags", "metadata"]
     out = capsys.readouterr().out
     assert "golden.json: 2 labels added (1 graded 0, kept as judged not relevant), 1 " in out
-    assert "removals applied; 2 queries changed" in out
+    assert "removal applied; 2 queries changed" in out
     assert (
         "not applied: 1 rejected, 1 skipped (revisit with pytest-retrieval review), "
         "3 undecided" in out

@@ -675,6 +675,31 @@ def test_a_corpus_of_one_empty_document_says_so_in_the_singular(
     corpus = tmp_path / "oneempty.jsonl"
     corpus.write_text('{"_id": "1", "text": ""}\n')
     assert synth(server, corpus, tmp_path / "g.json", "--queries", "1") == 1
-    assert capsys.readouterr().err.startswith(
+    err = capsys.readouterr().err
+    assert err.startswith(
         f"pytest-retrieval synth: corpus {corpus}: its only document is empty (no text, no title)\n"
     )
+    assert "\n  fix: give it their text (BEIR" in err
+
+
+def test_a_golden_set_covering_every_document_says_so(
+    server: JudgeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every document already a source of --golden: nothing can be sampled, and the message
+    says that, not "ask for fewer queries"."""
+    corpus = tmp_path / "small.jsonl"
+    cranfield = Path(__file__).resolve().parents[1] / "example_golden" / "cranfield"
+    with (cranfield / "corpus.jsonl").open(encoding="utf-8") as src:
+        corpus.write_text("".join(next(src) for _ in range(4)), encoding="utf-8")
+    first = tmp_path / "first.json"
+    assert synth(server, corpus, first, "--queries", "2", "--seed", "1") == 0
+    sources = {q["metadata"]["source_doc"] for q in json.loads(first.read_text())["queries"]}
+    kept = [line for line in corpus.read_text().splitlines() if json.loads(line)["_id"] in sources]
+    corpus.write_text("\n".join(kept) + "\n", encoding="utf-8")  # only the used documents
+    capsys.readouterr()
+    again = tmp_path / "again.json"
+    assert synth(server, corpus, again, "--queries", "1", "--golden", str(first)) == 1
+    err = capsys.readouterr().err
+    assert f"all {len(kept)} usable documents of {corpus} are already sources of {first}" in err
+    assert "nothing is left to sample" in err and "--queries" not in err
+    assert not again.exists()

@@ -856,8 +856,8 @@ def run(args: argparse.Namespace) -> int:
                     args.corpus,
                     "",
                     f"{empty} (no text, no title)",
-                    'give the documents their text (BEIR: the "text" field; a folder: the '
-                    "files' contents)",
+                    f"give {'it' if len(documents) == 1 else 'the documents'} their text (BEIR: "
+                    'the "text" field; a folder: the files\' contents)',
                 )
             )
         )
@@ -865,6 +865,12 @@ def run(args: argparse.Namespace) -> int:
     existing, sources = existing_queries(args.golden)
     strata = dict(zip((d.id for d in usable), strata_of(usable, args.stratify_by), strict=True))
     order = [d for d in sample_order(usable, args.stratify_by, args.seed) if d.id not in sources]
+    if not order:  # every usable document already has a query of --golden
+        raise CliError(
+            f"all {len(usable)} usable documents of {args.corpus} are already sources of "
+            f"{args.golden} (its queries' metadata.source_doc): nothing is left to sample; "
+            "use a larger corpus, or leave out --golden. Nothing was written"
+        )
     tasks = tasks_for(order, strata, settings.styles, settings.per_doc, args.seed)
     submit = None if args.batch is None else batch_submitter(judge, args.batch_state)
     pipeline = Pipeline(judge, settings, args.seed, existing, submit)
