@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import ConfigError
+from .judge_args import DEFAULT_JUDGE_CACHE
 from .validators import alpha_arg, cutoff, fraction, metric_arg, positive_int, threshold_arg
 
 if TYPE_CHECKING:
@@ -964,7 +965,6 @@ def _unchanged_note(comparison: Comparison, query_id: str) -> str:
 
 # ---------------------------------------------------------------------------- judge-batch
 
-DEFAULT_JUDGE_CACHE = Path(".pytest_cache") / "d" / "retrieval-judge"
 
 
 def _add_judge_batch(commands: Any) -> None:
