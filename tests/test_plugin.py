@@ -303,3 +303,23 @@ def test_plugin_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_run_without_retrieval_options_imports_nothing_heavy(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin is installed in suites that never evaluate: configuring it must not import
+    numpy (or the other heavy modules) when no retrieval option or ini key is set. Only our
+    plugin is loaded: other installed plugins (langsmith's) import pydantic themselves."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(
+        test_plain="""
+        import sys
+
+        def test_light():
+            heavy = [m for m in ('numpy', 'openai', 'pydantic', 'jsonschema') if m in sys.modules]
+            assert heavy == []
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "pytest_retrieval.plugin")
+    result.assert_outcomes(passed=1)

@@ -515,12 +515,14 @@ def _ini_layer(
 
 def _gate(config: pytest.Config) -> tuple[str, ...] | None:
     """--retrieval-gate (repeatable) or the ini list; None: the default gated set."""
-    from .metrics import MetricNameError, parse_metric
-
     given = config.getoption("retrieval_gate")
     if given:
         return tuple(given)
     lines = list(config.getini("retrieval_gate"))
+    if not lines:  # the common case: no import of the metrics (and numpy) at start-up
+        return None
+    from .metrics import MetricNameError, parse_metric
+
     try:
         return tuple(parse_metric(line).name for line in lines) or None
     except MetricNameError as exc:
