@@ -33,7 +33,7 @@ def call(retriever: Any, query: str = "apple pie", k: int = 5, **params: Any) ->
     """The ids the adapted ``retriever`` returns, through the plugin's runner."""
     (run,) = runs(retriever, k, GoldenQuery(id="q", query=query, relevant={"d1": 1}, params=params))
     assert run.error is None, run.error
-    return run.ids
+    return list(run.ids)
 
 
 def runs(retriever: Any, k: int, *queries: GoldenQuery, **adapt_options: Any) -> list[QueryRun]:
@@ -235,7 +235,7 @@ def test_langchain_doc_id_lookup_order(
         GoldenQuery(id="q", query="x", relevant={"x": 1}),
         doc_id_key=doc_id_key,
     )
-    assert run.ids == [expected]
+    assert run.ids == (expected,)
 
 
 @pytest.mark.parametrize("retriever", [fr.LlamaKeywordRetriever(), fr.HaystackKeywordRetriever()])
@@ -244,7 +244,7 @@ def test_own_id_or_the_metadata_key(retriever: Any) -> None:
     assert call(retriever, "apple", 2) == ["d1", "d4"]
     query = GoldenQuery(id="q", query="apple", relevant={"d1": 1})
     (run,) = runs(retriever, 2, query, doc_id_key="source_id")
-    assert run.ids == ["src-d1", "src-d4"]
+    assert run.ids == ("src-d1", "src-d4")
 
 
 def test_document_without_id_names_the_option() -> None:

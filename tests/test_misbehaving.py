@@ -267,7 +267,7 @@ def test_short_blocks_back_to_back_are_not_added_up_on_one_query() -> None:
     with pytest.warns(BlockingRetrieverWarning) as caught:
         runs, seconds = _timed(search, n=3, timeout=2.0)
     assert [run.error for run in runs] == [None] * 3
-    assert all(run.ids == ["d1"] for run in runs)
+    assert all(run.ids == ("d1",) for run in runs)
     (warning,) = caught
     assert re.search(
         r"blocked the event loop for 1\.[234] s on query 'q\d' at .*in search "
@@ -302,7 +302,7 @@ def test_a_well_behaved_async_retriever_gives_no_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         runs, _ = _timed(search, n=200)
-    assert all(run.ids == ["d1"] for run in runs)
+    assert all(run.ids == ("d1",) for run in runs)
 
 
 @pytest.mark.timeout(60)
@@ -360,7 +360,7 @@ def test_a_sqlite_connection_from_the_fixture_thread_gets_a_fix(tmp_path: Path) 
     assert "--retrieval-concurrency 1" in error
     # ... and the advertised fix works: concurrency 1 without a timeout stays in this thread
     runs, _ = _timed(search, concurrency=1)
-    assert [run.ids for run in runs] == [["d1"]] * 4
+    assert [run.ids for run in runs] == [("d1",)] * 4
     db.close()
 
 

@@ -34,7 +34,7 @@ def test_hit_shapes() -> None:
     run = normalize_hits(
         ["a", {"id": "b", "text": "bee", "score": 2}, Doc("c", "sea", 0.5), "a", "d"], k=3
     )
-    assert run.ids == ["a", "b", "c"]
+    assert run.ids == ("a", "b", "c")
     assert run.texts == {"b": "bee", "c": "sea"}
     assert run.scores == {"b": 2.0, "c": 0.5}
     assert run.duplicates == 1
@@ -72,7 +72,7 @@ def test_golden_order_and_concurrency_limit() -> None:
         return [query]
 
     runs = run_retriever(search, _queries(200), 1, concurrency=4)
-    assert [r.ids for r in runs] == [[f"q{i}"] for i in range(200)]
+    assert [r.ids for r in runs] == [(f"q{i}",) for i in range(200)]
     assert peak == 4
     assert all(r.latency > 0 for r in runs)
 
@@ -95,10 +95,10 @@ def test_async_limit_and_order_inside_a_running_loop() -> None:
         in_flight -= 1
         return [query]
 
-    async def inside_loop() -> list[list[str]]:  # e.g. an async test under pytest-asyncio
+    async def inside_loop() -> list[tuple[str, ...]]:  # e.g. an async test under pytest-asyncio
         return [r.ids for r in run_retriever(search, _queries(100), 1, concurrency=5)]
 
-    assert asyncio.run(inside_loop()) == [[f"q{i}"] for i in range(100)]
+    assert asyncio.run(inside_loop()) == [(f"q{i}",) for i in range(100)]
     assert peak == 5
 
 
@@ -169,7 +169,7 @@ def test_a_retriever_calling_sys_exit_is_an_error_not_a_hang() -> None:
         GoldenQuery(id=str(i), query=q, relevant={"d1": 1}) for i, q in enumerate(["ok", "bad"])
     ]
     runs = run_retriever(search, queries, 5, concurrency=2, timeout=5)
-    assert runs[0].ids == ["d1"]
+    assert runs[0].ids == ("d1",)
     assert runs[1].error == "the retriever raised SystemExit: 3"
 
 

@@ -329,7 +329,7 @@ def test_retrieval_eval_takes_a_run(pytester: pytest.Pytester) -> None:
         def test_nightly(retrieval_eval):
             result = retrieval_eval(read_run("nightly.trec"), golden="golden.json")
             assert result.retriever_id == "nightly"
-            assert [q.returned for q in result.queries][:2] == [[], {first!r}]
+            assert [list(q.returned) for q in result.queries][:2] == [[], {first!r}]
         """
     )
     pytester.runpytest("test_own.py").assert_outcomes(passed=1)

@@ -61,7 +61,7 @@ def write(tmp_path: Path, name: str, text: str | bytes) -> Path:
 
 
 def ranked(run: Run) -> dict[str, list[str]]:
-    return {qid: hits.ids for qid, hits in run.queries.items()}
+    return {qid: list(hits.ids) for qid, hits in run.queries.items()}
 
 
 # ---------------------------------------------------------------------------- formats
@@ -85,7 +85,7 @@ def test_trec_order_is_trec_evals_own(tmp_path: Path) -> None:
     ]
     run = read_run(write(tmp_path, "r.trec", "\n".join(lines)))
     order = run.queries["q"].ids
-    assert order == ["c", "ä", "b", "aa", "a", "B", "d"]
+    assert order == ("c", "ä", "b", "aa", "a", "B", "d")
     for rank, doc in enumerate(order, start=1):
         evaluator = pytrec_eval.RelevanceEvaluator({"q": {doc: 1}}, {"recip_rank"})
         assert evaluator.evaluate({"q": run.queries["q"].scores})["q"]["recip_rank"] == 1 / rank
@@ -113,7 +113,7 @@ def test_lists_keep_their_order_and_scores_never_reorder(tmp_path: Path) -> None
 def test_a_repeated_doc_in_a_list_counts_at_its_first_rank(tmp_path: Path) -> None:
     """As in a retriever's answer (hits.normalize_hits): dropped and counted."""
     run = read_run(write(tmp_path, "r.json", '{"q": ["a", "b", "a", {"id": "b"}, "c"]}'))
-    assert run.queries["q"].ids == ["a", "b", "c"]
+    assert run.queries["q"].ids == ("a", "b", "c")
     assert run.queries["q"].duplicates == 2
 
 
@@ -291,7 +291,7 @@ def test_runs_for_follows_the_golden_order(tmp_path: Path) -> None:
     run = read_run(write(tmp_path, "r.trec", TREC + "q9 Q0 x 1 1 t\n"))
     golden = golden_set(tmp_path, ["q2", "q0", "q1"])
     runs = runs_for(golden, run)
-    assert [r.ids for r in runs] == [["b", "a"], [], ["d9", "d3", "d2"]]
+    assert [r.ids for r in runs] == [("b", "a"), (), ("d9", "d3", "d2")]
     assert isinstance(runs[1], QueryRun) and runs[1].error is None  # returned nothing
     found = coverage(golden, run)
     assert (found.golden, found.missing, found.extra) == (3, ("q0",), 1)
@@ -310,7 +310,7 @@ def test_a_run_for_another_golden_set_is_refused(tmp_path: Path) -> None:
         runs_for(golden, run)
     assert "none of its 2 query ids is a query of golden set g" in str(caught.value)
     assert "the run has 'q1', 'q2'; the golden set '1', '2', '3', ..." in str(caught.value)
-    assert [r.ids for r in runs_for(golden, run, part=True)] == [[], [], [], []]  # a shard
+    assert [r.ids for r in runs_for(golden, run, part=True)] == [(), (), (), ()]  # a shard
 
 
 # ---------------------------------------------------------------------------- order

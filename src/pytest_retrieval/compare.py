@@ -533,7 +533,7 @@ def power_table(
             source = "baseline"
             ids = list(entry.queries)
             values = np.array([entry.queries[q].metrics[metric] for q in ids])
-            ranked = [entry.queries[q].ranked for q in ids]
+            ranked: list[Sequence[str]] = [entry.queries[q].ranked for q in ids]
             reference = entry.metrics.get(metric, result.metrics[metric])
         else:
             source = "run"
@@ -589,7 +589,7 @@ def entry_from_result(
         q.id: BaselineQuery(
             q.fingerprint,
             dict(q.metrics),
-            q.returned[: result.k],
+            list(q.returned[: result.k]),
             old[q.id].latency_ms if q.id in old else (None if q.error else q.latency_ms),
             result.judge_slots(q, depth) if depth else None,
         )

@@ -47,7 +47,8 @@ class QueryResult:
     query: str
     tags: tuple[str, ...]
     relevant: dict[str, int]
-    returned: list[str]
+    #: the ranked doc ids (a tuple: see :class:`~pytest_retrieval.hits.QueryRun`)
+    returned: tuple[str, ...]
     metrics: dict[str, float]
     latency_ms: float
     error: str | None = None
@@ -750,7 +751,7 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
             query=q["query"],
             tags=tuple(q["tags"]),
             relevant=dict(q["relevant"]),
-            returned=list(q["returned"]),
+            returned=tuple(q["returned"]),
             metrics={name: _nan(v) for name, v in q["metrics"].items()},
             latency_ms=_nan(q["latency_ms"]),
             error=q["error"],

@@ -189,12 +189,12 @@ def sorts_after(score: float, doc: str, above_score: float, above_doc: str) -> b
     return score < above_score or (score == above_score and doc < above_doc)
 
 
-def _ranked(scores: dict[str, float], values: list[float]) -> tuple[list[str], bool]:
+def _ranked(scores: dict[str, float], values: list[float]) -> tuple[tuple[str, ...], bool]:
     """``scores``' docs in trec_eval's order, and whether two of them tie (``values``:
     ``scores``' values, in its order)."""
     if all(a > b for a, b in pairwise(values)):  # written in that order, no tie
-        return list(scores), False
-    return trec_order(scores), len(set(values)) < len(values)
+        return tuple(scores), False
+    return tuple(trec_order(scores)), len(set(values)) < len(values)
 
 
 # ---------------------------------------------------------------------------- TREC
@@ -417,12 +417,15 @@ def _hits(source: Path, value: Any, where: str) -> tuple[QueryRun, bool]:
             'write ["d3", "d1"] or {"d3": 12.5, "d1": 9.0}',
         )
     if _plain_ids(value):  # no per-hit work
-        ids = list(dict.fromkeys(value))
-        return QueryRun(ids=ids, duplicates=len(value) - len(ids)), False
+        unique = tuple(dict.fromkeys(value))
+        return QueryRun(ids=unique, duplicates=len(value) - len(unique)), False
     quick = _quick_hits(value)
     if quick is not None:
         return quick, False
-    run = QueryRun()
+    ids: list[str] = []
+    scores: dict[str, float] = {}
+    texts: dict[str, str] = {}
+    duplicates = 0
     seen = set()
     for rank, hit in enumerate(value):
         doc: Any
@@ -444,12 +447,12 @@ def _hits(source: Path, value: Any, where: str) -> tuple[QueryRun, bool]:
                 "never converted, so write numbers in quotes",
             )
         if doc in seen:
-            run.duplicates += 1  # the first rank counts, as in a retriever's answer
+            duplicates += 1  # the first rank counts, as in a retriever's answer
             continue
         seen.add(doc)
-        run.ids.append(doc)
+        ids.append(doc)
         if score is not None:
-            run.scores[doc] = _score(source, score, f"{where}/{rank}/score")
+            scores[doc] = _score(source, score, f"{where}/{rank}/score")
         if text is not None:
             if not isinstance(text, str):
                 raise RunFileError(
@@ -458,8 +461,8 @@ def _hits(source: Path, value: Any, where: str) -> tuple[QueryRun, bool]:
                     f"text {_shown(text)} is not a string",
                     "quote it",
                 )
-            run.texts[doc] = text
-    return run, False
+            texts[doc] = text
+    return QueryRun(ids=tuple(ids), scores=scores, texts=texts, duplicates=duplicates), False
 
 
 def _quick_hits(hits: list[Any]) -> QueryRun | None:
@@ -478,7 +481,7 @@ def _quick_hits(hits: list[Any]) -> QueryRun | None:
     if not _finite_numbers(list(scores.values())) or not _plain_ids(list(texts.values())):
         return None
     return QueryRun(
-        ids=ids, scores={doc: float(score) for doc, score in scores.items()}, texts=texts
+        ids=tuple(ids), scores={doc: float(score) for doc, score in scores.items()}, texts=texts
     )
 
 

@@ -1,0 +1,109 @@
+"""How many threads a sync retriever gets (ramp.py): the decisions on given measurements, and
+what a computing and a waiting retriever get from ``run_retriever`` at concurrency 8."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from pytest_retrieval.golden import GoldenQuery
+from pytest_retrieval.ramp import MIN_THROUGHPUT_WINDOW, RECHECK, Ramp
+from pytest_retrieval.retrieval import run_retriever
+
+
+class Clock:
+    """Feeds a Ramp what a retriever would make the process do: ``rate`` calls a second at
+    each number of workers, ``cpu`` CPU seconds a second (capped by the workers)."""
+
+    def __init__(self, ramp: Ramp, rate: dict[int, float], cpu_per_worker: float) -> None:
+        self.ramp, self.rate, self.cpu_per_worker = ramp, rate, cpu_per_worker
+        self.now = self.done = self.cpu = 0.0
+        self.seen: list[int] = []
+
+    def run(self, seconds: float, step: float = 0.05) -> int:
+        end = self.now + seconds
+        while self.now < end:
+            workers = self.ramp.workers
+            self.now += step
+            self.done += self.rate[workers] * step
+            self.cpu += min(workers * self.cpu_per_worker, 1.0 * workers) * step
+            self.seen.append(self.ramp.update(self.now, int(self.done), self.cpu))
+        return self.ramp.workers
+
+
+def test_a_waiting_retriever_gets_every_thread_at_once() -> None:
+    clock = Clock(Ramp(8, 0.0), {1: 40, 8: 320}, cpu_per_worker=0.02)
+    assert clock.run(0.1) == 8
+    assert clock.seen[0] == 8  # decided on the first look: no doubling steps
+
+
+def test_a_retriever_computing_under_the_gil_keeps_one_thread() -> None:
+    """Two threads take turns: no faster (a bit slower), so the ramp goes back to one."""
+    clock = Clock(Ramp(8, 0.0), {1: 10_000, 2: 9_000}, cpu_per_worker=1.0)
+    assert clock.run(2.0) == 1
+    assert max(clock.seen) == 2  # tried two, once
+    assert sum(1 for w in clock.seen if w == 2) * 0.05 <= 2 * MIN_THROUGHPUT_WINDOW
+
+
+def test_code_that_releases_the_gil_gets_the_cores_it_can_use() -> None:
+    """Two cores: two threads twice as fast, four no faster than two."""
+    clock = Clock(Ramp(8, 0.0), {1: 1000, 2: 2000, 4: 2050}, cpu_per_worker=1.0)
+    assert clock.run(3.0) == 2
+
+
+def test_a_settled_count_is_tried_again_later() -> None:
+    """A retriever that becomes waiting (a cache warmed up, a remote index took over) gets
+    more threads at the next look."""
+    clock = Clock(Ramp(8, 0.0), {1: 10_000, 2: 9_000}, cpu_per_worker=1.0)
+    assert clock.run(1.0) == 1
+    clock.cpu_per_worker = 0.01
+    clock.rate = {1: 50, 8: 400}
+    assert clock.run(RECHECK + 0.5) == 8
+
+
+def test_a_limit_of_one_is_one() -> None:
+    assert Clock(Ramp(1, 0.0), {1: 50}, cpu_per_worker=0.0).run(1.0) == 1
+
+
+def _queries(n: int) -> list[GoldenQuery]:
+    return [GoldenQuery(id=f"q{i}", query=f"q{i}", relevant={"d": 1}) for i in range(n)]
+
+
+def test_a_computing_retriever_runs_on_one_thread_not_eight() -> None:
+    """At concurrency 8, a retriever computing in Python was called from 8 threads taking
+    turns under the GIL (a numpy retriever took 2.2x its time alone); now nearly every call
+    is made by one thread (two at most: the ramp tries a second once)."""
+    callers: Counter[int] = Counter()
+
+    def search(query: str, k: int) -> list[str]:
+        callers[threading.get_ident()] += 1
+        deadline = time.thread_time() + 0.0003  # 0.3 ms of CPU, holding the GIL
+        while time.thread_time() < deadline:
+            pass
+        return ["d"]
+
+    runs = run_retriever(search, _queries(3000), 5, concurrency=8)
+    assert all(run.error is None for run in runs)
+    top_two = sum(count for _, count in callers.most_common(2))
+    assert top_two >= 0.9 * 3000, callers
+
+
+def test_a_waiting_retriever_still_runs_concurrency_calls_at_once() -> None:
+    lock = threading.Lock()
+    in_flight = peak = 0
+
+    def search(query: str, k: int) -> list[str]:
+        nonlocal in_flight, peak
+        with lock:
+            in_flight += 1
+            peak = max(peak, in_flight)
+        time.sleep(0.01)
+        with lock:
+            in_flight -= 1
+        return ["d"]
+
+    started = time.perf_counter()
+    run_retriever(search, _queries(400), 5, concurrency=8)
+    assert peak == 8
+    assert time.perf_counter() - started < 400 * 0.01 / 8 * 3  # ideal 0.5 s
