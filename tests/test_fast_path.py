@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,59 @@ def test_the_power_table_counts_hits_from_precision_as_the_kernels_do() -> None:
     )
     read, counted = power_table(result, None, {}, 0.05), power_table(without, None, {}, 0.05)
     assert read and read == counted
+
+
+_doc = st.sampled_from([f"d{i}" for i in range(12)])
+_hit = st.one_of(_doc, st.builds(lambda d: {"id": d, "text": "t"}, _doc))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cases=st.lists(
+        st.tuples(
+            st.one_of(st.lists(_hit, max_size=15), st.none()),  # None: the call raises
+            st.dictionaries(_doc, st.integers(0, 3), max_size=6),  # {}: an open query
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    k=st.integers(1, 12),
+)
+def test_ranks_found_by_the_calls_score_as_the_kernels_own_search(
+    cases: list[tuple[list[Any] | None, dict[str, int]]], k: int
+) -> None:
+    """Each judged doc's rank is found as its call returns (hits.normalize_hits with the
+    golden query's judgments); the scores equal the kernels' search over the stored
+    rankings, whatever the hits: repeats, dict hits (the general path), lists longer than k,
+    failed calls, judged-not-relevant docs, open queries."""
+    from pytest_retrieval import evaluate
+    from pytest_retrieval.evaluation import with_metrics
+    from pytest_retrieval.golden import GoldenSet
+
+    queries = [  # every judged query has a relevant doc ("r" when none of its grades is >= 1)
+        GoldenQuery(
+            id=f"q{i}",
+            query=f"q{i}",
+            relevant=relevant if not relevant or max(relevant.values()) else {**relevant, "r": 1},
+        )
+        for i, (_, relevant) in enumerate(cases)
+    ]
+    hits = {q.query: raw for q, (raw, _) in zip(queries, cases, strict=True)}
+
+    def search(query: str, k: int) -> list[Any]:
+        raw = hits[query]
+        if raw is None:
+            raise ConnectionError("down")
+        return [*raw, "r"] if query.endswith(("1", "5")) else raw
+
+    golden = GoldenSet(name="g", source="g.json", queries=tuple(queries))
+    names = [f"{f}@{c}" for f in ("recall", "precision", "mrr", "ndcg", "map") for c in (1, k)]
+    with pytest.MonkeyPatch.context() as patch:  # open queries are only scored with a judge
+        patch.setattr("pytest_retrieval.evaluation._check_labels", lambda *a: None)
+        result = evaluate(search, golden, metrics=names, concurrency=1)
+    assert [q.returned for q in result.queries]  # the rankings the kernels search again
+    again = with_metrics(result, [])  # scored from the stored rankings, ranks not given
+    for query, other in zip(result.queries, again.queries, strict=True):
+        for name, value in query.metrics.items():
+            both_nan = math.isnan(value) and math.isnan(other.metrics[name])
+            assert value == other.metrics[name] or both_nan, (query.id, name)

@@ -15,7 +15,7 @@ from . import metrics as kernels
 from ._gc import frozen_heap, paused_gc
 from .adapters import adapt
 from .golden import GoldenQuery, GoldenSet, load_golden
-from .hits import QueryRun, error_key
+from .hits import NOT_RETURNED, QueryRun, error_key
 from .metrics import FloatArray
 from .results import HIT_DETAIL, HIT_TEXT, EvaluationResult, QueryResult, Threshold, is_graded
 from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, Retriever, run_retriever
@@ -267,6 +267,7 @@ def evaluate(
                 concurrency=concurrency,
                 timeout=timeout,
                 progress=progress,
+                ranks=True,
             )
     elif len(runs) != len(golden_set.queries):
         raise ValueError(f"{len(runs)} runs for {len(golden_set.queries)} golden queries")
@@ -492,6 +493,7 @@ def _score(
         thresholds=chosen,
         relevance_level=level,
         fresh=True,
+        ranks=_found_ranks(golden_set.queries, runs),
     )
     tracebacks: dict[str, str] = {}
     for run in runs:
@@ -503,6 +505,28 @@ def _score(
 #: a query's judgments, labels, texts or scores when it has none: one dict shared by all,
 #: never written to (results are frozen), instead of four per query (0.25 GB a million)
 _NOTHING: dict[str, Any] = {}
+
+
+def _found_ranks(
+    queries: Sequence[GoldenQuery], runs: Sequence[QueryRun]
+) -> list[tuple[int, ...]] | None:
+    """Each query's judged ranks as the calls found them (:attr:`QueryRun.ranks`), in the
+    kernels' terms (an open query is scored on a placeholder judgment, never found); None
+    when a call did not find them (a run file: the kernels do)."""
+    found: list[tuple[int, ...]] = []
+    for query, run in zip(queries, runs, strict=True):
+        if not query.relevant:
+            found.append(_UNSEEN)
+        elif run.ranks is not None:
+            found.append(run.ranks)
+        elif not run.ids:  # a failed call: nothing came back
+            found.append((NOT_RETURNED,) * len(query.relevant))
+        else:
+            return None
+    return found
+
+
+_UNSEEN = (NOT_RETURNED,)
 
 
 def _scores(run: QueryRun) -> dict[str, float]:
@@ -528,10 +552,13 @@ def _aggregate(
     thresholds: Sequence[Threshold],
     relevance_level: int = kernels.DEFAULT_RELEVANCE_LEVEL,
     fresh: bool = False,
+    ranks: Sequence[Sequence[int]] | None = None,
 ) -> EvaluationResult:
     """Every metric of every query of ``base`` (their rankings and labels), then the means,
     intervals, per-tag means and latencies: column by column, one array per metric.
-    ``fresh``: ``base`` was built for this call and gets its values in place (no copies)."""
+    ``fresh``: ``base`` was built for this call and gets its values in place (no copies).
+    ``ranks``: where each query's judged docs came back, found already (see
+    :func:`_found_ranks`)."""
     parsed = [kernels.parse_metric(metric) for metric in wanted]
     judged = [m for m in parsed if m.labels in kernels.JUDGED]
     others = [m for m in parsed if m.labels not in kernels.JUDGED]
@@ -546,6 +573,7 @@ def _aggregate(
             if any(m.labels != "golden" for m in others)
             else None,
             unique=True,  # every ranking is deduplicated (normalize_hits, stored reports)
+            ranks=ranks,
         )
     coverage: dict[str, tuple[int, int]] = {}
     graded: dict[str, np.ndarray] = {}

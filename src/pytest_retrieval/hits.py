@@ -10,12 +10,14 @@ blocks the event loop gets its message here too (:func:`describe_error`, :func:`
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 #: longest error message kept (an HTTP error can carry a whole response body)
 MAX_ERROR = 1000
+#: the rank of a judged doc that did not come back: past every cutoff
+NOT_RETURNED = 2**62
 
 
 class HitError(ValueError):
@@ -30,6 +32,10 @@ class QueryRun:
     traversed again at every full collection.)"""
 
     ids: tuple[str, ...] = ()
+    #: the 0-based rank in ``ids`` of each doc its golden query judges (in ``relevant``'s
+    #: order), :data:`NOT_RETURNED` for one not there; found right after the call, while its
+    #: hits are in the CPU's cache (None: not asked for, the kernels find them)
+    ranks: tuple[int, ...] | None = None
     texts: dict[str, str] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)
     latency: float = 0.0  # seconds
@@ -45,16 +51,23 @@ _RETURN_HINT = (
 )
 
 
-def normalize_hits(raw: Any, k: int) -> QueryRun:
-    """Turn whatever the retriever returned into a :class:`QueryRun` (ids cut at ``k``)."""
+def normalize_hits(raw: Any, k: int, judged: Collection[str] | None = None) -> QueryRun:
+    """Turn whatever the retriever returned into a :class:`QueryRun` (ids cut at ``k``);
+    with ``judged`` (the golden query's judged doc ids), their ranks too."""
     if type(raw) is list and _all_str(raw):  # the common case: C loops only
         distinct = set(raw)
         if "" not in distinct:
-            if len(distinct) == len(raw):
-                return QueryRun(ids=tuple(raw) if len(raw) <= k else tuple(raw[:k]))
+            if len(distinct) == len(raw) and len(raw) <= k:
+                unique = tuple(raw)
+                ranks = None if judged is None else _ranks(unique, judged, distinct)
+                return QueryRun(ids=unique, ranks=ranks)
             top = tuple(dict.fromkeys(raw))[:k]
             kept = set(top)
-            return QueryRun(ids=top, duplicates=sum(hit in kept for hit in raw) - len(top))
+            return QueryRun(
+                ids=top,
+                ranks=None if judged is None else _ranks(top, judged, kept),
+                duplicates=sum(hit in kept for hit in raw) - len(top),
+            )
     if raw is None:
         raise HitError(f"the retriever returned None; {_RETURN_HINT}")
     if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable):
@@ -92,7 +105,16 @@ def normalize_hits(raw: Any, k: int) -> QueryRun:
             texts[doc_id] = text
         if isinstance(score, int | float) and not isinstance(score, bool):
             scores[doc_id] = float(score)
-    return QueryRun(ids=tuple(ids), texts=texts, scores=scores, duplicates=duplicates)
+    top = tuple(ids)
+    ranks = None if judged is None else _ranks(top, judged, seen)
+    return QueryRun(ids=top, ranks=ranks, texts=texts, scores=scores, duplicates=duplicates)
+
+
+def _ranks(
+    ids: tuple[str, ...], judged: Collection[str], present: Container[str]
+) -> tuple[int, ...]:
+    """The rank of each judged doc in ``ids`` (``present``: a set holding ``ids``' docs)."""
+    return tuple([ids.index(doc) if doc in present else NOT_RETURNED for doc in judged])
 
 
 def _all_str(raw: list[Any]) -> bool:

@@ -389,6 +389,7 @@ def grade_matrix(
     *,
     allow_empty: bool = False,
     unique: bool = False,
+    ranks: Sequence[Sequence[int]] | None = None,
 ) -> GradeMatrix:
     """Build the grade matrix for ``runs`` cut at ``depth``; duplicates are dropped first.
 
@@ -397,7 +398,10 @@ def grade_matrix(
 
     Rather than looking every retrieved id up in the judgments, this looks the (fewer) judged
     ids up in the ranking, then scatters their grades into the matrix. ``unique``: no ranking
-    repeats an id (spares the check).
+    repeats an id (spares the check). ``ranks``: those look-ups already made, per query the
+    0-based rank of each judged doc in ``qrels[i]``'s order in the deduplicated ranking (any
+    number from ``depth`` up: not in the top ``depth``), as the evaluation finds them while
+    each call's hits are in the CPU's cache.
     """
     if len(runs) != len(qrels):
         raise ValueError(f"{len(runs)} ranked lists for {len(qrels)} judged queries")
@@ -411,21 +415,21 @@ def grade_matrix(
     if n and not allow_empty and not n_relevant.min() > 0:
         first = int(np.argmin(n_relevant))
         raise ValueError(f"query #{first} has no relevant document (no grade >= 1)")
-    # ... and one over the ranked lists, giving each judgment its rank.
-    ranks = np.fromiter(
-        chain.from_iterable(
-            map(_unique_ranks if unique else _judged_ranks, runs, qrels, repeat(depth))
-        ),
-        dtype=np.intp,
-        count=total,
+    # ... and one over the ranked lists (unless made already), giving each judgment its rank.
+    per_query: Iterable[Iterable[int]] = (
+        ranks
+        if ranks is not None
+        else map(_unique_ranks if unique else _judged_ranks, runs, qrels, repeat(depth))
     )
-    in_top = ranks < depth
+    flat = np.fromiter(chain.from_iterable(per_query), dtype=np.int64, count=total)
+    rank: IntArray = np.minimum(flat, depth).astype(np.intp)
+    in_top = rank < depth
     found = in_top & (judged > 0)
-    where = row[found] * depth + ranks[found]  # flat index in the (n, depth) matrix
+    where = row[found] * depth + rank[found]  # flat index in the (n, depth) matrix
     order = np.argsort(where, kind="stable")  # row-major: by row, then rank
     cell_row, cell_rank = np.divmod(where[order], depth)
     cells = _Cells(cell_row, cell_rank, judged[found][order], n)
-    judged_cells = _JudgedCells(row[in_top], ranks[in_top], runs, depth, unique)
+    judged_cells = _JudgedCells(row[in_top], rank[in_top], runs, depth, unique)
     return GradeMatrix.of_cells(cells, ideal_cells, n_relevant, depth, judged_cells)
 
 
@@ -590,6 +594,7 @@ def compute(
     *,
     relevance_level: float = DEFAULT_RELEVANCE_LEVEL,
     unique: bool = False,
+    ranks: Sequence[Sequence[int]] | None = None,
 ) -> dict[str, FloatArray]:
     """Per-query values of each metric: ``{name: array with one value per query}``.
 
@@ -607,7 +612,8 @@ def compute(
     ties by doc id descending). The arrays follow the order of ``qrels``' keys; a query of
     ``qrels`` missing from ``runs`` scores 0 and counts (trec_eval would drop it); a query
     only in ``runs`` is ignored (it has no judgments). ``unique``: no ranked list repeats an
-    id (the evaluation's are deduplicated), which spares the check.
+    id (the evaluation's are deduplicated), which spares the check. ``ranks``: where each
+    ``qrels[i]`` doc is in ``runs[i]``, found already (:func:`grade_matrix`).
     """
     if isinstance(runs, Mapping) or isinstance(qrels, Mapping):
         runs, qrels, positional = _by_position(runs, qrels, labels)
@@ -623,7 +629,7 @@ def compute(
             values.update(slot_values(group, slots, relevance_level))
             continue
         if source == "golden":
-            matrix = grade_matrix(runs, qrels, depth, unique=unique)
+            matrix = grade_matrix(runs, qrels, depth, unique=unique, ranks=ranks)
         else:
             labels_of = _labels(positional, source)
             matrix = grade_matrix(runs, labels_of, depth, allow_empty=True, unique=unique)
