@@ -229,6 +229,31 @@ def test_fingerprint_tracks_judgments_not_order(tmp_path: Path) -> None:
     assert base != rejudged
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    query=st.text(min_size=1),
+    relevant=st.dictionaries(st.text(min_size=1), st.integers(0, MAX_GRADE), min_size=1),
+)
+@example(query='a "quoted"\\ line\n', relevant={"\u2028\x00é": 3, "b": 0})
+def test_the_direct_fingerprint_is_the_canonical_jsons(
+    query: str, relevant: dict[str, int]
+) -> None:
+    """A query without params or criteria is hashed from its canonical JSON written
+    directly; it must be the text the JSON encoder writes, or every stored baseline would
+    see every query as re-judged."""
+    from pytest_retrieval.golden import GoldenQuery, _digest
+
+    written = GoldenQuery(id="q", query=query, relevant=relevant).fingerprint
+    assert written == _digest([query, sorted(relevant.items()), {}, None])
+    canonical = json.dumps(  # as the first releases computed it, spelled out
+        [query, sorted(relevant.items()), {}, None],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    assert written == hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
 def test_unknown_extension(tmp_path: Path) -> None:
     (tmp_path / "g.yaml").write_text("x")
     with pytest.raises(GoldenError, match=r"unknown golden-set format '\.yaml'"):

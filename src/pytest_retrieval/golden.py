@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Container, Iterable, Mapping, Sequence
+from collections.abc import Collection, Container, Mapping, Sequence
 from functools import cached_property, lru_cache
 from importlib import resources
+from itertools import chain, repeat
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Annotated, Any
@@ -144,7 +145,9 @@ class GoldenQuery(BaseModel):
     @property
     def fingerprint(self) -> str:
         """Hash of what decides this query's scores: text, judgments, params and criteria."""
-        return _digest([self.query, sorted(self.relevant.items()), self.params, self.criteria])
+        if self.params or self.criteria is not None:
+            return _digest([self.query, sorted(self.relevant.items()), self.params, self.criteria])
+        return _judged_digest(self.query, self.relevant)
 
 
 _QUERY_FIELDS = frozenset(GoldenQuery.model_fields)
@@ -217,6 +220,15 @@ def _digest(value: Any) -> str:
     """16 hex digits of the SHA-256 of ``value``'s canonical JSON (one reused encoder: half
     the cost of ``json.dumps`` with options, which builds an encoder per call)."""
     return hashlib.sha256(_CANONICAL.encode(value).encode()).hexdigest()[:16]
+
+
+def _judged_digest(query: str, relevant: Mapping[str, int]) -> str:
+    """``_digest([query, sorted(relevant.items()), {}, None])`` -- a query without params or
+    criteria -- with its canonical JSON written directly: the same text at half the cost
+    (100,000 queries: 0.4 s instead of 0.8 s). ``test_golden`` checks the two agree."""
+    judged = ",".join([f"[{encode_basestring(d)},{g!r}]" for d, g in sorted(relevant.items())])
+    text = f"[{encode_basestring(query)},[{judged}],{{}},null]"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @lru_cache(maxsize=1)
@@ -348,6 +360,7 @@ def _build(raw: RawGolden, require_relevant: bool) -> GoldenSet:
 
 
 _PLAIN_KEYS = frozenset({"id", "query", "relevant", "tags"})
+_ABSENT: Any = object()  # a key an entry does not have (its value may be null)
 
 
 def _plain_queries(entries: Any) -> list[GoldenQuery] | None:
@@ -357,58 +370,72 @@ def _plain_queries(entries: Any) -> list[GoldenQuery] | None:
     no id twice. Checked with exact types (``type(x) is str``: no bool for an int) so that
     what passes here is what the pydantic model accepts, and gets the same values (checked
     by a property test against it); anything else -- including every error -- takes the
-    model's path, which says what is wrong and where. Five times faster on large sets."""
-    if type(entries) is not list or not entries:
+    model's path, which says what is wrong and where.
+
+    Checked column by column, each check one C loop over all entries (``map`` over a
+    column, ``set`` of its types), not entry by entry in Python: 100,000 entries in a
+    tenth of a second."""
+    if type(entries) is not list or not entries or set(map(type, entries)) != {dict}:
         return None
-    queries: list[GoldenQuery] = []
-    seen: set[str] = set()
-    tag_sets: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per combination
-    for entry in entries:
-        if type(entry) is not dict or not entry.keys() <= _PLAIN_KEYS:
-            return None
-        query, relevant = entry.get("query"), entry.get("relevant")
-        if type(query) is not str or not query:
-            return None
-        query_id = entry.get("id")
-        if "id" in entry and (type(query_id) is not str or not query_id):
-            return None
-        if type(relevant) is list:
-            if not relevant or not _plain_ids(relevant) or len(set(relevant)) != len(relevant):
-                return None
-            relevant = dict.fromkeys(relevant, 1)
-        elif type(relevant) is dict:
-            if not relevant or not _plain_ids(relevant) or not _plain_grades(relevant):
-                return None
-        else:
-            return None
-        tags = entry.get("tags", [])
-        if type(tags) is not list or not _plain_ids(tags):
-            return None
-        try:  # a lone surrogate ("\ud800" is valid JSON): the model's error, not a crash
-            (query + (query_id or "") + "".join(relevant) + "".join(tags)).encode()
-        except UnicodeEncodeError:
-            return None
-        if query_id is None:
-            query_id = content_id(query, {})
-        if query_id in seen:
-            return None
-        seen.add(query_id)
-        shared = tag_sets.setdefault(tuple(tags), tuple(tags))
-        queries.append(GoldenQuery.of_plain(query_id, query, relevant, shared))
-    return queries
+    if not all(map(_PLAIN_KEYS.issuperset, entries)):  # iterating a dict gives its keys
+        return None
+    texts: list[Any] = list(map(dict.get, entries, repeat("query")))
+    given: list[Any] = list(map(dict.get, entries, repeat("id"), repeat(_ABSENT)))
+    relevants: list[Any] = list(map(dict.get, entries, repeat("relevant")))
+    tag_lists: list[Any] = list(map(dict.get, entries, repeat("tags"), repeat(_NO_TAGS)))
+    if not _plain_ids(texts) or set(map(type, tag_lists)) != {list}:
+        return None
+    named = [query_id for query_id in given if query_id is not _ABSENT]
+    kinds = set(map(type, relevants))
+    if not _plain_ids(named) or not kinds <= {list, dict} or not all(relevants):
+        return None
+    try:  # a list of ids becomes {id: 1}; an unhashable id is the model's to explain
+        judgments = [r if type(r) is dict else dict.fromkeys(r, 1) for r in relevants]
+    except TypeError:
+        return None
+    if list in kinds and list(map(len, judgments)) != list(map(len, relevants)):
+        return None  # an id listed twice
+    docs = list(chain.from_iterable(judgments))
+    tags = list(chain.from_iterable(tag_lists))
+    if not _plain_ids(docs) or not _plain_ids(tags):
+        return None
+    graded = [r for r in relevants if type(r) is dict]
+    if graded and not _plain_grades(graded):
+        return None
+    try:  # a lone surrogate ("\ud800" is valid JSON): the model's error, not a crash
+        for column in (texts, named, docs, tags):
+            "".join(column).encode()
+    except UnicodeEncodeError:
+        return None
+    if len(named) < len(given):  # ids from the content of the entries that have none
+        given = [
+            content_id(q, {}) if i is _ABSENT else i for q, i in zip(texts, given, strict=True)
+        ]
+    if len(set(given)) != len(given):
+        return None
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per combination of tags
+    tag_tuples = [shared.setdefault(t, t) for t in map(tuple, tag_lists)]
+    return list(map(GoldenQuery.of_plain, given, texts, judgments, tag_tuples))
 
 
-def _plain_ids(ids: Iterable[Any]) -> bool:
-    """Every item a non-empty ``str``, by C-level loops."""
-    return set(map(type, ids)) <= {str} and "" not in ids
+_NO_TAGS: list[str] = []
 
 
-def _plain_grades(relevant: dict[str, Any]) -> bool:
-    grades = relevant.values()
+def _plain_ids(ids: list[Any]) -> bool:
+    """Every item a non-empty ``str`` (exactly: no subclass), by C-level loops (``all``: an
+    empty string is the only false one)."""
+    return not ids or (set(map(type, ids)) == {str} and all(ids))
+
+
+def _plain_grades(graded: list[dict[str, Any]]) -> bool:
+    """Every grade an ``int`` (exactly: no bool) from 0 to MAX_GRADE, and in every query one
+    of them at least 1."""
+    grades = list(chain.from_iterable(map(dict.values, graded)))
     return (
-        set(map(type, grades)) <= {int}
+        set(map(type, grades)) == {int}
         and min(grades) >= 0
-        and 0 < max(grades) <= MAX_GRADE
+        and max(grades) <= MAX_GRADE
+        and min(map(max, map(dict.values, graded))) >= 1
     )
 
 
