@@ -315,3 +315,89 @@ def test_fast_validator_agrees_with_json_schema(
             assert any(s in exc.problem for s in semantic), exc
     if loader_ok:
         assert schema_ok, entry
+
+
+_odd = st.one_of(  # values of every JSON type, and the edges of each rule
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 3),
+    st.integers(9_999, 10_002),
+    st.floats(allow_nan=True),
+    st.text(max_size=4),
+    st.sampled_from(["recall@10", "ndcg@5[faq]", "recall@10\n", "Recall@10", "x@", "2%"]),
+)
+_metric_names = st.lists(
+    st.one_of(st.sampled_from(["recall@10", "mrr@5", "recall@10\n", "Recall@1", "a@"]), _odd),
+    max_size=3,
+)
+_bounds = st.dictionaries(
+    st.sampled_from(["recall@10", "ndcg@5[faq]", "ndcg@5[]", "recall@10\n", "x"]),
+    st.one_of(st.floats(-0.5, 1.5), st.integers(-1, 2), _odd),
+    max_size=3,
+)
+_settings = st.fixed_dictionaries(  # each key's value more often valid than not
+    {},
+    optional={
+        "$schema": st.one_of(st.text(max_size=4), _odd),
+        "name": st.one_of(st.text(max_size=4), _odd),
+        "description": st.one_of(st.text(max_size=4), _odd),
+        "k": st.one_of(st.integers(-1, 10_001), _odd),
+        "metrics": st.one_of(_metric_names, _odd),
+        "gate": st.one_of(_metric_names, _odd),
+        "thresholds": st.one_of(_bounds, _odd),
+        "max_drop": st.one_of(_bounds, _odd),
+        "corpus": st.one_of(st.text(max_size=4), _odd),
+        "other": _odd,
+    },
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(document=_settings, queries=st.one_of(st.just([]), st.just({}), st.none()))
+@example(document={"thresholds": {"recall@10": float("nan")}}, queries=[])
+@example(document={"metrics": ["recall@10\n"], "k": True}, queries=[])
+@example(document={"name": "", "max_drop": {"recall@10": "2%", "mrr@5": 0.1}}, queries=[])
+@example(document={"name": "n", "k": 5, "thresholds": {"recall@10": 0.5}}, queries=[])
+@example(document={"thresholds": {"recall@10": 1.5}}, queries=[])
+@example(document={"thresholds": {"recall@10": -0.1}}, queries=[])
+@example(document={"k": 0}, queries=[])
+@example(document={"k": 10_001}, queries=[])
+@example(document={"name": ""}, queries=[])
+@example(document={"gate": ["Recall@10"]}, queries=[])
+def test_settings_passed_without_jsonschema_pass_the_schema(
+    document: dict[str, Any], queries: Any
+) -> None:
+    """jsonschema costs 0.17 s to import; settings the quick check passes must be settings
+    the schema passes (what it does not pass, the schema decides and words)."""
+    from pytest_retrieval.golden import _plain_settings
+
+    whole = {**document, "queries": queries} if queries is not None else dict(document)
+    schema = golden_schema()
+    settings_schema = dict(schema["$defs"]["goldenSet"])
+    settings_schema["properties"] = dict(settings_schema["properties"], queries={"type": "array"})
+    settings_schema["$defs"] = schema["$defs"]
+    refused = list(Draft202012Validator(settings_schema).iter_errors(whole))
+    if _plain_settings(whole):
+        assert not refused, refused[0].message
+
+
+def test_common_settings_do_not_import_jsonschema(tmp_path: Path) -> None:
+    golden = tmp_path / "g.json"
+    document = {
+        "name": "g",
+        "description": "d",
+        "k": 10,
+        "corpus": "corpus.jsonl",
+        "metrics": ["recall@10", "ndcg@10"],
+        "gate": ["recall@10"],
+        "thresholds": {"recall@10": 0.5, "mrr@10[faq]": 0.2},
+        "max_drop": {"recall@10": 0.02, "ndcg@10": "2%"},
+        "queries": [{"query": "a", "relevant": ["d"], "tags": ["faq"]}],
+    }
+    golden.write_text(json.dumps(document), encoding="utf-8")
+    code = (
+        "import sys\nfrom pytest_retrieval import load_golden\n"
+        f"load_golden({str(golden)!r})\nprint('jsonschema' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

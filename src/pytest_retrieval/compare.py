@@ -523,7 +523,7 @@ def power_table(
     if alpha >= 1 or not result.gated:
         return {}
     n = len(result.queries) if result.comparison is None else result.comparison.n_common
-    relevant = {q.id: q.relevant for q in result.queries}
+    table_of = result.table  # the run's columns: no object per query is built
     golden_ks = sorted({m.k for m in map(parse_metric, result.gated) if m.labels == "golden"})
     table = {}
     counted: dict[str, dict[int, FloatArray]] = {}  # "baseline"/"run" -> k -> hits per query
@@ -537,17 +537,18 @@ def power_table(
             reference = entry.metrics.get(metric, result.metrics[metric])
         else:
             source = "run"
-            ids = [q.id for q in result.queries]
-            values = np.array([q.metrics[metric] for q in result.queries])
-            ranked = [q.returned for q in result.queries]
+            ids = list(table_of.ids)
+            values = table_of.values(metric)
+            ranked = list(table_of.returned)
             reference = result.metrics[metric]
         hits = None
         if parse_metric(metric).labels == "golden":  # relevant docs in each top k
             precision = f"precision@{k}"
             if source == "run" and precision in result.metrics:  # already counted: k * p@k
-                hits = np.rint(np.array([q.metrics[precision] for q in result.queries]) * k)
+                hits = np.rint(table_of.values(precision) * k)
             else:
                 if source not in counted:  # every k from one pass over the rankings
+                    relevant = dict(zip(table_of.ids, table_of.relevant, strict=True))
                     qrels = [relevant.get(q) or {"": 1} for q in ids]
                     counted[source] = _relevant_hits(ranked, qrels, golden_ks, source == "run")
                 hits = counted[source][k]

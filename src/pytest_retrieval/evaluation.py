@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,7 +18,17 @@ from .adapters import adapt
 from .golden import GoldenQuery, GoldenSet, load_golden
 from .hits import NOT_RETURNED, QueryRun, error_key
 from .metrics import FloatArray
-from .results import HIT_DETAIL, HIT_TEXT, EvaluationResult, QueryResult, Threshold, is_graded
+from .results import (
+    HIT_DETAIL,
+    HIT_TEXT,
+    EvaluationResult,
+    QueryColumns,
+    QueryResult,
+    QueryTable,
+    Threshold,
+    is_graded,
+    shared_floats,
+)
 from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, Retriever, run_retriever
 from .verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, RETRIEVER_ERRORS, THRESHOLD
 
@@ -279,8 +290,8 @@ def evaluate(
         )
         for source, kinds in (("judge", {"on_topic", "llm_grade"}), ("downstream", DOWNSTREAM))
     }
-    judgments: list[dict[str, dict[str, Any]]] = [_NOTHING] * len(runs)
-    downstream_labels: list[dict[str, float]] = [_NOTHING] * len(runs)
+    judgments: list[dict[str, dict[str, Any]]] | None = None  # None: no judge
+    downstream_labels: list[dict[str, float]] | None = None
     summary: dict[str, Any] | None = None
     if judge is not None and label_depth["judge"]:
         judgments, summary = _judge_hits(
@@ -455,51 +466,74 @@ def _score(
     cutoff: int,
     wanted: Sequence[str],
     chosen: Sequence[Threshold],
-    judgments: Sequence[dict[str, dict[str, Any]]],
-    downstream: Sequence[dict[str, float]],
+    judgments: Sequence[dict[str, dict[str, Any]]] | None,
+    downstream: Sequence[dict[str, float]] | None,
     level: int,
 ) -> EvaluationResult:
+    """The scored evaluation, built column by column (:class:`QueryColumns`): no object per
+    query is made until something asks for one."""
+    queries = golden_set.queries
+    n = len(queries)
+    returned = list(map(_IDS, runs))
+    latency_ms = np.fromiter(map(_LATENCY, runs), dtype=np.float64, count=n) * 1000.0
+    errors = {row: run.error for row, run in enumerate(runs) if run.error is not None}
+    relevant = list(map(_RELEVANT, queries))
+    tags = list(map(_TAGS, queries))
+    columns = _Columns(
+        returned=returned,
+        relevant=relevant,
+        tags=tags,
+        judgments=judgments,
+        downstream=downstream,
+        answered_latency_ms=np.delete(latency_ms, list(errors)) if errors else latency_ms,
+    )
+    measured = _measure(columns, wanted, level, ranks=_found_ranks(queries, runs))
     fingerprints = golden_set.query_fingerprints
-    base = [
-        QueryResult(
-            id=q.id,
-            query=q.query,
-            tags=q.tags,
-            relevant=q.relevant,
-            returned=run.ids,
-            metrics={},
-            latency_ms=run.latency * 1000.0,
-            error=run.error,
-            duplicates=run.duplicates,
-            fingerprint=fingerprints[q.id],
-            judgments=verdicts,
-            downstream=labels,
-            criteria=q.criteria,
-            texts=_texts(run) if run.texts else _NOTHING,
-            scores=_scores(run) if run.scores else _NOTHING,
-        )
-        for q, run, verdicts, labels in zip(
-            golden_set.queries, runs, judgments, downstream, strict=True
-        )
-    ]
-    result = _aggregate(
-        name=golden_set.name,
-        source=golden_set.source,
-        fingerprint=golden_set.fingerprint,
-        retriever_id=retriever_id,
-        k=cutoff,
-        base=base,
-        wanted=wanted,
-        thresholds=chosen,
-        relevance_level=level,
-        fresh=True,
-        ranks=_found_ranks(golden_set.queries, runs),
+    ids = list(map(_ID, queries))
+    criteria = list(map(_CRITERIA, queries))
+    table = QueryColumns(
+        ids=ids,
+        queries=list(map(_QUERY, queries)),
+        tags=tags,
+        relevant=relevant,
+        returned=returned,
+        values=measured.values,
+        latency_ms=latency_ms,
+        errors=errors,
+        duplicates={row: run.duplicates for row, run in enumerate(runs) if run.duplicates},
+        fingerprints=list(map(fingerprints.__getitem__, ids)),
+        criteria=criteria if any(c is not None for c in criteria) else None,
+        judgments=judgments,
+        downstream=downstream,
+        texts=[_texts(run) if run.texts else _NOTHING for run in runs]
+        if any(run.texts for run in runs)
+        else None,
+        scores=[_scores(run) if run.scores else _NOTHING for run in runs]
+        if any(run.scores for run in runs)
+        else None,
     )
     tracebacks: dict[str, str] = {}
     for run in runs:
         if run.error is not None and run.traceback is not None:
             tracebacks.setdefault(error_key(run.error), run.traceback)
-    return replace(result, sampled_from=golden_set.sampled_from, tracebacks=tracebacks)
+    return measured.result(
+        name=golden_set.name,
+        source=golden_set.source,
+        fingerprint=golden_set.fingerprint,
+        retriever_id=retriever_id,
+        k=cutoff,
+        thresholds=chosen,
+        queries=QueryTable(columns=table),
+        sampled_from=golden_set.sampled_from,
+        tracebacks=tracebacks,
+    )
+
+
+_IDS = attrgetter("ids")
+_LATENCY = attrgetter("latency")
+_ID, _QUERY, _RELEVANT, _TAGS, _CRITERIA = map(
+    attrgetter, ("id", "query", "relevant", "tags", "criteria")
+)
 
 
 #: a query's judgments, labels, texts or scores when it has none: one dict shared by all,
@@ -540,6 +574,77 @@ def _check_name(name: str) -> kernels.Metric:
         raise gate.ThresholdError(str(exc)) from None
 
 
+@dataclass(frozen=True)
+class _Columns:
+    """What scoring reads of each query."""
+
+    returned: Sequence[Sequence[str]]
+    relevant: Sequence[Mapping[str, int]]
+    tags: Sequence[tuple[str, ...]]
+    judgments: Sequence[Mapping[str, Mapping[str, Any]]] | None  # None: no judge
+    downstream: Sequence[Mapping[str, float]] | None  # None: no downstream labels
+    answered_latency_ms: FloatArray  # of the calls that did not fail
+
+    @classmethod
+    def of(cls, queries: Sequence[QueryResult]) -> _Columns:
+        return cls(
+            returned=[q.returned for q in queries],
+            relevant=[q.relevant for q in queries],
+            tags=[q.tags for q in queries],
+            judgments=[q.judgments for q in queries],
+            downstream=[q.downstream for q in queries],
+            answered_latency_ms=np.fromiter(
+                (q.latency_ms for q in queries if q.error is None), dtype=np.float64
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """Every metric of every query, and what is made of them: means, intervals, per tag."""
+
+    values: dict[str, FloatArray]
+    metrics: dict[str, float]
+    ci: dict[str, tuple[float, float]]
+    ci_method: str
+    per_tag: dict[str, dict[str, float]]
+    tag_counts: dict[str, int]
+    coverage: dict[str, tuple[int, int]]
+    latency_p50_ms: float
+    latency_p95_ms: float
+
+    def result(
+        self,
+        *,
+        name: str,
+        source: str,
+        fingerprint: str,
+        retriever_id: str,
+        k: int,
+        thresholds: Sequence[Threshold],
+        queries: Sequence[QueryResult],
+        **more: Any,
+    ) -> EvaluationResult:
+        return EvaluationResult(
+            golden_name=name,
+            golden_source=source,
+            fingerprint=fingerprint,
+            retriever_id=retriever_id,
+            k=k,
+            metrics=self.metrics,
+            ci=self.ci,
+            ci_method=self.ci_method,
+            per_tag=self.per_tag,
+            tag_counts=self.tag_counts,
+            queries=queries,
+            latency_p50_ms=self.latency_p50_ms,
+            latency_p95_ms=self.latency_p95_ms,
+            thresholds=list(thresholds),
+            label_coverage=self.coverage,
+            **more,
+        )
+
+
 def _aggregate(
     *,
     name: str,
@@ -551,27 +656,52 @@ def _aggregate(
     wanted: Sequence[str],
     thresholds: Sequence[Threshold],
     relevance_level: int = kernels.DEFAULT_RELEVANCE_LEVEL,
-    fresh: bool = False,
-    ranks: Sequence[Sequence[int]] | None = None,
 ) -> EvaluationResult:
-    """Every metric of every query of ``base`` (their rankings and labels), then the means,
-    intervals, per-tag means and latencies: column by column, one array per metric.
-    ``fresh``: ``base`` was built for this call and gets its values in place (no copies).
-    ``ranks``: where each query's judged docs came back, found already (see
-    :func:`_found_ranks`)."""
+    """Every metric of every query of ``base`` (their rankings and labels) scored again, and
+    the means, intervals, per-tag means and latencies: for merged parts and added
+    metrics."""
+    measured = _measure(_Columns.of(base), wanted, relevance_level)
+    names = list(measured.values)
+    rows = zip(*map(shared_floats, measured.values.values()), strict=True)
+    queries = [
+        replace(q, metrics=dict(zip(names, row, strict=True)))
+        for q, row in zip(base, rows, strict=True)
+    ]
+    if not names:
+        queries = [replace(q, metrics={}) for q in base]
+    return measured.result(
+        name=name,
+        source=source,
+        fingerprint=fingerprint,
+        retriever_id=retriever_id,
+        k=k,
+        thresholds=thresholds,
+        queries=queries,
+    )
+
+
+def _measure(
+    columns: _Columns,
+    wanted: Sequence[str],
+    relevance_level: int,
+    ranks: Sequence[Sequence[int]] | None = None,
+) -> _Measured:
+    """Every metric of every query (their rankings and labels), then the means, intervals,
+    per-tag means and latencies: column by column, one array per metric. ``ranks``: where
+    each query's judged docs came back, found already (see :func:`_found_ranks`)."""
     parsed = [kernels.parse_metric(metric) for metric in wanted]
     judged = [m for m in parsed if m.labels in kernels.JUDGED]
     others = [m for m in parsed if m.labels not in kernels.JUDGED]
-    runs = [q.returned for q in base]
-    open_rows = np.fromiter((not q.relevant for q in base), dtype=bool, count=len(base))
+    runs = columns.returned
+    n = len(runs)
+    open_rows = np.fromiter((not r for r in columns.relevant), dtype=bool, count=n)
+    downstream = columns.downstream or [_NOTHING] * n
     with np.errstate(invalid="ignore", divide="ignore"):
         found = kernels.compute(
             others,
             runs,
-            [q.relevant or {"": 1} for q in base],  # open queries: masked out just below
-            {"downstream": [q.downstream for q in base]}
-            if any(m.labels != "golden" for m in others)
-            else None,
+            [r or _OPEN for r in columns.relevant],  # open queries: masked out just below
+            {"downstream": downstream} if any(m.labels != "golden" for m in others) else None,
             unique=True,  # every ranking is deduplicated (normalize_hits, stored reports)
             ranks=ranks,
         )
@@ -579,7 +709,8 @@ def _aggregate(
     graded: dict[str, np.ndarray] = {}
     if judged:
         depth = max(m.k for m in judged)
-        for kind, labels in _judge_labels(base, depth).items():
+        verdicts = columns.judgments or [_NOTHING] * n
+        for kind, labels in _judge_labels(runs, verdicts, depth).items():
             group = [m for m in judged if m.labels == kind]
             if not group:
                 continue
@@ -587,7 +718,7 @@ def _aggregate(
             found.update(kernels.slot_values(group, slots, relevance_level))
             for m in group:
                 graded[m.name] = slots.graded(m.k)
-                coverage[m.name] = (int(graded[m.name].sum()), m.k * len(base))
+                coverage[m.name] = (int(graded[m.name].sum()), m.k * n)
     per_query = {m.name: found[m.name] for m in parsed}
     human = {m.name for m in parsed if m.labels == "golden"}
     has_open = bool(open_rows.any())
@@ -606,53 +737,31 @@ def _aggregate(
             counted = graded[m.name][np.isfinite(values)]
             on_topic = float(np.rint(defined * counted).sum())
             intervals[m.name] = stats.wilson_interval(on_topic, float(counted.sum()))
-    names = list(per_query)
-    rows = zip(*(_shared_floats(column) for column in per_query.values()), strict=True)
-    if fresh:
-        queries = list(base)
-        for query, row in zip(queries, rows, strict=True):
-            object.__setattr__(query, "metrics", dict(zip(names, row, strict=True)))
-    else:
-        queries = [
-            replace(q, metrics=dict(zip(names, row, strict=True)))
-            for q, row in zip(base, rows, strict=True)
-        ]
     by_tag: dict[str, list[int]] = {}
-    for i, q in enumerate(base):
-        for tag in q.tags:
-            by_tag.setdefault(tag, []).append(i)
-    per_tag = {
-        tag: {metric: _mean(values[rows_of]) for metric, values in per_query.items()}
-        for tag, rows_of in sorted(by_tag.items())
-    }
-    latencies = np.fromiter((q.latency_ms for q in base if q.error is None), dtype=np.float64)
-    return EvaluationResult(
-        golden_name=name,
-        golden_source=source,
-        fingerprint=fingerprint,
-        retriever_id=retriever_id,
-        k=k,
+    for row, tags in enumerate(columns.tags):
+        for tag in tags:
+            by_tag.setdefault(tag, []).append(row)
+    latencies = columns.answered_latency_ms
+    return _Measured(
+        values=per_query,
         metrics={metric: _mean(values) for metric, values in per_query.items()},
         ci=intervals,
         ci_method=method,
-        per_tag=per_tag,
+        per_tag={
+            tag: {metric: _mean(values[rows_of]) for metric, values in per_query.items()}
+            for tag, rows_of in sorted(by_tag.items())
+        },
         tag_counts={tag: len(rows_of) for tag, rows_of in sorted(by_tag.items())},
-        queries=queries,
+        coverage=coverage,
         latency_p50_ms=stats.percentile(latencies, 50),
         latency_p95_ms=stats.percentile(latencies, 95),
-        thresholds=list(thresholds),
-        label_coverage=coverage,
     )
 
 
+_OPEN = {"": 1}  # an open query's placeholder judgment: never found, its values masked out
+
+
 __all__ = ["EvaluationResult", "QueryResult", "QueryRun", "evaluate"]
-
-
-def _shared_floats(values: FloatArray) -> list[float]:
-    """``values.tolist()`` with one float object per distinct value (a metric takes few:
-    hit rate two, precision@10 eleven): 24 bytes a query and metric saved on large sets."""
-    seen: dict[float, float] = {}
-    return [seen.setdefault(value, value) for value in values.tolist()]
 
 
 def _mean(values: FloatArray) -> float:
@@ -661,16 +770,18 @@ def _mean(values: FloatArray) -> float:
     return float(finite.mean()) if finite.size else float("nan")
 
 
-def _judge_labels(queries: Sequence[QueryResult], depth: int) -> dict[str, list[dict[str, float]]]:
+def _judge_labels(
+    runs: Sequence[Sequence[str]], judgments: Sequence[Mapping[str, Mapping[str, Any]]], depth: int
+) -> dict[str, list[dict[str, float]]]:
     """The judge's labels of each query's top ``depth`` hits, as the slot kernels take them:
     on topic 1/0 and the 0-3 grade; NaN for a hit it did not grade (an error, or no verdict:
     a deeper metric than the judge was asked about), which the judge metrics leave out."""
     on_topic: list[dict[str, float]] = []
     grades: list[dict[str, float]] = []
-    for query in queries:
+    for returned, verdicts in zip(runs, judgments, strict=True):
         binary, graded = {}, {}
-        for doc in query.returned[:depth]:
-            verdict = query.judgments.get(doc) or {}
+        for doc in returned[:depth]:
+            verdict = verdicts.get(doc) or {}
             decided = is_graded(verdict)
             grade = verdict.get("grade")
             binary[doc] = float(verdict["on_topic"]) if decided else math.nan

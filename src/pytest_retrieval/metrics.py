@@ -340,9 +340,8 @@ class _JudgedCells:
     def lengths(self) -> IntArray:
         """Distinct ids of each ranking, cut at ``depth``."""
         count = len if self.unique else _distinct
-        return np.fromiter(
-            (min(count(run), self.depth) for run in self.runs), dtype=np.intp, count=len(self.runs)
-        )
+        lengths = np.fromiter(map(count, self.runs), dtype=np.intp, count=len(self.runs))
+        return np.minimum(lengths, self.depth)
 
     def share(self, k: int) -> FloatArray:
         """judged@k of every row: judged docs in the top k / min(k, docs returned); 0 for an

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._gc import paused_gc
 from .hits import error_key
@@ -113,6 +115,214 @@ class QueryResult:
         if self.criteria is not None:
             entry["criteria"] = self.criteria
         return entry
+
+
+FloatArray = NDArray[np.float64]
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class QueryColumns:
+    """Every query of an evaluation, column by column, as scoring made them: the values of
+    each metric in one array, the sparse parts (failed calls, repeated ids, the judge's
+    verdicts) only where there are some."""
+
+    ids: Sequence[str]
+    queries: Sequence[str]
+    tags: Sequence[tuple[str, ...]]
+    relevant: Sequence[dict[str, int]]
+    returned: Sequence[tuple[str, ...]]
+    values: Mapping[str, FloatArray]  # metric -> one value per query
+    latency_ms: FloatArray
+    errors: Mapping[int, str]  # row -> its call's error
+    duplicates: Mapping[int, int]  # row -> repeated ids dropped
+    fingerprints: Sequence[str]
+    criteria: Sequence[str | None] | None = None  # None: no query has any
+    judgments: Sequence[dict[str, dict[str, Any]]] | None = None  # None: no judge
+    downstream: Sequence[dict[str, float]] | None = None
+    texts: Sequence[dict[str, str]] | None = None
+    scores: Sequence[dict[str, float]] | None = None
+
+
+_NONE: dict[str, Any] = {}  # what a query without judgments, labels, texts or scores holds
+
+
+class QueryTable(Sequence[QueryResult]):
+    """An evaluation's per-query results: a sequence of :class:`QueryResult` to every
+    reader, equal to the list of them, kept as columns until one is asked for.
+
+    Building a QueryResult and its dict of values for each of 100,000 queries costs as much
+    as scoring them, and a gating run reads only columns (a metric's values, the failed
+    calls, the list lengths: :meth:`values`, :meth:`error_rows`, ...). So the objects are
+    built when something asks for them -- a report, a baseline, a renderer showing queries,
+    the API -- all at once and kept; a slice (a report's chunk) is built and not kept.
+    Made from a list of QueryResults (a report read back, merged parts), its columns are
+    read off the objects when asked for.
+    """
+
+    __slots__ = ("_built", "_columns", "_derived")
+
+    def __init__(
+        self, rows: Sequence[QueryResult] | None = None, columns: QueryColumns | None = None
+    ) -> None:
+        if (rows is None) == (columns is None):
+            raise TypeError("QueryTable takes rows or columns")
+        self._built: list[QueryResult] | None = None if rows is None else list(rows)
+        self._columns = columns
+        self._derived: dict[str, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._built) if self._built is not None else len(self._columns.ids)  # type: ignore[union-attr]
+
+    @overload
+    def __getitem__(self, index: int) -> QueryResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[QueryResult]: ...
+
+    def __getitem__(self, index: int | slice) -> QueryResult | list[QueryResult]:
+        if self._built is not None:
+            return self._built[index]
+        rows = range(len(self))[index]
+        if isinstance(rows, int):
+            return self._build(range(rows, rows + 1))[0]
+        return self._build(rows) if rows.step == 1 else self.rows[index]
+
+    def __iter__(self) -> Iterator[QueryResult]:
+        return iter(self.rows)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, QueryTable):
+            return self.rows == other.rows
+        return isinstance(other, list) and self.rows == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"QueryTable({len(self)} queries)"
+
+    @property
+    def rows(self) -> list[QueryResult]:
+        """Every QueryResult, built on the first call."""
+        if self._built is None:
+            self._built = self._build(range(len(self)))
+        return self._built
+
+    # ------------------------------------------------------------ columns
+
+    @property
+    def ids(self) -> Sequence[str]:
+        if self._columns is not None:
+            return self._columns.ids
+        return self._derive("ids", lambda: [q.id for q in self.rows])
+
+    @property
+    def tags(self) -> Sequence[tuple[str, ...]]:
+        if self._columns is not None:
+            return self._columns.tags
+        return self._derive("tags", lambda: [q.tags for q in self.rows])
+
+    @property
+    def relevant(self) -> Sequence[dict[str, int]]:
+        if self._columns is not None:
+            return self._columns.relevant
+        return self._derive("relevant", lambda: [q.relevant for q in self.rows])
+
+    @property
+    def returned(self) -> Sequence[tuple[str, ...]]:
+        if self._columns is not None:
+            return self._columns.returned
+        return self._derive("returned", lambda: [q.returned for q in self.rows])
+
+    def values(self, metric: str) -> FloatArray:
+        """``metric``'s value for every query (NaN where a query has none)."""
+        if self._columns is not None and metric in self._columns.values:
+            return self._columns.values[metric]
+        return self._derive(
+            f"values:{metric}",
+            lambda: np.fromiter(
+                (q.metrics.get(metric, math.nan) for q in self.rows),
+                dtype=np.float64,
+                count=len(self),
+            ),
+        )
+
+    def has_values(self, metric: str) -> bool:
+        """Every query has a value of ``metric`` (a NaN counts)."""
+        if self._columns is not None:
+            return metric in self._columns.values
+        return all(metric in q.metrics for q in self.rows)
+
+    def error_rows(self) -> Mapping[int, str]:
+        """Row -> error, for the queries whose retriever call failed."""
+        if self._columns is not None:
+            return self._columns.errors
+        return self._derive(
+            "errors", lambda: {i: q.error for i, q in enumerate(self.rows) if q.error is not None}
+        )
+
+    def latencies(self) -> FloatArray:
+        if self._columns is not None:
+            return self._columns.latency_ms
+        return self._derive(
+            "latency", lambda: np.array([q.latency_ms for q in self.rows], dtype=np.float64)
+        )
+
+    def duplicates(self) -> int:
+        """Repeated ids dropped, over all queries."""
+        if self._columns is not None:
+            return sum(self._columns.duplicates.values())
+        return sum(q.duplicates for q in self.rows)
+
+    def _derive(self, key: str, make: Callable[[], _T]) -> _T:
+        """A column read off the built QueryResults, once."""
+        if key not in self._derived:
+            self._derived[key] = make()
+        column: _T = self._derived[key]
+        return column
+
+    def _build(self, rows: range) -> list[QueryResult]:
+        """The QueryResults of ``rows`` from the columns, each value a float shared by the
+        queries that have it (a metric takes few values: 24 bytes a query and metric
+        saved on large sets)."""
+        c = self._columns
+        assert c is not None
+        start, stop = rows.start, rows.stop
+        names = list(c.values)
+        shared = [shared_floats(column[start:stop]) for column in c.values.values()]
+        metrics = [dict(zip(names, row, strict=True)) for row in zip(*shared, strict=True)]
+        if not names:
+            metrics = [{} for _ in rows]
+        none = repeat(None)
+        nothing = repeat(_NONE)
+        latency = c.latency_ms[start:stop].tolist()
+        errors, duplicates = c.errors, c.duplicates
+        return list(
+            map(
+                QueryResult,
+                c.ids[start:stop],
+                c.queries[start:stop],
+                c.tags[start:stop],
+                c.relevant[start:stop],
+                c.returned[start:stop],
+                metrics,
+                latency,
+                map(errors.get, rows) if errors else none,
+                map(duplicates.get, rows, repeat(0)) if duplicates else repeat(0),
+                c.fingerprints[start:stop],
+                nothing if c.judgments is None else c.judgments[start:stop],
+                nothing if c.downstream is None else c.downstream[start:stop],
+                none if c.criteria is None else c.criteria[start:stop],
+                nothing if c.texts is None else c.texts[start:stop],
+                nothing if c.scores is None else c.scores[start:stop],
+            )
+        )
+
+
+def shared_floats(values: FloatArray) -> list[float]:
+    """``values.tolist()`` with one float object per distinct value."""
+    seen: dict[float, float] = {}
+    return [seen.setdefault(value, value) for value in values.tolist()]
 
 
 @dataclass(frozen=True)
@@ -507,7 +717,8 @@ class EvaluationResult:
     ci_method: str
     per_tag: dict[str, dict[str, float]]
     tag_counts: dict[str, int]
-    queries: list[QueryResult]
+    #: a :class:`QueryTable` (a list given is made one)
+    queries: Sequence[QueryResult]
     latency_p50_ms: float
     latency_p95_ms: float
     thresholds: list[Threshold] = field(default_factory=list)
@@ -535,6 +746,16 @@ class EvaluationResult:
     part: Part | None = None
     verdict: Verdict = UNDECIDED
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.queries, QueryTable):
+            object.__setattr__(self, "queries", QueryTable(self.queries))
+
+    @property
+    def table(self) -> QueryTable:
+        """The per-query results, with their columns (:class:`QueryTable`)."""
+        assert isinstance(self.queries, QueryTable)
+        return self.queries
+
     @property
     def passed(self) -> bool:
         """The verdict's answer (thresholds, regressions, failed calls, judge coverage...)."""
@@ -547,7 +768,7 @@ class EvaluationResult:
     @property
     def errors(self) -> list[QueryResult]:
         """Queries whose retriever call failed (they scored 0)."""
-        return [q for q in self.queries if q.error is not None]
+        return [self.queries[row] for row in self.table.error_rows()]
 
     @property
     def error_groups(self) -> list[ErrorGroup]:
@@ -576,16 +797,22 @@ class EvaluationResult:
         k = max(depths.values())
         deepest = [name for name, depth in depths.items() if depth == k]
         metric = next((name for name in deepest if name.startswith("recall@")), deepest[0])
-        answered = [q for q in self.queries if q.error is None]
-        short = [q for q in answered if len(q.returned) < k]
-        if len(short) * 2 <= len(answered) or not any(q.missed for q in short):
+        table = self.table
+        failed = table.error_rows()
+        lengths = np.fromiter(map(len, table.returned), dtype=np.intp, count=len(table))
+        answered = np.ones(len(table), dtype=bool)
+        answered[list(failed)] = False
+        short = np.flatnonzero(answered & (lengths < k))
+        if len(short) * 2 <= int(answered.sum()):
             return None
-        median = float(np.median([len(q.returned) for q in answered]))
-        return ShortResults(metric, k, len(short), len(answered), median)
+        if not any(self.queries[row].missed for row in short.tolist()):
+            return None
+        median = float(np.median(lengths[answered]))
+        return ShortResults(metric, k, len(short), int(answered.sum()), median)
 
     @property
     def duplicates(self) -> int:
-        return sum(q.duplicates for q in self.queries)
+        return self.table.duplicates()
 
     @property
     def depth(self) -> int:
@@ -621,7 +848,7 @@ class EvaluationResult:
     @property
     def open_queries(self) -> int:
         """Queries without golden judgments (scored by the judge or downstream labels only)."""
-        return sum(1 for q in self.queries if not q.relevant)
+        return sum(1 for relevant in self.table.relevant if not relevant)
 
     def assert_thresholds(self, thresholds: Mapping[str, float] | None = None) -> None:
         """Raise AssertionError with the gate table when the verdict failed on a threshold,
