@@ -228,3 +228,114 @@ def test_ranks_found_by_the_calls_score_as_the_kernels_own_search(
         for name, value in query.metrics.items():
             both_nan = math.isnan(value) and math.isnan(other.metrics[name])
             assert value == other.metrics[name] or both_nan, (query.id, name)
+
+
+def test_a_query_table_is_the_query_results_it_stands_for() -> None:
+    """An evaluation keeps its queries as columns (results.QueryTable); the QueryResults
+    built from them, their report entries written straight from the columns, a slice, and
+    each column read back are what the QueryResults say -- with failed calls, repeated ids,
+    texts, scores and criteria (an empty one too) in the mix."""
+    from pytest_retrieval import evaluate
+    from pytest_retrieval.golden import GoldenSet
+    from pytest_retrieval.results import QueryTable
+
+    queries = tuple(
+        GoldenQuery(
+            id=f"q{i}",
+            query=f"q{i}",
+            relevant={f"d{i % 4}": 1 + i % 3, "d9": 0},
+            tags=("odd",) if i % 2 else (),
+            criteria=[None, "", "about d1"][i % 3],
+        )
+        for i in range(12)
+    )
+
+    def search(query: str, k: int) -> list[Any]:
+        i = int(query[1:])
+        if i == 5:
+            raise ConnectionError("down")
+        if i % 4 == 1:
+            return [{"id": "d1", "text": "one", "score": 2.0}, "d2"]
+        return ["d0", "d1", "d0", "d3"] if i % 3 else ["d2"]
+
+    result = evaluate(search, GoldenSet(name="g", source="g.json", queries=queries))
+    table = result.table
+    assert isinstance(result.queries, QueryTable) and table._built is None
+    entries, head = table.entries(), table.entries(3, 7)
+    columns = {m: table.values(m) for m in result.metrics}
+    failed, lengths = dict(table.error_rows()), [len(r) for r in table.returned]
+    assert table._built is None  # none of that built a QueryResult
+    sliced = table[2:9]
+    assert table._built is None
+    built = table.rows
+    assert sliced == built[2:9]
+    assert entries == [q.to_dict() for q in built]
+    assert head == entries[3:7]
+    assert len(table) == len(built) == 12 and table == built and table[-1] == built[-1]
+    assert failed == {5: built[5].error} and "down" in str(built[5].error)
+    assert lengths == [len(q.returned) for q in built]
+    assert table.duplicates() == sum(q.duplicates for q in built) > 0
+    assert [q.texts for q in built][1] == {"d1": "one"} and built[1].scores == {"d1": 2.0}
+    assert [q.criteria for q in built][:3] == [None, "", "about d1"]
+    for metric, column in columns.items():
+        assert column.tolist() == [q.metrics[metric] for q in built]
+
+
+_any_id = st.one_of(
+    st.sampled_from(["d1", "d2", 'q"uote', "back\\slash", "tab\t", "é", "%s", "\x00"]),
+    st.text(min_size=1, max_size=3),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cases=st.lists(
+        st.tuples(
+            st.one_of(st.lists(_any_id, max_size=6), st.none()),  # None: the call raises
+            st.dictionaries(_any_id, st.integers(0, 3), min_size=1, max_size=4),
+            st.lists(st.sampled_from(["t", "ü", 'a"b']), max_size=2, unique=True),
+        ),
+        min_size=1,
+        max_size=7,
+    ),
+    cut=st.tuples(st.integers(0, 8), st.integers(0, 8)),
+    open_query=st.booleans(),
+)
+def test_the_report_written_from_columns_is_the_encoders_text(
+    cases: list[tuple[list[str] | None, dict[str, int], list[str]]],
+    cut: tuple[int, int],
+    open_query: bool,
+) -> None:
+    """The JSON report's queries are written from the table's columns
+    (render.json.entries_text); the text must be the encoder's on the same entries, byte
+    for byte, whatever the ids (quotes, backslashes, control characters, %), values (NaN
+    for an open query's golden metrics), failed calls and repeats -- and for any chunk."""
+    from pytest_retrieval import evaluate
+    from pytest_retrieval.golden import GoldenSet
+    from pytest_retrieval.render.json import dumps, entries_text
+
+    queries = tuple(
+        GoldenQuery(
+            id=f"q{i}",
+            query=f"q{i}",
+            relevant={} if open_query and i == 0 else relevant | {"r": 1},
+            tags=tuple(tags),
+        )
+        for i, (_, relevant, tags) in enumerate(cases)
+    )
+    hits = {q.query: raw for q, (raw, _, _) in zip(queries, cases, strict=True)}
+
+    def search(query: str, k: int) -> list[str]:
+        raw = hits[query]
+        if raw is None:
+            raise ValueError('no "index" \\ here')
+        return raw
+
+    with pytest.MonkeyPatch.context() as patch:  # open queries are only scored with a judge
+        patch.setattr("pytest_retrieval.evaluation._check_labels", lambda *a: None)
+        result = evaluate(search, GoldenSet(name="g", source="g.json", queries=queries))
+    start, stop = sorted(cut)
+    written = entries_text(result.table, start, stop)
+    assert result.table.columns is not None  # the fast path was the one taken
+    assert written == dumps(result.table.entries(start, stop))[1:-1]
+    assert written == dumps([q.to_dict() for q in result.queries[start:stop]])[1:-1]

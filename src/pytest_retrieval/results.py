@@ -202,6 +202,12 @@ class QueryTable(Sequence[QueryResult]):
         return f"QueryTable({len(self)} queries)"
 
     @property
+    def columns(self) -> QueryColumns | None:
+        """The columns it was made from, while no QueryResult has been built (None after,
+        or when it was made from QueryResults)."""
+        return self._columns if self._built is None else None
+
+    @property
     def rows(self) -> list[QueryResult]:
         """Every QueryResult, built on the first call."""
         if self._built is None:
@@ -273,6 +279,61 @@ class QueryTable(Sequence[QueryResult]):
         if self._columns is not None:
             return sum(self._columns.duplicates.values())
         return sum(q.duplicates for q in self.rows)
+
+    def entries(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+        """The report entries (:meth:`QueryResult.to_dict`) of rows ``start:stop``, made
+        from the columns without building the QueryResults."""
+        c = self._columns
+        if c is None or self._built is not None:
+            return [q.to_dict() for q in self.rows[start:stop]]
+        rows = range(len(self))[start:stop]
+        start, stop = rows.start, rows.stop
+        names = list(c.values)
+        values = zip(*(column[start:stop].tolist() for column in c.values.values()), strict=True)
+        latency = c.latency_ms[start:stop].tolist()
+        entries = [
+            {
+                "id": qid,
+                "query": text,
+                "tags": list(tags),
+                "returned": returned,
+                "relevant": relevant,
+                "metrics": dict(zip(names, row, strict=True)),
+                "latency_ms": round(ms, 3),
+                "error": None,
+                "duplicates": 0,
+                "fingerprint": fingerprint,
+            }
+            for qid, text, tags, returned, relevant, row, ms, fingerprint in zip(
+                c.ids[start:stop],
+                c.queries[start:stop],
+                c.tags[start:stop],
+                c.returned[start:stop],
+                c.relevant[start:stop],
+                values if names else [()] * len(rows),
+                latency,
+                c.fingerprints[start:stop],
+                strict=True,
+            )
+        ]
+        for row, error in c.errors.items():
+            if start <= row < stop:
+                entries[row - start]["error"] = error
+        for row, dropped in c.duplicates.items():
+            if start <= row < stop:
+                entries[row - start]["duplicates"] = dropped
+        for key, column in (  # in to_dict's order: the set ones only
+            ("judgments", c.judgments),
+            ("downstream", c.downstream),
+            ("texts", c.texts),
+            ("scores", c.scores),
+            ("criteria", c.criteria),
+        ):
+            if column is not None:
+                for entry, value in zip(entries, column[start:stop], strict=True):
+                    if value or (key == "criteria" and value is not None):
+                        entry[key] = value
+        return entries
 
     def _derive(self, key: str, make: Callable[[], _T]) -> _T:
         """A column read off the built QueryResults, once."""
@@ -933,7 +994,7 @@ class EvaluationResult:
             "judge": self.judge,
             "sampled_from": self.sampled_from,
             "erag": self.erag,
-            "queries": [q.to_dict() for q in self.queries] if queries else [],
+            "queries": self.table.entries() if queries else [],
         }
 
 

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
+from itertools import chain, repeat
+from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from .._version import __version__
 
 if TYPE_CHECKING:
     from ..compare import ABGroup
-    from ..results import EvaluationResult
+    from ..metrics import FloatArray
+    from ..results import EvaluationResult, QueryTable
     from ..verdicts import Verdict
 
 REPORT_VERSION = 1
@@ -79,10 +85,111 @@ def report_text(
         before, rest = rest.split(f'"{token}{index}"', 1)
         yield before + "["
         for start in range(0, len(result.queries), QUERY_CHUNK):
-            chunk = result.queries[start : start + QUERY_CHUNK]
-            yield ("," if start else "") + dumps([q.to_dict() for q in chunk])[1:-1]
+            chunk = entries_text(result.table, start, start + QUERY_CHUNK)
+            yield ("," if start else "") + chunk
         yield "]"
     yield rest
+
+
+def entries_text(table: QueryTable, start: int, stop: int) -> str:
+    """``dumps(table.entries(start, stop))[1:-1]``: the same text, written from the
+    table's columns -- each column's JSON pieces made by C loops (``map`` of the encoder's
+    own functions), one format operation a query -- instead of a dict a query encoded
+    whole: a third of the time, a million queries' report in seconds. Tables with a
+    judge's verdicts, labels, texts, scores or criteria, or made of QueryResults, take the
+    general path. ``test_fast_path`` checks the two agree."""
+    c = table.columns
+    if c is None or any(
+        column is not None for column in (c.judgments, c.downstream, c.texts, c.scores, c.criteria)
+    ):
+        return dumps(table.entries(start, stop))[1:-1]
+    rows = range(len(table))[start:stop]
+    start, stop = rows.start, rows.stop
+    if not rows:
+        return ""
+    ids, texts, tags = c.ids[start:stop], c.queries[start:stop], c.tags[start:stop]
+    returned, relevant = c.returned[start:stop], c.relevant[start:stop]
+    fingerprints = c.fingerprints[start:stop]
+    shared_tags = set(tags)
+    strings = (ids, fingerprints, chain.from_iterable(returned), chain.from_iterable(relevant))
+    if not all(map(_plain, (*strings, chain.from_iterable(shared_tags)))):
+        return dumps(table.entries(start, stop))[1:-1]  # some need escaping: the encoder
+    tags_text = {t: _plain_ids_text(t) for t in shared_tags}
+    names = list(c.values)
+    template = "{" + ",".join(f"{_quoted(name)}:%s" for name in names) + "}"
+    columns = [_floats_text(column[start:stop]) for column in c.values.values()]
+    metrics = map(template.__mod__, zip(*columns, strict=True)) if names else repeat("{}")
+    errors = ["null"] * len(rows)
+    for row, error in c.errors.items():
+        if start <= row < stop:
+            errors[row - start] = encode_basestring(error)
+    duplicates = ["0"] * len(rows)
+    for row, dropped in c.duplicates.items():
+        if start <= row < stop:
+            duplicates[row - start] = repr(dropped)
+    latency = _floats_text(c.latency_ms[start:stop], 3)
+    pieces = zip(
+        map('"%s"'.__mod__, ids),
+        map(encode_basestring, texts),
+        map(tags_text.__getitem__, tags),
+        map(_plain_ids_text, returned),
+        map(_plain_judged_text, relevant),
+        metrics,
+        latency,
+        errors,
+        duplicates,
+        map('"%s"'.__mod__, fingerprints),
+        strict=True,
+    )
+    return ",".join(map(_ENTRY.__mod__, pieces))
+
+
+_ENTRY = (
+    '{"id":%s,"query":%s,"tags":%s,"returned":%s,"relevant":%s,"metrics":%s,"latency_ms":%s,'
+    '"error":%s,"duplicates":%s,"fingerprint":%s}'
+)
+#: what the JSON encoder escapes in a string (ensure_ascii off): where none is, a string's
+#: JSON is itself in quotes
+_ESCAPED = re.compile(r'[\x00-\x1f\\"]')
+
+
+def _plain(strings: Iterable[str]) -> bool:
+    """Whether none of ``strings`` needs escaping (one search over all of them)."""
+    return _ESCAPED.search("".join(strings)) is None
+
+
+def _quoted(name: str) -> str:
+    """``name`` as JSON, safe inside a %-format."""
+    return encode_basestring(name).replace("%", "%%")
+
+
+def _plain_ids_text(ids: Sequence[str]) -> str:
+    """The JSON of ids none of which needs escaping."""
+    return '["' + '","'.join(ids) + '"]' if ids else "[]"
+
+
+def _plain_judged_text(relevant: Mapping[str, int]) -> str:
+    """The JSON of judgments whose ids need no escaping."""
+    return "{" + ",".join(map(_JUDGMENT.__mod__, relevant.items())) + "}"
+
+
+_JUDGMENT = '"%s":%r'  # a grade is an int: its repr is its JSON
+
+
+def _floats_text(values: FloatArray, digits: int | None = None) -> list[str]:
+    """Each value (rounded to ``digits`` as ``round`` does) as the encoder writes it; NaN
+    and infinities as null (as :func:`dumps`). Each distinct value is written once: a
+    metric takes few values (precision@10 eleven), and ``repr`` of a float costs a
+    microsecond."""
+    if digits is not None:
+        values = np.array(list(map(round, values.tolist(), repeat(digits))), dtype=np.float64)
+    distinct, where = np.unique(values, return_inverse=True)
+    written = list(map(float.__repr__, distinct.tolist()))
+    texts = list(map(written.__getitem__, where.ravel().tolist()))
+    if not np.isfinite(values).all():
+        for row in np.flatnonzero(~np.isfinite(values)).tolist():
+            texts[row] = "null"
+    return texts
 
 
 def dumps(document: Any) -> str:
