@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_retrieval.golden import GoldenQuery
-from pytest_retrieval.hits import HitError, normalize_hits
+from pytest_retrieval.hits import NOT_RETURNED, HitError, normalize_hits
 from pytest_retrieval.retrieval import run_retriever
 
 
@@ -200,3 +200,24 @@ def test_retriever_tracebacks_are_the_stdlibs_without_carets() -> None:
     ]
     assert ours.splitlines() == expected
     assert "The above exception was the direct cause" in ours and 'raise KeyError("x")' in ours
+
+
+def test_a_ranking_is_its_ids_kept_as_one_string() -> None:
+    """Plain hit lists are kept as one NUL-joined string (hits.Ranking: no container for
+    the garbage collector to traverse); to every reader it is the tuple of its ids."""
+    from pytest_retrieval.hits import Ranking
+
+    run = normalize_hits(["d3", "d1", "d2"], k=5, judged={"d1": 1, "x": 2})
+    assert isinstance(run.ids, Ranking) and run.ids.joined == "d3\x00d1\x00d2"
+    assert run.ids == ("d3", "d1", "d2") and run.ids == ("d3", "d1", "d2")
+    assert [run.ids] == [("d3", "d1", "d2")] and run.ids != ["d3", "d1", "d2"]
+    assert len(run.ids) == 3 and run.ids[1] == "d1" and run.ids[:2] == ("d3", "d1")
+    assert list(run.ids) == ["d3", "d1", "d2"] and "d2" in run.ids and "d4" not in run.ids
+    assert run.ids.index("d2") == 2 and hash(run.ids) == hash(("d3", "d1", "d2"))
+    assert repr(run.ids) == "('d3', 'd1', 'd2')"
+    assert run.ranks == (1, NOT_RETURNED)
+    assert normalize_hits([], k=5).ids == ()
+    # an id holding the separator, more hits than k, a repeat: a tuple, as before
+    for raw, k in ((["a\x00b", "c"], 5), (["a", "b", "c"], 2), (["a", "b", "a"], 5)):
+        assert type(normalize_hits(raw, k).ids) is tuple
+    assert normalize_hits(["a\x00b", "c"], 5).ids == ("a\x00b", "c")

@@ -49,8 +49,8 @@ class QueryResult:
     query: str
     tags: tuple[str, ...]
     relevant: dict[str, int]
-    #: the ranked doc ids (a tuple: see :class:`~pytest_retrieval.hits.QueryRun`)
-    returned: tuple[str, ...]
+    #: the ranked doc ids: a tuple, or a :class:`~pytest_retrieval.hits.Ranking` equal to one
+    returned: Sequence[str]
     metrics: dict[str, float]
     latency_ms: float
     error: str | None = None
@@ -95,7 +95,7 @@ class QueryResult:
             "id": self.id,
             "query": self.query,
             "tags": list(self.tags),
-            "returned": self.returned,
+            "returned": tuple(self.returned),
             "relevant": self.relevant,
             "metrics": self.metrics,
             "latency_ms": round(self.latency_ms, 3),
@@ -131,7 +131,7 @@ class QueryColumns:
     queries: Sequence[str]
     tags: Sequence[tuple[str, ...]]
     relevant: Sequence[dict[str, int]]
-    returned: Sequence[tuple[str, ...]]
+    returned: Sequence[Sequence[str]]
     values: Mapping[str, FloatArray]  # metric -> one value per query
     latency_ms: FloatArray
     errors: Mapping[int, str]  # row -> its call's error
@@ -235,7 +235,7 @@ class QueryTable(Sequence[QueryResult]):
         return self._derive("relevant", lambda: [q.relevant for q in self.rows])
 
     @property
-    def returned(self) -> Sequence[tuple[str, ...]]:
+    def returned(self) -> Sequence[Sequence[str]]:
         if self._columns is not None:
             return self._columns.returned
         return self._derive("returned", lambda: [q.returned for q in self.rows])
@@ -296,7 +296,7 @@ class QueryTable(Sequence[QueryResult]):
                 "id": qid,
                 "query": text,
                 "tags": list(tags),
-                "returned": returned,
+                "returned": tuple(returned),
                 "relevant": relevant,
                 "metrics": dict(zip(names, row, strict=True)),
                 "latency_ms": round(ms, 3),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._version import __version__
+from ..hits import NUL, Ranking
 
 if TYPE_CHECKING:
     from ..compare import ABGroup
@@ -111,8 +112,11 @@ def entries_text(table: QueryTable, start: int, stop: int) -> str:
     returned, relevant = c.returned[start:stop], c.relevant[start:stop]
     fingerprints = c.fingerprints[start:stop]
     shared_tags = set(tags)
-    strings = (ids, fingerprints, chain.from_iterable(returned), chain.from_iterable(relevant))
-    if not all(map(_plain, (*strings, chain.from_iterable(shared_tags)))):
+    joined = [r.joined for r in returned if isinstance(r, Ranking)]
+    tuples = [r for r in returned if not isinstance(r, Ranking)]
+    strings = (ids, fingerprints, chain.from_iterable(tuples), chain.from_iterable(relevant))
+    plain = all(map(_plain, (*strings, chain.from_iterable(shared_tags))))
+    if not plain or _ESCAPED_BUT_NUL.search(NUL.join(joined)):
         return dumps(table.entries(start, stop))[1:-1]  # some need escaping: the encoder
     tags_text = {t: _plain_ids_text(t) for t in shared_tags}
     names = list(c.values)
@@ -132,7 +136,7 @@ def entries_text(table: QueryTable, start: int, stop: int) -> str:
         map('"%s"'.__mod__, ids),
         map(encode_basestring, texts),
         map(tags_text.__getitem__, tags),
-        map(_plain_ids_text, returned),
+        map(_plain_ranking_text, returned),
         map(_plain_judged_text, relevant),
         metrics,
         latency,
@@ -151,6 +155,7 @@ _ENTRY = (
 #: what the JSON encoder escapes in a string (ensure_ascii off): where none is, a string's
 #: JSON is itself in quotes
 _ESCAPED = re.compile(r'[\x00-\x1f\\"]')
+_ESCAPED_BUT_NUL = re.compile(r'[\x01-\x1f\\"]')  # in joined rankings, NUL separates ids
 
 
 def _plain(strings: Iterable[str]) -> bool:
@@ -166,6 +171,14 @@ def _quoted(name: str) -> str:
 def _plain_ids_text(ids: Sequence[str]) -> str:
     """The JSON of ids none of which needs escaping."""
     return '["' + '","'.join(ids) + '"]' if ids else "[]"
+
+
+def _plain_ranking_text(ids: Sequence[str]) -> str:
+    """The JSON of ranked ids none of which needs escaping; a Ranking's without splitting
+    it."""
+    if not isinstance(ids, Ranking):
+        return _plain_ids_text(ids)
+    return '["' + ids.joined.replace(NUL, '","') + '"]' if ids else "[]"
 
 
 def _plain_judged_text(relevant: Mapping[str, int]) -> str:
