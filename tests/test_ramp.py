@@ -13,11 +13,20 @@ from pytest_retrieval.retrieval import run_retriever
 
 
 class Clock:
-    """Feeds a Ramp what a retriever would make the process do: ``rate`` calls a second at
-    each number of workers, ``cpu`` CPU seconds a second (capped by the workers)."""
+    """Feeds a Ramp what a retriever would make the workers do: ``rate`` calls a second at
+    each number of workers (times ``warm_up`` in the first 0.3 s), each worker using
+    ``cpu_per_worker`` of a CPU, all of them at most ``cpus`` (1: under the GIL)."""
 
-    def __init__(self, ramp: Ramp, rate: dict[int, float], cpu_per_worker: float) -> None:
+    def __init__(
+        self,
+        ramp: Ramp,
+        rate: dict[int, float],
+        cpu_per_worker: float,
+        cpus: float = 2.0,
+        warm_up: float = 1.0,
+    ) -> None:
         self.ramp, self.rate, self.cpu_per_worker = ramp, rate, cpu_per_worker
+        self.cpus, self.warm_up = cpus, warm_up
         self.now = self.done = self.cpu = 0.0
         self.seen: list[int] = []
 
@@ -26,8 +35,9 @@ class Clock:
         while self.now < end:
             workers = self.ramp.workers
             self.now += step
-            self.done += self.rate[workers] * step
-            self.cpu += min(workers * self.cpu_per_worker, 1.0 * workers) * step
+            slow = self.warm_up if self.now <= 0.3 else 1.0
+            self.done += self.rate[workers] * slow * step
+            self.cpu += min(workers * self.cpu_per_worker, self.cpus) * step
             self.seen.append(self.ramp.update(self.now, int(self.done), self.cpu))
         return self.ramp.workers
 
@@ -40,22 +50,38 @@ def test_a_waiting_retriever_gets_every_thread_at_once() -> None:
 
 def test_a_retriever_computing_under_the_gil_keeps_one_thread() -> None:
     """Two threads take turns: no faster (a bit slower), so the ramp goes back to one."""
-    clock = Clock(Ramp(8, 0.0), {1: 10_000, 2: 9_000}, cpu_per_worker=1.0)
+    clock = Clock(Ramp(8, 0.0), {1: 10_000, 2: 9_000}, cpu_per_worker=1.0, cpus=1.0)
     assert clock.run(2.0) == 1
     assert max(clock.seen) == 2  # tried two, once
     assert sum(1 for w in clock.seen if w == 2) * 0.05 <= 2 * MIN_THROUGHPUT_WINDOW
 
 
+def test_first_calls_warming_up_do_not_pass_for_a_speed_up() -> None:
+    """The first window at one worker is slow (caches, lazy set-up); two workers under the
+    GIL then look faster, but share one CPU: the ramp keeps one (it kept four)."""
+    clock = Clock(
+        Ramp(8, 0.0), {1: 10_000, 2: 9_500, 4: 9_000}, cpu_per_worker=1.0, cpus=1.0, warm_up=0.5
+    )
+    assert clock.run(2.0) == 1
+
+
 def test_code_that_releases_the_gil_gets_the_cores_it_can_use() -> None:
     """Two cores: two threads twice as fast, four no faster than two."""
-    clock = Clock(Ramp(8, 0.0), {1: 1000, 2: 2000, 4: 2050}, cpu_per_worker=1.0)
+    clock = Clock(Ramp(8, 0.0), {1: 1000, 2: 2000, 4: 2050}, cpu_per_worker=1.0, cpus=2.0)
     assert clock.run(3.0) == 2
+
+
+def test_calls_that_wait_part_of_the_time_get_threads_while_they_help() -> None:
+    """An HTTP call with its JSON parsed: 30% of a CPU on one worker; four workers finish
+    calls faster than two, eight no faster than four."""
+    clock = Clock(Ramp(8, 0.0), {1: 100, 2: 200, 4: 330, 8: 350}, cpu_per_worker=0.3)
+    assert clock.run(4.0) == 4
 
 
 def test_a_settled_count_is_tried_again_later() -> None:
     """A retriever that becomes waiting (a cache warmed up, a remote index took over) gets
     more threads at the next look."""
-    clock = Clock(Ramp(8, 0.0), {1: 10_000, 2: 9_000}, cpu_per_worker=1.0)
+    clock = Clock(Ramp(8, 0.0), {1: 10_000, 2: 9_000}, cpu_per_worker=1.0, cpus=1.0)
     assert clock.run(1.0) == 1
     clock.cpu_per_worker = 0.01
     clock.rate = {1: 50, 8: 400}

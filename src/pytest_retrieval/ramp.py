@@ -10,9 +10,13 @@ hands at every numpy call). Which kind a retriever is cannot be known before it 
 - start with one worker. When the process used less than a quarter of a CPU while that
   worker called the retriever, the calls wait: take every thread allowed at once (a quarter,
   not a half: a busy machine can starve a computing process of half its CPU);
-- otherwise the calls compute: double the workers as long as each doubling makes the
-  calls finish at least a quarter faster (C code that releases the GIL, a free-threaded
-  Python), and fall back to the last count that did when one does not;
+- otherwise double the workers as long as each doubling makes the calls finish at least a
+  quarter faster, and fall back to the last count that did when one does not. Calls that
+  mostly compute (three quarters of a CPU and more on one worker) keep a doubling only when
+  the workers then compute in parallel too, each using three quarters of a CPU (C code that
+  releases the GIL, a free-threaded Python): under the GIL they share one CPU, and a
+  speed-up measured then is the first calls' warming up (seen here: 1 -> 4 workers for a
+  retriever in pure Python, 4x its time in calls);
 - look again every :data:`RECHECK` seconds (a retriever that warmed up, or changed).
 
 Pure: the caller measures (monotonic seconds, calls finished, process CPU seconds) and
@@ -32,6 +36,8 @@ MIN_CALLS_PER_WORKER = 8
 GAIN = 1.25
 #: below this share of one CPU while one worker calls, the calls are waiting, not computing
 WAITING = 0.25
+#: from this share of one CPU per worker, the calls compute (and more workers must too)
+COMPUTING = 0.75
 #: seconds between two looks at a count that has settled
 RECHECK = 5.0
 
@@ -51,6 +57,7 @@ class Ramp:
         self.workers = 1
         self.window = _Window(now, done, cpu)
         self.previous: tuple[int, float] | None = None  # (workers, calls/s) before a doubling
+        self.computing = False  # the calls kept one CPU busy on one worker
         self.settled_at: float | None = None if self.limit > 1 else now
 
     def update(self, now: float, done: int, cpu: float) -> int:
@@ -71,7 +78,12 @@ class Ramp:
         if elapsed < MIN_THROUGHPUT_WINDOW or calls < MIN_CALLS_PER_WORKER * self.workers:
             return self.workers
         rate = calls / elapsed
-        if self.previous is not None and rate < GAIN * self.previous[1]:
+        share = (cpu - self.window.cpu) / elapsed / self.workers  # of one CPU, per worker
+        if self.previous is None and self.workers == 1:
+            self.computing = share >= COMPUTING
+        elif self.previous is not None and (
+            rate < GAIN * self.previous[1] or (self.computing and share < COMPUTING)
+        ):
             return self._settle(self.previous[0], now)  # that doubling did not pay
         if self.workers >= self.limit:
             return self._settle(self.workers, now)
