@@ -68,17 +68,7 @@ def assert_no_regression(result: EvaluationResult) -> None:
 def with_metrics(result: EvaluationResult, names: Sequence[str]) -> EvaluationResult:
     """:meth:`EvaluationResult.with_metrics`: more metrics from the stored rankings."""
     wanted = sorted({*result.metrics, *names}, key=lambda name: kernels.parse_metric(name).sort_key)
-    rescored = _aggregate(
-        name=result.golden_name,
-        source=result.golden_source,
-        fingerprint=result.fingerprint,
-        retriever_id=result.retriever_id,
-        k=result.k,
-        base=result.queries,
-        wanted=wanted,
-        thresholds=result.thresholds,
-        relevance_level=result.relevance_level,
-    )
+    rescored = _rescore(result, result.queries, wanted)
     return gate.decide(
         replace(
             result,
@@ -130,17 +120,7 @@ def merge_parts(
     if order is not None:
         position = {qid: i for i, qid in enumerate(order)}
         queries.sort(key=lambda q: position.get(q.id, len(position)))
-    merged = _aggregate(
-        name=first.golden_name,
-        source=first.golden_source,
-        fingerprint=first.fingerprint,
-        retriever_id=first.retriever_id,
-        k=first.k,
-        base=queries,
-        wanted=list(first.metrics),
-        thresholds=first.thresholds,
-        relevance_level=first.relevance_level,
-    )
+    merged = _rescore(first, queries, list(first.metrics))
     owner = {q.id: part for part in parts for q in part.queries}
     tracebacks: dict[str, str] = {}
     for q in queries:  # golden order: a single run keeps its first failure's traceback
@@ -645,22 +625,13 @@ class _Measured:
         )
 
 
-def _aggregate(
-    *,
-    name: str,
-    source: str,
-    fingerprint: str,
-    retriever_id: str,
-    k: int,
-    base: Sequence[QueryResult],
-    wanted: Sequence[str],
-    thresholds: Sequence[Threshold],
-    relevance_level: int = kernels.DEFAULT_RELEVANCE_LEVEL,
+def _rescore(
+    template: EvaluationResult, base: Sequence[QueryResult], wanted: Sequence[str]
 ) -> EvaluationResult:
-    """Every metric of every query of ``base`` (their rankings and labels) scored again, and
-    the means, intervals, per-tag means and latencies: for merged parts and added
-    metrics."""
-    measured = _measure(_Columns.of(base), wanted, relevance_level)
+    """``base``'s queries (their rankings and labels) scored again on ``wanted``, with the
+    means, intervals, per-tag means and latencies: a fresh evaluation of ``template``'s
+    golden set, retriever, k and thresholds (merged parts, metrics added)."""
+    measured = _measure(_Columns.of(base), wanted, template.relevance_level)
     names = list(measured.values)
     rows = zip(*map(shared_floats, measured.values.values()), strict=True)
     queries = [
@@ -670,12 +641,12 @@ def _aggregate(
     if not names:
         queries = [replace(q, metrics={}) for q in base]
     return measured.result(
-        name=name,
-        source=source,
-        fingerprint=fingerprint,
-        retriever_id=retriever_id,
-        k=k,
-        thresholds=thresholds,
+        name=template.golden_name,
+        source=template.golden_source,
+        fingerprint=template.fingerprint,
+        retriever_id=template.retriever_id,
+        k=template.k,
+        thresholds=template.thresholds,
         queries=queries,
     )
 
