@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -362,6 +362,33 @@ def test_a_sqlite_connection_from_the_fixture_thread_gets_a_fix(tmp_path: Path) 
     runs, _ = _timed(search, concurrency=1)
     assert [run.ids for run in runs] == [("d1",)] * 4
     db.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_client_bound_to_the_thread_that_first_used_it_fails_the_same_on_every_run() -> None:
+    """A connection opened by the retriever on its first call works on that thread only.
+    The first call runs on a thread of its own, so every later call fails, run after run
+    and at any size -- with one thread at a time (the ramp) it passed on a small set and
+    failed a varying number of calls on a large one."""
+    from pytest_retrieval.golden import GoldenQuery
+
+    def bound_retriever() -> Callable[[str, int], list[str]]:
+        opened: list[sqlite3.Connection] = []
+
+        def search(query: str, k: int) -> list[str]:
+            if not opened:
+                opened.append(sqlite3.connect(":memory:"))
+            return [str(row[0]) for row in opened[0].execute("select 'd1'")]
+
+        return search
+
+    for n in (40, 400, 400):
+        search = bound_retriever()
+        queries = [GoldenQuery(id=f"q{i}", query=f"q{i}", relevant={"d1": 1}) for i in range(n)]
+        runs = run_retriever(search, queries, 5, concurrency=8)
+        failed = [run for run in runs if run.error is not None]
+        assert runs[0].error is None and len(failed) == n - 1
+        assert "can only be used in that same thread" in (failed[0].error or "")
 
 
 @pytest.mark.timeout(30)

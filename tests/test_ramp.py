@@ -88,6 +88,24 @@ def test_a_settled_count_is_tried_again_later() -> None:
     assert clock.run(RECHECK + 0.5) == 8
 
 
+def test_a_first_call_that_waits_does_not_keep_every_thread() -> None:
+    """The first call loads an index (or opens a connection): the first look sees a
+    waiting retriever and takes all eight threads; once the calls compute under the GIL,
+    the next look finds that one thread does as well, and the run goes on with one."""
+    clock = Clock(Ramp(8, 0.0), {1: 0, 2: 0, 4: 0, 8: 0}, cpu_per_worker=0.02)
+    assert clock.run(0.1) == 8
+    clock.rate = {1: 10_000, 2: 9_500, 4: 9_000, 8: 8_000}
+    clock.cpu_per_worker, clock.cpus = 1.0, 1.0
+    assert clock.run(RECHECK + 1.0) == 1
+    assert clock.run(RECHECK) == 1  # and stays there, trying two at each look
+
+
+def test_a_waiting_retriever_goes_back_to_every_thread_at_each_look() -> None:
+    clock = Clock(Ramp(8, 0.0), {1: 50, 2: 100, 4: 200, 8: 400}, cpu_per_worker=0.01)
+    clock.run(RECHECK + 1.0)
+    assert clock.ramp.workers == 8 and clock.seen.count(1) <= 3  # a look: 0.05-0.1 s on one
+
+
 def test_a_limit_of_one_is_one() -> None:
     assert Clock(Ramp(1, 0.0), {1: 50}, cpu_per_worker=0.0).run(1.0) == 1
 
@@ -113,3 +131,29 @@ def test_a_computing_retriever_runs_on_one_thread_not_eight() -> None:
     assert all(run.error is None for run in runs)
     top_two = sum(count for _, count in callers.most_common(2))
     assert top_two >= 0.9 * 3000, callers
+
+
+def test_worker_cpu_time_never_goes_back_when_a_thread_id_is_reused() -> None:
+    """A worker that left keeps its CPU time in the sum, though a new worker's thread may
+    get its thread id (glibc reuses them): the sum read by the ramp only grows."""
+    from pytest_retrieval.retrieval import WorkerClocks
+
+    clocks = WorkerClocks()
+    idents: list[int] = []
+
+    def burn(seconds: float) -> None:
+        number = clocks.register()
+        idents.append(threading.get_ident())
+        deadline = time.thread_time() + seconds
+        while time.thread_time() < deadline:
+            pass
+        clocks.leave(number)
+
+    first = threading.Thread(target=burn, args=(0.2,))
+    first.start()
+    first.join()
+    after_first = clocks.total()
+    second = threading.Thread(target=burn, args=(0.05,))
+    second.start()
+    second.join()
+    assert after_first >= 0.2 and clocks.total() >= after_first + 0.05

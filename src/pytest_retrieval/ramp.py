@@ -17,7 +17,9 @@ hands at every numpy call). Which kind a retriever is cannot be known before it 
   releases the GIL, a free-threaded Python): under the GIL they share one CPU, and a
   speed-up measured then is the first calls' warming up (seen here: 1 -> 4 workers for a
   retriever in pure Python, 4x its time in calls);
-- look again every :data:`RECHECK` seconds (a retriever that warmed up, or changed).
+- every :data:`RECHECK` seconds, start over from one worker, whatever the count reached: a
+  first look can be wrong (a first call that loads an index or opens a connection waits,
+  then the calls compute), and a retriever can change.
 
 Pure: the caller measures (monotonic seconds, calls finished, process CPU seconds) and
 sets the number of workers it is told.
@@ -64,10 +66,11 @@ class Ramp:
         """The workers to keep, given the time, the calls finished so far and the process's
         CPU time so far."""
         if self.settled_at is not None:
-            if now - self.settled_at < RECHECK or self.workers >= self.limit:
+            if self.limit == 1 or now - self.settled_at < RECHECK:
                 return self.workers
-            self.settled_at = None  # look again, from the count that settled
+            self.settled_at = None  # look again, from one worker
             self.previous = None
+            self.workers = 1
             self._restart(now, done, cpu)
             return self.workers
         elapsed = now - self.window.started

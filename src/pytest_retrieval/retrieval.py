@@ -286,6 +286,13 @@ class Runner:
         A call that overruns the timeout cannot be killed: it is recorded as a timeout, its
         thread is abandoned (daemon, so it cannot hold up interpreter exit) and a fresh worker
         takes its place. A worker told to stop leaves after its call.
+
+        When more than one worker may run, the first call runs on a thread of its own, which
+        then hands over to a new one and idles till the end (so that no new thread gets its
+        id, which a client's check would take for the same thread): a client bound to the
+        thread that made it or first used it (sqlite3) fails every later call, on every run
+        -- not only the calls that the ramp happens to put on a second thread, fewer or more
+        from one run to the next.
         """
         running: dict[int, tuple[float, int]] = {}  # index -> (start, thread) of calls in flight
         pending = itertools.count()
@@ -294,17 +301,17 @@ class Runner:
         ramp = Ramp(self.concurrency, time.perf_counter(), 0, clocks.total())
         counts = threading.Lock()
         alive = 0  # workers that are not abandoned and have not left
+        solo = self.concurrency > 1  # the first call is yet to run on a thread of its own
 
         def work() -> None:
-            me = threading.get_ident()
-            clocks.register(me)
+            key = clocks.register()
             try:
-                serve(me)
+                serve(threading.get_ident())
             finally:
-                clocks.leave(me)
+                clocks.leave(key)
 
         def serve(me: int) -> None:
-            nonlocal alive
+            nonlocal alive, solo
             call, record = self.call_sync, self.record
             for index in pending:
                 if index >= total or self.stopped:
@@ -319,18 +326,26 @@ class Runner:
                 running.pop(index, None)
                 if not record(index, run):
                     return  # declared timed out meanwhile: replaced, this thread retires
+                if solo:  # the first call ran alone on this thread: a new one takes its place
+                    solo = False
+                    start()
+                    self.finished.wait()  # alive till the end: no new thread takes its id
+                    return
                 if alive > ramp.workers:  # fewer workers wanted: one leaves
                     with counts:
                         if alive > ramp.workers:
                             alive -= 1
                             return
 
+        def start() -> None:
+            threading.Thread(target=work, name="pytest-retrieval-worker", daemon=True).start()
+
         def spawn(n: int = 1) -> None:
             nonlocal alive
             with counts:
                 alive += n
             for _ in range(n):
-                threading.Thread(target=work, name="pytest-retrieval-worker", daemon=True).start()
+                start()
 
         def tick() -> bool:
             nonlocal alive
@@ -396,30 +411,35 @@ async def _await(awaitable: Awaitable[Any]) -> Any:
 
 class WorkerClocks:
     """The CPU time the worker threads have used, read from the caller's thread (no cost per
-    call): each worker's own CPU clock, its last value kept once it has left. Where threads
-    have no clock of their own to read (``time.pthread_getcpuclockid`` missing), the
-    process's CPU time, which also counts other threads (a BLAS pool spinning after numpy
-    work used 36 ms of CPU in 50 ms here)."""
+    call): each worker's own CPU clock, its last value kept once it has left. Workers are
+    told apart by a number of their own, not their thread id, which a new thread may reuse.
+    Where threads have no clock of their own to read (``time.pthread_getcpuclockid``
+    missing), the process's CPU time, which also counts other threads (a BLAS pool spinning
+    after numpy work used 36 ms of CPU in 50 ms here)."""
 
     def __init__(self) -> None:
-        self.clocks: dict[int, int] = {}
-        self.spent: dict[int, float] = {}  # a thread's last reading (final once it left)
+        self.numbers = itertools.count()
+        self.clocks: dict[int, int] = {}  # worker -> its thread's CPU clock, while it runs
+        self.spent: dict[int, float] = {}  # worker -> its last reading (final once it left)
 
-    def register(self, ident: int) -> None:
-        """From the worker itself, while its id is surely valid."""
+    def register(self) -> int:
+        """From the worker itself, while its thread id is surely valid: its number."""
+        number = next(self.numbers)
+        self.spent[number] = 0.0
         clock_of = getattr(time, "pthread_getcpuclockid", None)
         if clock_of is not None:
-            self.clocks[ident] = clock_of(ident)
+            self.clocks[number] = clock_of(threading.get_ident())
+        return number
 
-    def leave(self, ident: int) -> None:
+    def leave(self, number: int) -> None:
         """From the worker itself, as it returns."""
-        self.spent[ident] = time.thread_time()
-        self.clocks.pop(ident, None)
+        self.spent[number] = time.thread_time()
+        self.clocks.pop(number, None)
 
     def total(self) -> float:
         if not hasattr(time, "pthread_getcpuclockid"):
             return time.process_time()
-        for ident, clock in list(self.clocks.items()):
+        for number, clock in list(self.clocks.items()):
             with contextlib.suppress(OSError):  # a gone thread's clock is refused, not misread
-                self.spent[ident] = time.clock_gettime(clock)
+                self.spent[number] = time.clock_gettime(clock)
         return sum(self.spent.values())
