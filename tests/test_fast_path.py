@@ -265,9 +265,10 @@ def test_a_query_table_is_the_query_results_it_stands_for() -> None:
     columns = {m: table.values(m) for m in result.metrics}
     failed, lengths = dict(table.error_rows()), [len(r) for r in table.returned]
     assert table._built is None  # none of that built a QueryResult
-    sliced = table[2:9]
-    assert table._built is None
+    sliced, fifth = table[2:9], table[5]
+    assert table._built is None and table[5] is fifth  # one query built, and kept
     built = table.rows
+    assert built[5] is fifth and table[5] is fifth and result.errors[0] is fifth
     assert sliced == built[2:9]
     assert entries == [q.to_dict() for q in built]
     assert head == entries[3:7]

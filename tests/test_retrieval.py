@@ -215,6 +215,13 @@ def test_a_ranking_is_its_ids_kept_as_one_string() -> None:
     assert list(run.ids) == ["d3", "d1", "d2"] and "d2" in run.ids and "d4" not in run.ids
     assert run.ids.index("d2") == 2 and hash(run.ids) == hash(("d3", "d1", "d2"))
     assert repr(run.ids) == "('d3', 'd1', 'd2')"
+    assert list(reversed(run.ids)) == ["d2", "d1", "d3"]
+    tuples = [("d3", "d1"), ("d3", "d1", "d2", "a"), ("a",), ("z",)]
+    rankings = sorted([run.ids, normalize_hits(["d3", "d1"], 5).ids, *tuples[1:]])
+    assert rankings == sorted([("d3", "d1", "d2"), *tuples])
+    assert run.ids > ("d3", "d1") and run.ids >= run.ids and not run.ids < ("a",)
+    with pytest.raises(TypeError):
+        assert run.ids < ["d3"]
     assert run.ranks == (1, NOT_RETURNED)
     assert normalize_hits([], k=5).ids == ()
     # an id holding the separator, more hits than k, a repeat: a tuple, as before

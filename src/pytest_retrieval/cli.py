@@ -966,7 +966,6 @@ def _unchanged_note(comparison: Comparison, query_id: str) -> str:
 # ---------------------------------------------------------------------------- judge-batch
 
 
-
 def _add_judge_batch(commands: Any) -> None:
     sub = _command(
         commands,

@@ -19,6 +19,8 @@ from typing import Any, overload
 MAX_ERROR = 1000
 #: the rank of a judged doc that did not come back: past every cutoff
 NOT_RETURNED = 2**62
+#: what separates the ids in a :class:`Ranking` (no id holds one)
+NUL = "\x00"
 
 
 class HitError(ValueError):
@@ -28,13 +30,13 @@ class HitError(ValueError):
 class Ranking(Sequence[str]):
     """Ranked doc ids kept as one string -- the ids joined by NUL -- until they are read.
 
-    What 10^5 calls return adds up: a tuple of 100 ids is a container the garbage collector
-    traverses before it lets it be (100,000 of them: 0.6 s of collections during the calls)
-    and 100 references to drop at exit; one string is neither, and holds no string of the
-    retriever's alive. Only the judge, eRAG labels, a baseline and the HTML page read the
-    ids themselves; the metrics need where the judged docs are (found during the call) and
-    how many came back, and the JSON report writes the string as it is. Equal to the tuple
-    of its ids. :func:`normalize_hits` makes one when no id holds a NUL."""
+    Many rankings alive at once add up: a tuple of 100 ids is a container the garbage
+    collector traverses before it lets it be (100,000 of them: 0.6 s of collections during
+    the calls) and 100 references to drop at exit; one string is neither, and holds none of
+    the retriever's strings alive. Readers that need the ids split the string (``ids``);
+    those that need the positions of a few ids or the count do not. Equal to, ordered like
+    and hashed like the tuple of its ids (but not JSON-serializable as one: ``list()`` it).
+    :func:`normalize_hits` makes one when no id holds a NUL."""
 
     __slots__ = ("joined", "size")
 
@@ -68,10 +70,29 @@ class Ranking(Sequence[str]):
     def index(self, doc: Any, start: int = 0, stop: int = sys.maxsize) -> int:
         return self.ids.index(doc, start, stop)
 
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(self.ids)
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Ranking):
             return self.joined == other.joined and self.size == other.size
         return self.ids == other if isinstance(other, tuple) else NotImplemented
+
+    def __lt__(self, other: object) -> bool:
+        ids = _as_tuple(other)
+        return NotImplemented if ids is None else self.ids < ids
+
+    def __le__(self, other: object) -> bool:
+        ids = _as_tuple(other)
+        return NotImplemented if ids is None else self.ids <= ids
+
+    def __gt__(self, other: object) -> bool:
+        ids = _as_tuple(other)
+        return NotImplemented if ids is None else self.ids > ids
+
+    def __ge__(self, other: object) -> bool:
+        ids = _as_tuple(other)
+        return NotImplemented if ids is None else self.ids >= ids
 
     def __hash__(self) -> int:
         return hash(self.ids)
@@ -80,7 +101,11 @@ class Ranking(Sequence[str]):
         return repr(self.ids)
 
 
-NUL = "\x00"
+def _as_tuple(other: object) -> tuple[str, ...] | None:
+    """What a Ranking compares with, as a tuple (tuples compare only with tuples)."""
+    if isinstance(other, Ranking):
+        return other.ids
+    return other if isinstance(other, tuple) else None
 
 
 @dataclass(slots=True)
@@ -171,9 +196,7 @@ def normalize_hits(raw: Any, k: int, judged: Collection[str] | None = None) -> Q
     return QueryRun(ids=top, ranks=ranks, texts=texts, scores=scores, duplicates=duplicates)
 
 
-def _ranks(
-    ids: Sequence[str], judged: Collection[str], present: Container[str]
-) -> tuple[int, ...]:
+def _ranks(ids: Sequence[str], judged: Collection[str], present: Container[str]) -> tuple[int, ...]:
     """The rank of each judged doc in ``ids`` (``present``: a set holding ``ids``' docs)."""
     return tuple([ids.index(doc) if doc in present else NOT_RETURNED for doc in judged])
 

@@ -364,6 +364,8 @@ def _unique_ranks(run: Sequence[str], qrel: Mapping[str, float], depth: int) -> 
     """:func:`_judged_ranks` of a ranking known to repeat no id: a few judged ids are found
     by C-level scans of the list, faster than a dict of all its ids."""
     top = run if len(run) <= depth else run[:depth]
+    if not isinstance(top, tuple | list):
+        top = tuple(top)  # a hits.Ranking: split once, not at each lookup
     if len(qrel) > 8:
         return map(dict(zip(top, range(depth), strict=False)).get, qrel, repeat(depth))
     return [top.index(doc) if doc in top else depth for doc in qrel]

@@ -155,12 +155,13 @@ class QueryTable(Sequence[QueryResult]):
     as scoring them, and a gating run reads only columns (a metric's values, the failed
     calls, the list lengths: :meth:`values`, :meth:`error_rows`, ...). So the objects are
     built when something asks for them -- a report, a baseline, a renderer showing queries,
-    the API -- all at once and kept; a slice (a report's chunk) is built and not kept.
-    Made from a list of QueryResults (a report read back, merged parts), its columns are
-    read off the objects when asked for.
+    the API -- all at once and kept; one asked for by its index (a failed query) is kept
+    and is the same object in the whole list later; a slice (a report's chunk) is built and
+    not kept. Once built, or when made from a list of QueryResults (a report read back,
+    merged parts), its columns are read off the objects, once.
     """
 
-    __slots__ = ("_built", "_columns", "_derived")
+    __slots__ = ("_built", "_columns", "_derived", "_single")
 
     def __init__(
         self, rows: Sequence[QueryResult] | None = None, columns: QueryColumns | None = None
@@ -170,6 +171,7 @@ class QueryTable(Sequence[QueryResult]):
         self._built: list[QueryResult] | None = None if rows is None else list(rows)
         self._columns = columns
         self._derived: dict[str, Any] = {}
+        self._single: dict[int, QueryResult] = {}  # rows built one at a time, by index
 
     def __len__(self) -> int:
         return len(self._built) if self._built is not None else len(self._columns.ids)  # type: ignore[union-attr]
@@ -185,7 +187,9 @@ class QueryTable(Sequence[QueryResult]):
             return self._built[index]
         rows = range(len(self))[index]
         if isinstance(rows, int):
-            return self._build(range(rows, rows + 1))[0]
+            if rows not in self._single:
+                self._single[rows] = self._build(range(rows, rows + 1))[0]
+            return self._single[rows]
         return self._build(rows) if rows.step == 1 else self.rows[index]
 
     def __iter__(self) -> Iterator[QueryResult]:
@@ -211,39 +215,36 @@ class QueryTable(Sequence[QueryResult]):
     def rows(self) -> list[QueryResult]:
         """Every QueryResult, built on the first call."""
         if self._built is None:
-            self._built = self._build(range(len(self)))
+            built = self._build(range(len(self)))
+            for row, result in self._single.items():
+                built[row] = result
+            self._built, self._single = built, {}
         return self._built
 
     # ------------------------------------------------------------ columns
 
     @property
     def ids(self) -> Sequence[str]:
-        if self._columns is not None:
-            return self._columns.ids
+        if (columns := self.columns) is not None:
+            return columns.ids
         return self._derive("ids", lambda: [q.id for q in self.rows])
 
     @property
-    def tags(self) -> Sequence[tuple[str, ...]]:
-        if self._columns is not None:
-            return self._columns.tags
-        return self._derive("tags", lambda: [q.tags for q in self.rows])
-
-    @property
     def relevant(self) -> Sequence[dict[str, int]]:
-        if self._columns is not None:
-            return self._columns.relevant
+        if (columns := self.columns) is not None:
+            return columns.relevant
         return self._derive("relevant", lambda: [q.relevant for q in self.rows])
 
     @property
     def returned(self) -> Sequence[Sequence[str]]:
-        if self._columns is not None:
-            return self._columns.returned
+        if (columns := self.columns) is not None:
+            return columns.returned
         return self._derive("returned", lambda: [q.returned for q in self.rows])
 
     def values(self, metric: str) -> FloatArray:
         """``metric``'s value for every query (NaN where a query has none)."""
-        if self._columns is not None and metric in self._columns.values:
-            return self._columns.values[metric]
+        if (columns := self.columns) is not None and metric in columns.values:
+            return columns.values[metric]
         return self._derive(
             f"values:{metric}",
             lambda: np.fromiter(
@@ -253,31 +254,18 @@ class QueryTable(Sequence[QueryResult]):
             ),
         )
 
-    def has_values(self, metric: str) -> bool:
-        """Every query has a value of ``metric`` (a NaN counts)."""
-        if self._columns is not None:
-            return metric in self._columns.values
-        return all(metric in q.metrics for q in self.rows)
-
     def error_rows(self) -> Mapping[int, str]:
         """Row -> error, for the queries whose retriever call failed."""
-        if self._columns is not None:
-            return self._columns.errors
+        if (columns := self.columns) is not None:
+            return columns.errors
         return self._derive(
             "errors", lambda: {i: q.error for i, q in enumerate(self.rows) if q.error is not None}
         )
 
-    def latencies(self) -> FloatArray:
-        if self._columns is not None:
-            return self._columns.latency_ms
-        return self._derive(
-            "latency", lambda: np.array([q.latency_ms for q in self.rows], dtype=np.float64)
-        )
-
     def duplicates(self) -> int:
         """Repeated ids dropped, over all queries."""
-        if self._columns is not None:
-            return sum(self._columns.duplicates.values())
+        if (columns := self.columns) is not None:
+            return sum(columns.duplicates.values())
         return sum(q.duplicates for q in self.rows)
 
     def entries(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
