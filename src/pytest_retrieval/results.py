@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -835,11 +836,12 @@ class EvaluationResult:
             for key, members in sorted(groups.items(), key=lambda kv: -len(kv[1]))
         ]
 
-    @property
+    @cached_property
     def short_results(self) -> ShortResults | None:
         """Set when more than half of the answered queries got fewer hits than the deepest
         metric's k, and some of those missed a relevant document: the missing ranks count as
-        misses, often because the retriever ignores k (or slices to a fixed number)."""
+        misses, often because the retriever ignores k (or slices to a fixed number). (Read
+        by the summary and the report: found once.)"""
         depths = {name: parse_metric(name).k for name in self.metrics}
         if not depths:
             return None

@@ -133,24 +133,24 @@ def entries_text(table: QueryTable, start: int, stop: int) -> str:
             duplicates[row - start] = repr(dropped)
     latency = _floats_text(c.latency_ms[start:stop], 3)
     pieces = zip(
-        map('"%s"'.__mod__, ids),
+        ids,
         map(encode_basestring, texts),
         map(tags_text.__getitem__, tags),
         map(_plain_ranking_text, returned),
-        map(_plain_judged_text, relevant),
+        _plain_judged_texts(relevant),
         metrics,
         latency,
         errors,
         duplicates,
-        map('"%s"'.__mod__, fingerprints),
+        fingerprints,
         strict=True,
     )
     return ",".join(map(_ENTRY.__mod__, pieces))
 
 
 _ENTRY = (
-    '{"id":%s,"query":%s,"tags":%s,"returned":%s,"relevant":%s,"metrics":%s,"latency_ms":%s,'
-    '"error":%s,"duplicates":%s,"fingerprint":%s}'
+    '{"id":"%s","query":%s,"tags":%s,"returned":%s,"relevant":%s,"metrics":%s,"latency_ms":%s,'
+    '"error":%s,"duplicates":%s,"fingerprint":"%s"}'
 )
 #: what the JSON encoder escapes in a string (ensure_ascii off): where none is, a string's
 #: JSON is itself in quotes
@@ -181,12 +181,16 @@ def _plain_ranking_text(ids: Sequence[str]) -> str:
     return '["' + ids.joined.replace(NUL, '","') + '"]' if ids else "[]"
 
 
-def _plain_judged_text(relevant: Mapping[str, int]) -> str:
-    """The JSON of judgments whose ids need no escaping."""
-    return "{" + ",".join(map(_JUDGMENT.__mod__, relevant.items())) + "}"
+def _plain_judged_texts(relevant: Sequence[Mapping[str, int]]) -> list[str]:
+    """The JSON of each query's judgments, whose ids need no escaping: one encoder call
+    for them all, each followed by a marker no plain id can hold (a backslash), to split
+    the text where one ends."""
+    between: list[object] = [_MARK] * (2 * len(relevant) - 1)
+    between[::2] = relevant
+    return dumps(between)[1:-1].split(f",{dumps(_MARK)},")
 
 
-_JUDGMENT = '"%s":%r'  # a grade is an int: its repr is its JSON
+_MARK = "\x01"  # encoded "\u0001"
 
 
 def _floats_text(values: FloatArray, digits: int | None = None) -> list[str]:
