@@ -14,15 +14,18 @@ A. 100,000 queries x 100 hits (k = 100):
      plugins (langsmith, hypothesis, ...) cost 0.6 s of start-up that is not ours. Bytecode
      is cached, as on a user's machine;
    - the retriever alone: the same fixture's set-up and the same 100,000 calls in a plain
-     loop keeping what they return (as any evaluation must), in its own process;
+     loop, in its own process, on a heap frozen as the plugin's calls run (``gc.freeze``),
+     dropping what they return (a lower bound: any evaluation keeps it somehow);
    - pytrec_eval's ``evaluate`` alone (recall_100, recip_rank, ndcg_cut_100; its input
      dicts built beforehand and not timed) on the same lists.
-   Ratios: the plugin's share (the process less the retriever alone) over pytrec_eval --
-   target <= 1.0 -- and the whole process over pytrec_eval, reported.
+   Ratios: the whole process over pytrec_eval -- the issue's target, <= 1.0 -- and the
+   plugin's share (the process less the retriever alone) over pytrec_eval. The retriever
+   alone takes about pytrec_eval's time here, so the target asks for a plugin that costs
+   nothing; the plugin's share says how far from that it is.
 B. The same at 10 hits (k = 10), reported.
 C. 1,000,000 queries x 10 hits: wall clock and the peak RSS of the pytest process
    (``ru_maxrss``), and the same with ``--retrieval-report``. Targets: RSS <= 3 GB, time <=
-   12x the 100,000 x 10 run, the report adding <= 30 %.
+   12x the 100,000 x 10 run, the report adding <= 30 % (each the best of two runs).
 
 The golden set: graded relevance (1-3), 1-5 relevant ids per query from a 200,000-doc space,
 1-2 tags each. The retriever: a ``conftest.py`` fixture over a numpy array of ranked doc
@@ -32,7 +35,7 @@ plugin, not the user's search; its own time is measured and set apart all the sa
 
 How to run (from the repository root, venv active; needs pytrec-eval-terrier)::
 
-    python benchmarks/bench_scale.py             # everything (about 6 minutes)
+    python benchmarks/bench_scale.py             # everything (about 8 minutes)
     python benchmarks/bench_scale.py --quick     # 20,000 / 200,000 queries
 
 Exit status 0 when every target is met, 1 when one is not.
@@ -57,7 +60,7 @@ N_DOCS = 200_000
 TAGS = ("faq", "howto", "errors", "billing", "api", "login", "export", "privacy")
 
 #: the fixture's body: built once, then ``search`` for every query
-INDEX = '''\
+INDEX = """\
 import numpy as np
 
 def build(here):
@@ -69,7 +72,7 @@ def build(here):
         return list(map(names.__getitem__, row[:k].tolist()))
 
     return search
-'''
+"""
 
 CONFTEST = '''\
 """Retriever for bench_scale: query i -> row i of ranked doc numbers, as doc-id strings."""
@@ -87,20 +90,22 @@ def retriever():
 '''
 
 #: the retriever alone, in its own process: set-up and every call, timed
-ALONE = '''\
+ALONE = """\
 import json, sys, time
 from pathlib import Path
 here = Path(sys.argv[1])
 sys.path.insert(0, str(here))
 texts = json.loads((here / "texts.json").read_text("utf-8"))
 k = int(sys.argv[2])
-import numpy  # the plugin imports it too: not the retriever's cost
+import gc, numpy  # the plugin imports numpy too: not the retriever's cost
 started = time.perf_counter()
 from bench_index import build
 search = build(here)
-kept = [search(text, k) for text in texts]
+gc.freeze()
+for text in texts:
+    search(text, k)
 print(time.perf_counter() - started)
-'''
+"""
 
 
 def synthetic(n_queries: int, hits: int, seed: int) -> tuple[list[dict[str, Any]], np.ndarray]:
@@ -254,25 +259,29 @@ def main(argv: list[str] | None = None) -> int:
             del pytrec
             times[(n, hits)] = best["pytest"]
             plugin = best["pytest"] - best["alone"]
-            ratio = plugin / best["pytrec"]
+            whole = best["pytest"] / best["pytrec"]
             target = " (target <= 1.0)" if hits == 100 else ""
             print(
                 f"{n:>9,} queries x {hits:>3} hits: pytest {best['pytest']:6.2f} s = retriever "
                 f"alone {best['alone']:5.2f} s + plugin {plugin:5.2f} s; pytrec_eval compute "
-                f"{best['pytrec']:5.2f} s\n{'':>30}plugin / pytrec_eval {ratio:.2f}{target}; "
-                f"whole process / pytrec_eval {best['pytest'] / best['pytrec']:.2f}; "
+                f"{best['pytrec']:5.2f} s\n{'':>30}whole process / pytrec_eval {whole:.2f}"
+                f"{target}; plugin / pytrec_eval {plugin / best['pytrec']:.2f}; "
                 f"peak RSS {best['rss']:.2f} GB",
                 flush=True,
             )
             if hits == 100:
-                ok &= ratio <= 1.0
+                ok &= whole <= 1.0
         folder = Path(tmp) / f"{large}x10"
         folder.mkdir()
         entries, ranked = synthetic(large, 10, args.seed)
         write_project(folder, entries, ranked, 10)
         del entries, ranked
-        best_large, rss = run_pytest(folder, [])
-        with_report, rss_report = run_pytest(folder, ["--retrieval-report", "report.json"])
+        best_large, rss, with_report, rss_report = math.inf, 0.0, math.inf, 0.0
+        for _ in range(2):  # interleaved, the best of each
+            seconds, peak = run_pytest(folder, [])
+            best_large, rss = min(best_large, seconds), max(rss, peak)
+            seconds, peak = run_pytest(folder, ["--retrieval-report", "report.json"])
+            with_report, rss_report = min(with_report, seconds), max(rss_report, peak)
         growth = best_large / times[(small, 10)]
         added = with_report / best_large - 1
         limit = large // small * 1.2
