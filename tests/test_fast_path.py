@@ -340,3 +340,30 @@ def test_the_report_written_from_columns_is_the_encoders_text(
     assert result.table.columns is not None  # the fast path was the one taken
     assert written == dumps(result.table.entries(start, stop))[1:-1]
     assert written == dumps([q.to_dict() for q in result.queries[start:stop]])[1:-1]
+
+
+def test_a_gate_reading_failed_and_short_queries_keeps_no_query_result() -> None:
+    """The summary and the gate read the failed calls and whether short lists missed
+    relevant documents: on a large set that must not build, and keep, a QueryResult per
+    query (a retriever with a score cut-off returns fewer than k hits on most queries)."""
+    from pytest_retrieval import evaluate
+    from pytest_retrieval.golden import GoldenSet
+
+    queries = tuple(
+        GoldenQuery(id=f"q{i}", query=f"q{i}", relevant={f"d{i}": 1}) for i in range(400)
+    )
+
+    def search(query: str, k: int) -> list[str]:
+        if query == "q7":
+            raise ConnectionError("down")
+        return [f"d{query[1:]}", "x"]  # 2 hits of 10, the relevant one among them
+
+    golden = GoldenSet(name="g", source="g.json", queries=queries)
+    result = evaluate(search, golden, metrics=["recall@10"], concurrency=1)
+    table = result.table
+    assert result.short_results is None  # short, but nothing missed: no warning
+    assert [q.id for q in result.errors] == ["q7"] and "down" in str(result.errors[0].error)
+    assert table._built is None and not table._single
+    missed = evaluate(lambda q, k: ["x"], golden, metrics=["recall@10"], concurrency=1)
+    assert missed.short_results is not None and missed.short_results.short == 400
+    assert missed.table._built is None and not missed.table._single

@@ -372,18 +372,21 @@ def test_a_client_bound_to_the_thread_that_first_used_it_fails_the_same_on_every
     failed a varying number of calls on a large one."""
     from pytest_retrieval.golden import GoldenQuery
 
-    def bound_retriever() -> Callable[[str, int], list[str]]:
+    def bound_retriever(first_wait: float) -> Callable[[str, int], list[str]]:
         opened: list[sqlite3.Connection] = []
 
         def search(query: str, k: int) -> list[str]:
             if not opened:
                 opened.append(sqlite3.connect(":memory:"))
+                time.sleep(first_wait)  # loads an index: the ramp sees a waiting retriever
+            elif first_wait:
+                time.sleep(0.001)  # a remote call: the calls outlast the first one on 8 threads
             return [str(row[0]) for row in opened[0].execute("select 'd1'")]
 
         return search
 
-    for n in (40, 400, 400):
-        search = bound_retriever()
+    for n, first_wait in ((40, 0.0), (400, 0.0), (400, 0.0), (2000, 0.1)):
+        search = bound_retriever(first_wait)
         queries = [GoldenQuery(id=f"q{i}", query=f"q{i}", relevant={"d1": 1}) for i in range(n)]
         runs = run_retriever(search, queries, 5, concurrency=8)
         failed = [run for run in runs if run.error is not None]

@@ -56,6 +56,11 @@ class Ramp:
 
     def __init__(self, limit: int, now: float, done: int = 0, cpu: float = 0.0) -> None:
         self.limit = max(1, limit)
+        self.start(now, done, cpu)
+
+    def start(self, now: float, done: int = 0, cpu: float = 0.0) -> None:
+        """Look from here on, from one worker (what came before is not the calls' pace:
+        a first call that loaded an index)."""
         self.workers = 1
         self.window = _Window(now, done, cpu)
         self.previous: tuple[int, float] | None = None  # (workers, calls/s) before a doubling

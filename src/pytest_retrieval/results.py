@@ -148,6 +148,10 @@ class QueryColumns:
 _NONE: dict[str, Any] = {}  # what a query without judgments, labels, texts or scores holds
 
 
+#: rows :meth:`QueryTable.pick` builds one at a time at most, before the whole table
+PICKED = 1000
+
+
 class QueryTable(Sequence[QueryResult]):
     """An evaluation's per-query results: a sequence of :class:`QueryResult` to every
     reader, equal to the list of them, kept as columns until one is asked for.
@@ -221,6 +225,20 @@ class QueryTable(Sequence[QueryResult]):
                 built[row] = result
             self._built, self._single = built, {}
         return self._built
+
+    def pick(self, rows: Iterable[int]) -> list[QueryResult]:
+        """The QueryResults of ``rows`` (a few failed queries, say): the built ones when
+        the table is built; otherwise built and, like a slice's, not kept -- a gate that
+        reads them does not hold a large table's rows -- unless they are many and a
+        quarter of the table or more, which is then built whole (one row at a time costs
+        more)."""
+        rows = list(rows)
+        if self._built is None and len(rows) > PICKED and 4 * len(rows) >= len(self):
+            self.rows  # noqa: B018 -- build and keep them all
+        if self._built is not None:
+            return [self._built[row] for row in rows]
+        single = self._single
+        return [single.get(row) or self._build(range(row, row + 1))[0] for row in rows]
 
     # ------------------------------------------------------------ columns
 
@@ -367,6 +385,12 @@ class QueryTable(Sequence[QueryResult]):
                 nothing if c.scores is None else c.scores[start:stop],
             )
         )
+
+
+def _misses(relevant: Mapping[str, int], returned: Sequence[str]) -> bool:
+    """A relevant doc (grade >= 1) is not in ``returned`` (:attr:`QueryResult.missed`)."""
+    got = set(returned)
+    return any(grade > 0 and doc not in got for doc, grade in relevant.items())
 
 
 def shared_floats(values: FloatArray) -> list[float]:
@@ -818,7 +842,7 @@ class EvaluationResult:
     @property
     def errors(self) -> list[QueryResult]:
         """Queries whose retriever call failed (they scored 0)."""
-        return [self.queries[row] for row in self.table.error_rows()]
+        return self.table.pick(self.table.error_rows())
 
     @property
     def error_groups(self) -> list[ErrorGroup]:
@@ -856,7 +880,8 @@ class EvaluationResult:
         short = np.flatnonzero(answered & (lengths < k))
         if len(short) * 2 <= int(answered.sum()):
             return None
-        if not any(self.queries[row].missed for row in short.tolist()):
+        relevant, returned = table.relevant, table.returned
+        if not any(_misses(relevant[row], returned[row]) for row in short.tolist()):
             return None
         median = float(np.median(lengths[answered]))
         return ShortResults(metric, k, len(short), int(answered.sum()), median)

@@ -287,12 +287,13 @@ class Runner:
         thread is abandoned (daemon, so it cannot hold up interpreter exit) and a fresh worker
         takes its place. A worker told to stop leaves after its call.
 
-        When more than one worker may run, the first call runs on a thread of its own, which
-        then hands over to a new one and idles till the end (so that no new thread gets its
-        id, which a client's check would take for the same thread): a client bound to the
-        thread that made it or first used it (sqlite3) fails every later call, on every run
-        -- not only the calls that the ramp happens to put on a second thread, fewer or more
-        from one run to the next.
+        When more than one worker may run, the first call runs alone, on a thread of its own,
+        which then hands over to a new one and idles till the end (so that no new thread
+        gets its id, which a client's check would take for the same thread): a client bound
+        to the thread that made it or first used it (sqlite3) fails every later call, on
+        every run -- not only the calls that the ramp happens to put on a second thread,
+        fewer or more from one run to the next. The ramp starts watching after that call
+        (which may load an index or open a connection: not the calls' pace).
         """
         running: dict[int, tuple[float, int]] = {}  # index -> (start, thread) of calls in flight
         pending = itertools.count()
@@ -302,6 +303,7 @@ class Runner:
         counts = threading.Lock()
         alive = 0  # workers that are not abandoned and have not left
         solo = self.concurrency > 1  # the first call is yet to run on a thread of its own
+        watching = not solo  # the ramp has started watching the calls
 
         def work() -> None:
             key = clocks.register()
@@ -348,7 +350,7 @@ class Runner:
                 start()
 
         def tick() -> bool:
-            nonlocal alive
+            nonlocal alive, watching
             if timeout is not None:
                 for index, ident in self.overdue(running):
                     if self.record(index, timed_out(timeout, where(thread_frames(ident)))):
@@ -356,6 +358,11 @@ class Runner:
                         with counts:
                             alive -= 1  # the stuck thread is left behind ...
                         spawn()  # ... and a fresh one takes its place
+            if solo:
+                return False  # the first call runs alone
+            if not watching:
+                watching = True
+                ramp.start(time.perf_counter(), len(self.results), clocks.total())
             wanted = ramp.update(time.perf_counter(), len(self.results), clocks.total())
             left = total - len(self.results)
             if alive < min(wanted, left):
