@@ -18,8 +18,9 @@ hands at every numpy call). Which kind a retriever is cannot be known before it 
   speed-up measured then is the first calls' warming up (seen here: 1 -> 4 workers for a
   retriever in pure Python, 4x its time in calls);
 - every :data:`RECHECK` seconds, start over from one worker, whatever the count reached: a
-  first look can be wrong (a first call that loads an index or opens a connection waits,
-  then the calls compute), and a retriever can change.
+  first look can be wrong (the first calls wait for a cache or a connection pool to fill,
+  then the calls compute), and a retriever can change. (A first call alone that loads an
+  index is not looked at: the caller starts the ramp after it, :meth:`Ramp.start`.)
 
 Pure: the caller measures (monotonic seconds, calls finished, process CPU seconds) and
 sets the number of workers it is told.
