@@ -391,7 +391,9 @@ def test_a_client_bound_to_the_thread_that_first_used_it_fails_the_same_on_every
         runs = run_retriever(search, queries, 5, concurrency=8)
         failed = [run for run in runs if run.error is not None]
         assert runs[0].error is None and len(failed) == n - 1
-        assert "can only be used in that same thread" in (failed[0].error or "")
+        error = failed[0].error or ""
+        assert "can only be used in that same thread" in error
+        assert "the worker that made the first call" in error  # where this one was made
 
 
 @pytest.mark.timeout(30)

@@ -237,8 +237,9 @@ def describe_error(exc: BaseException, reading: bool) -> str:
 _HINTS = (
     (
         ("SQLite objects created in a thread can only be used in that same thread",),
-        "the client was made in another thread (the fixture's) but sync retrievers are "
-        "called from pytest-retrieval's worker threads: open it inside the retriever, one per "
+        "the client was made in another thread (the fixture's, or the worker that made the "
+        "first call) but sync retrievers are called from pytest-retrieval's worker threads, "
+        "the first call alone on its own: open it inside the retriever, one per "
         "thread (threading.local()), or allow sharing (sqlite3.connect(..., "
         "check_same_thread=False)), or run the calls in the test's own thread with "
         "--retrieval-concurrency 1 and no --retrieval-timeout",
