@@ -18,10 +18,15 @@ A. 100,000 queries x 100 hits (k = 100):
      dropping what they return (a lower bound: any evaluation keeps it somehow);
    - pytrec_eval's ``evaluate`` alone (recall_100, recip_rank, ndcg_cut_100; its input
      dicts built beforehand and not timed) on the same lists.
-   Ratios: the whole process over pytrec_eval -- the issue's target, <= 1.0 -- and the
-   plugin's share (the process less the retriever alone) over pytrec_eval. The retriever
-   alone takes about pytrec_eval's time here, so the target asks for a plugin that costs
-   nothing; the plugin's share says how far from that it is.
+   - the floor: what any pytest process that calls this retriever for every query must
+     spend -- pytest's start-up and exit with the plugin loaded and nothing to run (an
+     empty folder), ``json.loads`` of golden.json (in a process of its own), and the
+     retriever alone. A plugin that cost nothing more would take this long.
+   Ratios: the whole process over pytrec_eval -- the issue's target, <= 1.0 -- the
+   plugin's share (the process less the retriever alone) over pytrec_eval, and the floor
+   over pytrec_eval. The retriever alone takes about pytrec_eval's time here, so the
+   target asks for a plugin that costs nothing; when the floor is above 1.0, no plugin can
+   meet it with this retriever, and the plugin's share says how far from the floor it is.
 B. The same at 10 hits (k = 10), reported.
 C. 1,000,000 queries x 10 hits: wall clock and the peak RSS of the pytest process
    (``ru_maxrss``), and the same with ``--retrieval-report``. Targets: RSS <= 3 GB, time <=
@@ -177,33 +182,24 @@ def _env() -> dict[str, str]:
     return env
 
 
+#: a child process that runs its arguments as a command and prints its wall seconds, its
+#: peak RSS (KB) and its exit status, then the command's output on stderr
+TIMED = (
+    "import resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
+    "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+    "s = time.perf_counter() - t\n"
+    "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+    "print(s, rss, p.returncode)\n"
+    "sys.stderr.write(p.stdout[-2000:] + p.stderr[-2000:])\n"
+)
+PYTEST = [sys.executable, "-m", "pytest", "-p", "pytest_retrieval.plugin"]
+PYTEST += ["-p", "no:cacheprovider", "-q"]
+
+
 def run_pytest(folder: Path, extra: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (GB) of one pytest process on ``folder``."""
-    code = (
-        "import resource, subprocess, sys, time\n"
-        "t = time.perf_counter()\n"
-        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-        "s = time.perf_counter() - t\n"
-        "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-        "print(s, rss, p.returncode)\n"
-        "sys.stderr.write(p.stdout[-2000:] + p.stderr[-2000:])\n"
-    )
-    command = [
-        sys.executable,
-        "-c",
-        code,
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "pytest_retrieval.plugin",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "--retrieval-golden",
-        "golden.json",
-        *extra,
-    ]
+    command = [sys.executable, "-c", TIMED, *PYTEST, "--retrieval-golden", "golden.json", *extra]
     proc = subprocess.run(
         command, cwd=folder, capture_output=True, text=True, check=False, env=_env()
     )
@@ -212,6 +208,38 @@ def run_pytest(folder: Path, extra: list[str]) -> tuple[float, float]:
         sys.stderr.write(f"pytest failed (exit {status}):\n{proc.stderr}\n")
         raise SystemExit(2)
     return float(seconds), int(rss_kb) / 1e6
+
+
+def start_and_exit(empty: Path) -> float:
+    """Wall seconds of a pytest process with the plugin loaded and nothing to run."""
+    command = [sys.executable, "-c", TIMED, *PYTEST]
+    proc = subprocess.run(
+        command, cwd=empty, capture_output=True, text=True, check=False, env=_env()
+    )
+    seconds, _, status = proc.stdout.split()
+    if status != "5":  # pytest's "no tests ran"
+        sys.stderr.write(f"pytest on an empty folder exited {status}:\n{proc.stderr}\n")
+        raise SystemExit(2)
+    return float(seconds)
+
+
+def parse_golden(folder: Path) -> float:
+    """Seconds ``json.loads`` takes on golden.json, in a process of its own."""
+    code = (
+        "import json, sys, time\n"
+        "data = open(sys.argv[1], 'rb').read()\n"
+        "t = time.perf_counter()\n"
+        "json.loads(data)\n"
+        "print(time.perf_counter() - t)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(folder / "golden.json")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env(),
+    )
+    return float(proc.stdout)
 
 
 def retriever_alone(folder: Path, k: int) -> float:
@@ -229,9 +257,14 @@ def retriever_alone(folder: Path, k: int) -> float:
 def measure(folder: Path, hits: int, pytrec: Pytrec, rounds: int) -> dict[str, float]:
     """The best of ``rounds`` interleaved rounds of each measurement."""
     best = {"pytrec": math.inf, "alone": math.inf, "pytest": math.inf, "rss": 0.0}
+    best.update(start=math.inf, parse=math.inf)
+    empty = folder.parent / "empty"  # beside the project: no conftest.py to import
+    empty.mkdir(exist_ok=True)
     for _ in range(rounds):
         best["pytrec"] = min(best["pytrec"], pytrec.seconds())
         best["alone"] = min(best["alone"], retriever_alone(folder, hits))
+        best["start"] = min(best["start"], start_and_exit(empty))
+        best["parse"] = min(best["parse"], parse_golden(folder))
         seconds, rss = run_pytest(folder, [])
         best["pytest"] = min(best["pytest"], seconds)
         best["rss"] = max(best["rss"], rss)
@@ -260,13 +293,17 @@ def main(argv: list[str] | None = None) -> int:
             times[(n, hits)] = best["pytest"]
             plugin = best["pytest"] - best["alone"]
             whole = best["pytest"] / best["pytrec"]
+            floor = best["start"] + best["parse"] + best["alone"]
             target = " (target <= 1.0)" if hits == 100 else ""
             print(
                 f"{n:>9,} queries x {hits:>3} hits: pytest {best['pytest']:6.2f} s = retriever "
                 f"alone {best['alone']:5.2f} s + plugin {plugin:5.2f} s; pytrec_eval compute "
                 f"{best['pytrec']:5.2f} s\n{'':>30}whole process / pytrec_eval {whole:.2f}"
                 f"{target}; plugin / pytrec_eval {plugin / best['pytrec']:.2f}; "
-                f"peak RSS {best['rss']:.2f} GB",
+                f"peak RSS {best['rss']:.2f} GB\n{'':>30}floor: start-up and exit "
+                f"{best['start']:.2f} s + json.loads of the golden file {best['parse']:.2f} s "
+                f"+ the retriever alone = {floor:.2f} s, {floor / best['pytrec']:.2f}x "
+                "pytrec_eval (a plugin that did nothing more would take this long)",
                 flush=True,
             )
             if hits == 100:
