@@ -19,7 +19,7 @@ A. 100,000 queries x 100 hits (k = 100):
      dropping what they return (a lower bound: any evaluation keeps it somehow);
    - pytrec_eval's ``evaluate`` alone (recall_100, recip_rank, ndcg_cut_100; its input
      dicts built beforehand and not timed) on the same lists.
-   - the floor: what any pytest process that calls this retriever for every query must
+   - the floor: what one pytest process that calls this retriever for every query must
      spend -- pytest's start-up and exit with the plugin loaded and nothing to run (an
      empty folder), ``json.loads`` of golden.json (in a process of its own, the garbage
      collector off as the plugin has it), and the retriever alone. A plugin that cost
