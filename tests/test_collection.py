@@ -5,6 +5,7 @@ fixtures in nested conftest files, files outside the rootdir, re-runnable node i
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,30 @@ def test_same_golden_file_twice_is_evaluated_once(pytester: pytest.Pytester) -> 
         "--retrieval-golden", golden, "--retrieval-golden", f"./{golden}", golden
     )
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("target", ["shared/golden_v3.json", "data/golden_v3.json"])
+def test_golden_file_as_a_symlink_is_evaluated_once_under_its_own_name(
+    pytester: pytest.Pytester, target: str
+) -> None:
+    """A team's golden.json linked to a versioned file, in a shared checkout outside the
+    project or in its own data folder: one evaluation, shown under the name given."""
+    project = pytester.path / "project"
+    project.mkdir()
+    (project / "conftest.py").write_text(KEYWORD_RETRIEVER)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    real = _golden((project if target.startswith("data") else pytester.path) / target)
+    (project / "golden.json").symlink_to(real)
+    pytester.chdir()
+    os.chdir(project)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["golden.json::retrieval PASSED*"])
+    if target.startswith("data"):  # the link's target given as a path: that name, once
+        (project / "pytest.ini").write_text("[pytest]\nretrieval_golden = golden.json\n")
+        again = pytester.runpytest(target, "-v")
+        again.assert_outcomes(passed=1)
+        again.stdout.fnmatch_lines([f"{target}::retrieval PASSED*"])
 
 
 def test_retrieval_marker_selects_and_deselects(pytester: pytest.Pytester) -> None:

@@ -172,27 +172,36 @@ def _schedule(config: pytest.Config, settings: Settings) -> list[tuple[Path, Pat
     if settings.only and not explicit:
         config.args[:] = []  # collect the golden sets and nothing else
     here = config.invocation_params.dir
-    given = [(here / arg.split("::")[0]).resolve() for arg in config.args]
+    given = [_spelled(here / arg.split("::")[0]) for arg in config.args]
     named = {Path(p).resolve() for p in config.getoption("retrieval_golden") or []}
     chosen: list[tuple[Path, Path]] = []
     anchors: dict[Path, Path] = {}
     for golden in settings.goldens:  # the same golden set twice (any spelling): once
         anchors.setdefault(_anchor(golden).resolve(), golden)
-    for anchor, golden in anchors.items():
-        if any(p == anchor or p in anchor.parents for p in given):
-            chosen.append((anchor, golden))
+    for real, golden in anchors.items():
+        spelled = _spelled(_anchor(golden))
+        covered = [a for a in (spelled, real) if any(p == a or p in a.parents for p in given)]
+        if covered:  # collected as pytest spells it from the paths given
+            chosen.append((covered[0], golden))
         elif golden.resolve() in named or not explicit or settings.only:
-            config.args.append(str(anchor))
-            given.append(anchor)
-            chosen.append((anchor, golden))
+            config.args.append(str(spelled))
+            given.append(spelled)
+            chosen.append((spelled, golden))
     return chosen
+
+
+def _spelled(path: Path) -> Path:
+    """``path`` as pytest spells the files it collects: absolute, not resolved. A golden.json
+    that links to golden_v3.json (or to a shared checkout outside the rootdir) is collected
+    once, under the name the user gave, not again under its target's."""
+    return Path(os.path.abspath(path))
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> GoldenModule | None:
     state = parent.config.stash.get(STATE, None)
     if state is None or not any(a.name == file_path.name for a in state.anchors):
-        return None  # cheap for the many files that are not golden sets: no resolve()
-    golden_path = state.anchors.get(file_path.resolve())
+        return None  # cheap for the many files that are not golden sets
+    golden_path = state.anchors.get(file_path)
     if golden_path is None:
         return None
     module: GoldenModule = GoldenModule.from_parent(parent, path=file_path)
