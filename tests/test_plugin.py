@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
 from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
@@ -323,3 +324,32 @@ def test_a_run_without_retrieval_options_imports_nothing_heavy(
     )
     result = pytester.runpytest_subprocess("-p", "pytest_retrieval.plugin")
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "2"]], ids=["serial", "xdist"])
+def test_a_run_without_golden_sets_does_not_load_the_evaluation_modules(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]
+) -> None:
+    """Start-up of suites that never evaluate: shards, the xdist split, run files, golden
+    sets and scoring stay unimported (in the test, on a worker; and at the session's end, on
+    the controller)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    check = textwrap.dedent(
+        """
+        import pathlib, sys
+
+        EVALUATION = ("shards", "split", "runfile", "golden", "evaluation", "results", "metrics")
+
+        def loaded():
+            return [m for m in EVALUATION if f"pytest_retrieval.{m}" in sys.modules]
+        """
+    )
+    pytester.makepyfile(test_plain=check + "\n\ndef test_light():\n    assert loaded() == []\n")
+    pytester.makeconftest(
+        check + "\n\ndef pytest_unconfigure(config):\n"
+        "    if not hasattr(config, 'workerinput'):\n"
+        "        pathlib.Path('loaded.txt').write_text(repr(loaded()))\n"
+    )
+    result = pytester.runpytest_subprocess("-p", "pytest_retrieval.plugin", *workers)
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "loaded.txt").read_text() == "[]"

@@ -19,8 +19,6 @@ import pytest
 
 from .options import Outputs, output_paths
 from .session import EXPECTED_KEY, USAGE_KEY, SessionState, layered_allowances
-from .split import receive as receive_parts
-from .split import tell_worker
 from .verdicts import (
     CALIBRATION,
     NO_RESULT,
@@ -117,7 +115,10 @@ class Reporter:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist: tell each worker how items are distributed (:mod:`.split`)."""
-        tell_worker(self.config, node.workerinput)
+        if self.state.anchors:  # golden sets to split, maybe
+            from .split import tell_worker
+
+            tell_worker(self.config, node.workerinput)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -129,7 +130,10 @@ class Reporter:
         for message in output.get(USAGE_KEY, []):
             if message not in self.state.usage:
                 self.state.usage.append(message)
-        receive_parts(self.config, output)
+        if self.state.anchors:
+            from .split import receive
+
+            receive(self.config, output)
 
     def results(self, nodeids: set[str] | None = None) -> list[EvaluationResult]:
         """Every evaluation of the session (or of the items ``nodeids``), in declaration
@@ -262,6 +266,8 @@ class Reporter:
     def _merge_parts(self) -> None:
         """pytest -n: the parts of each golden set split across workers, as one evaluation
         compared with its baseline and decided (:mod:`.split`)."""
+        if not self.state.anchors:
+            return  # no golden set, nothing split
         from .split import merge_received
 
         merged = merge_received(self.config, self.state, self.received, set(self.broken))

@@ -58,7 +58,6 @@ from .session import (
     layered_thresholds,
     usage_errors,
 )
-from .split import PART_ARG, PARTS_KEY, parametrize, part_items, parts, run_part, spread
 
 if TYPE_CHECKING:
     from .golden import GoldenSet
@@ -219,6 +218,8 @@ class GoldenModule(pytest.Module):
     def _getobj(self) -> Any:
         import types
 
+        from .split import parts
+
         module = types.ModuleType(f"retrieval_golden_{self.path.stem}")
         module.__file__ = str(self.path)
         state = self.config.stash[STATE]
@@ -251,6 +252,7 @@ def _evaluation_function(
     """The test body, with a signature naming the configured retriever fixture, or under
     --retrieval-run :data:`RUN_ARG` (and, for a golden set split across xdist workers, its
     part: :mod:`.split`)."""
+    from .split import PART_ARG, run_part
 
     def retrieval(**fixtures: Any) -> None:
         request: pytest.FixtureRequest = fixtures["request"]
@@ -285,7 +287,11 @@ def _evaluation_function(
 @pytest.hookimpl(trylast=True)  # after the retriever fixture's params: retrieval[bm25-part1/2]
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     module = metafunc.definition.parent
-    if isinstance(module, GoldenModule) and PART_ARG in metafunc.fixturenames:
+    if not isinstance(module, GoldenModule):
+        return
+    from .split import PART_ARG, parametrize
+
+    if PART_ARG in metafunc.fixturenames:
         parametrize(metafunc, metafunc.config.stash[STATE], module.golden_path)
 
 
@@ -325,7 +331,10 @@ def pytest_collection_modifyitems(
             str(path): sorted(ids) for path, ids in state.expected.items()
         }
         config.workeroutput[USAGE_KEY] = list(state.usage)  # type: ignore[attr-defined]
-        config.workeroutput[PARTS_KEY] = part_items(items)  # type: ignore[attr-defined]
+        if state.anchors:  # a golden set may be split (the split's code: only then)
+            from .split import PARTS_KEY, part_items
+
+            config.workeroutput[PARTS_KEY] = part_items(items)  # type: ignore[attr-defined]
         if state.usage:  # as without -n, a usage error runs nothing (every worker sees it)
             config.hook.pytest_deselected(items=list(items))
             items[:] = []
@@ -339,7 +348,10 @@ def pytest_collection_modifyitems(
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
 def pytest_collection_modifyitems_spread(config: pytest.Config, items: list[pytest.Item]) -> None:
     """After pytest's own ordering (fixtures, -k): a split golden set's parts far apart."""
-    spread(config, items)
+    if config.stash[STATE].anchors:
+        from .split import spread
+
+        spread(config, items)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -20,7 +20,6 @@ over the union, in golden order) and gates them with :mod:`.offline`.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
@@ -55,22 +54,6 @@ class Shard:
 
     def __str__(self) -> str:
         return f"{self.index + 1}/{self.count}"
-
-
-def shard_arg(text: str) -> Shard:
-    """``--retrieval-shard I/N``: shard I (1 to N) of N, or argparse's error saying what to
-    write."""
-    number, slash, count = text.partition("/")
-    try:
-        shard = Shard(int(number) - 1, int(count))
-    except ValueError:
-        shard = Shard(-1, 0)
-    if not slash or shard.count < 1 or not 0 <= shard.index < shard.count:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a shard I/N: N jobs share the golden set and this one runs part "
-            "I, from 1 to N (e.g. --retrieval-shard 2/3)"
-        )
-    return shard
 
 
 # ---------------------------------------------------------------------------- a shard run

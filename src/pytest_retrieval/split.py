@@ -2,13 +2,13 @@
 into one evaluation on the controller.
 
 Under ``-n N`` a golden set of at least ``--retrieval-split-min`` queries (ini
-``retrieval_split_min``, default :data:`DEFAULT_SPLIT_MIN`; 0 never splits) is collected as
-one item per worker, ``golden.json::retrieval[part1/2]`` (``retrieval[bm25-part1/2]`` for a
-parametrized retriever fixture). Part *i* evaluates the queries whose id hashes to *i*
-(:func:`shard_of`, the rule of ``--retrieval-shard``), so the parts are the same on every
-worker and every machine. xdist is the distributing engine: its scheduler sends the parts
-to workers like any other tests, spread out in the run order (:func:`spread`) so that they
-do not travel to one worker in one batch.
+``retrieval_split_min``, default :data:`~.options.DEFAULT_SPLIT_MIN`; 0 never splits) is
+collected as one item per worker, ``golden.json::retrieval[part1/2]``
+(``retrieval[bm25-part1/2]`` for a parametrized retriever fixture). Part *i* evaluates the
+queries whose id hashes to *i* (:func:`shard_of`, the rule of ``--retrieval-shard``), so the
+parts are the same on every worker and every machine. xdist is the distributing engine:
+its scheduler sends the parts to workers like any other tests, spread out in the run order
+(:func:`spread`) so that they do not travel to one worker in one batch.
 
 A part's item passes once its queries are evaluated: a part's numbers decide nothing. The
 controller merges the parts of each (golden set, retriever) with
@@ -27,7 +27,6 @@ that reason -- the gate did not run, so no output may say it passed.
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,30 +50,10 @@ PARTS_KEY = "retrieval_parts"
 #: where the controller tells each worker its distribution mode (``workerinput``: a worker's
 #: own ``--dist`` option is reset to "no" by xdist)
 DIST_KEY = "retrieval_dist"
-#: Golden sets at least this large are split under ``-n``. A split costs one more
-#: aggregation, on the controller (the merge: about 0.2 ms a query while the CIs are
-#: bootstrapped, 0.45 s for 2,000 queries on a 2-core machine), and a retriever fixture built
-#: on every worker (an index in memory N times); it saves half the retrieval time of a
-#: CPU-bound retriever on 2 workers. Below 2,000 queries a 1 ms retriever saves under a second.
-DEFAULT_SPLIT_MIN = 2000
 #: xdist modes that hand one file's items to several workers (``loadfile`` and ``loadscope``
 #: send them all to one, where a split would only add the merge; ``each`` runs every item on
 #: every worker)
 SPREADING = frozenset({"load", "worksteal", "loadgroup"})
-
-
-def split_min_arg(text: str) -> int:
-    """``--retrieval-split-min``: a whole number >= 0 (0: never split)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a whole number >= 0 (the fewest queries a golden set has to be "
-            "split across xdist workers; 0: never split)"
-        )
-    return value
 
 
 def part_id(part: Shard) -> str:

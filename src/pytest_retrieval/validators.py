@@ -8,9 +8,12 @@ import argparse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .shards import Shard
 
 N = TypeVar("N", int, float)
 
@@ -96,3 +99,35 @@ def existing_file(text: str) -> str:
     if not Path(text).is_file():
         raise argparse.ArgumentTypeError(f"no such file: {text!r}")
     return text
+
+
+def shard_arg(text: str) -> Shard:
+    """``--retrieval-shard I/N``: shard I (1 to N) of N, or argparse's error saying what to
+    write."""
+    from .shards import Shard
+
+    number, slash, count = text.partition("/")
+    try:
+        shard = Shard(int(number) - 1, int(count))
+    except ValueError:
+        shard = Shard(-1, 0)
+    if not slash or shard.count < 1 or not 0 <= shard.index < shard.count:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a shard I/N: N jobs share the golden set and this one runs part "
+            "I, from 1 to N (e.g. --retrieval-shard 2/3)"
+        )
+    return shard
+
+
+def split_min_arg(text: str) -> int:
+    """``--retrieval-split-min``: a whole number >= 0 (0: never split)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number >= 0 (the fewest queries a golden set has to be "
+            "split across xdist workers; 0: never split)"
+        )
+    return value
