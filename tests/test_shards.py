@@ -549,6 +549,53 @@ def test_the_baseline_is_recorded_from_the_whole_only(
     assert status == 0 and "vs baseline golden.json.baseline.json" in out
 
 
+def test_combine_where_the_shards_baseline_is_not_found_is_refused(
+    partials: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The shards compared with a baseline; combine run from another folder (where that
+    relative path names nothing) must not pass the whole as "no baseline"."""
+    assert partials.runpytest("--retrieval-golden", "golden.json", "--retrieval-update-baseline")
+    assert [s.ret for s in run_shards(partials)] == [0, 0, 0]
+    elsewhere = partials.path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    parts = [str(partials.path / f"part{i}.json") for i in (1, 2, 3)]
+    message = refused(capsys, elsewhere, *parts)
+    assert message == (
+        "golden.json [bm25]: the shards found their baseline entry in "
+        f"'golden.json.baseline.json', but from here that is {elsewhere}/golden.json.baseline.json"
+        ", which does not hold it: run combine in the folder the shards ran pytest in, or pass "
+        "--baseline PATH"
+    )
+    message = refused(
+        capsys, elsewhere, *parts, "--baseline", str(partials.path / "golden.json.baseline.json")
+    )
+    assert message == (
+        f"golden.json [bm25]: the shards' golden set 'golden.json' is not at {elsewhere}/"
+        "golden.json from here, and a baseline keys its entries by where the golden set is: run "
+        "combine in the folder the shards ran pytest in"
+    )
+    monkeypatch.chdir(partials.path)  # where the shards ran: compared, as before
+    status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json")
+    assert status == 0 and "vs baseline golden.json.baseline.json" in out
+
+
+def test_shards_of_different_versions_are_refused(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = partials.path / "part3.json"
+    report = json.loads(path.read_text(encoding="utf-8"))
+    report["plugin_version"] = "9.9.9"
+    path.write_text(json.dumps(report), encoding="utf-8")
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json")
+    assert message.startswith("the reports were written by different pytest-retrieval versions (")
+    assert "part3.json by 9.9.9" in message and message.endswith(
+        "; run every shard with the same version"
+    )
+
+
 # ---------------------------------------------------------------------------- the README recipe
 
 SHARDS = section(README, "## One golden set across CI jobs")

@@ -46,6 +46,9 @@ class GateSettings:
     baseline: str = ""  # the baseline file, as the run named it
     baseline_key: str = ""  # the golden set's key in it (:func:`.baseline.golden_key`)
     compare_to: str | None = None
+    #: a shard found its evaluation's entry in the baseline (None: not recorded): the gate
+    #: of the whole must find it too, or it would pass as "no baseline"
+    baseline_seen: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +65,7 @@ class GateSettings:
             "baseline": self.baseline,
             "baseline_key": self.baseline_key,
             "compare_to": self.compare_to,
+            "baseline_seen": self.baseline_seen,
         }
 
     @classmethod
@@ -89,6 +93,7 @@ class GateSettings:
             baseline=str(data["baseline"]),
             baseline_key=str(data["baseline_key"]),
             compare_to=data["compare_to"],
+            baseline_seen=data.get("baseline_seen"),
         )
 
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import ConfigError
+
 if TYPE_CHECKING:
     import pytest
 
@@ -103,7 +105,9 @@ def run_shard(
         positions=positions,
         golden=_named(Path(golden.source), request.config.invocation_params.dir),
         nodeid=request.node.nodeid,
-        settings=shard_settings(request.config.invocation_params.dir, golden, thresholds, state),
+        settings=shard_settings(
+            request.config.invocation_params.dir, golden, thresholds, state, result.retriever_id
+        ),
     )
     results = request.node.stash[RESULTS]
     results[next(i for i, r in enumerate(results) if r is result)] = stamped
@@ -143,17 +147,24 @@ def stamp(
 
 
 def shard_settings(
-    start: Path, golden: GoldenSet, thresholds: Sequence[Threshold], state: SessionState
+    start: Path,
+    golden: GoldenSet,
+    thresholds: Sequence[Threshold],
+    state: SessionState,
+    retriever_id: str,
 ) -> GateSettings:
     """The gate's settings of a golden-set evaluation, as :func:`~.runtest.attach_baseline`
-    would apply them to the whole (paths relative to ``start``, where pytest started)."""
-    from .baseline import golden_key
+    would apply them to the whole (paths relative to ``start``, where pytest started), and
+    whether the baseline holds its entry."""
+    from .baseline import find, golden_key
     from .offline import GateSettings
     from .runtest import chosen_gate
     from .session import layered_allowances
 
     settings = state.settings
     path = state.baseline_path(golden)
+    key = golden_key(golden.source, path)
+    entry = find(state.baseline_entries(path), key, golden.name, retriever_id)
     return GateSettings(
         thresholds=tuple(thresholds),
         allowances=layered_allowances(settings, golden),
@@ -161,8 +172,9 @@ def shard_settings(
         alpha=settings.alpha,
         strict_baseline=settings.strict_baseline,
         baseline=_named(path, start),
-        baseline_key=golden_key(golden.source, path),
+        baseline_key=key,
         compare_to=settings.compare_to,
+        baseline_seen=entry is not None,
     )
 
 
@@ -209,6 +221,7 @@ class Partial:
     shard: Shard
     results: list[EvaluationResult]
     left_out: int = 0
+    version: str = ""  # the pytest-retrieval that wrote it
 
 
 RERUN = "run every shard on the same commit with the same options"
@@ -258,7 +271,8 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
             + "; ".join(other)
             + "); fix that run and run the shard again"
         )
-    return Partial(path, Shard(*shards[0]), parts, left_out=len(results) - len(parts))
+    version = str(document.get("plugin_version", ""))
+    return Partial(path, Shard(*shards[0]), parts, len(results) - len(parts), version)
 
 
 def combine(partials: Sequence[Partial], *, baseline: Path | None, start: Path) -> list[Whole]:
@@ -295,6 +309,13 @@ def _check_shards(partials: Sequence[Partial]) -> None:
         listed = ", ".join(f"{p.path} is shard {p.shard}" for p in partials)
         raise ShardError(f"the reports are of different shard counts ({listed}); {RERUN}")
     count = counts.pop()
+    versions = {p.version for p in partials}
+    if len(versions) > 1:
+        listed = ", ".join(f"{p.path} by {p.version or 'an unknown version'}" for p in partials)
+        raise ShardError(
+            f"the reports were written by different pytest-retrieval versions ({listed}); "
+            "run every shard with the same version"
+        )
     seen: dict[int, Partial] = {}
     for partial in partials:
         other = seen.setdefault(partial.shard.index, partial)
@@ -384,10 +405,36 @@ def _whole(
     if baseline is None:
         path = _resolved(settings[0].baseline, start)
         key = settings[0].baseline_key
+        if settings[0].baseline_seen and not _holds(path, key, merged):
+            raise ShardError(
+                f"{label}: the shards found their baseline entry in {settings[0].baseline!r}, "
+                f"but from here that is {path}, which does not hold it: run combine in the "
+                "folder the shards ran pytest in, or pass --baseline PATH"
+            )
     else:
         path = baseline
-        key = golden_key(_resolved(stamps[0].golden, start), baseline)
+        golden = _resolved(stamps[0].golden, start)
+        if not golden.exists():  # its key in the baseline is where it is: unknown here
+            raise ShardError(
+                f"{label}: the shards' golden set {stamps[0].golden!r} is not at {golden} from "
+                "here, and a baseline keys its entries by where the golden set is: run combine "
+                "in the folder the shards ran pytest in"
+            )
+        key = golden_key(golden, baseline)
     return Whole(merged, settings[0], path, key, stamps[0].nodeid)
+
+
+def _holds(path: Path, key: str, result: EvaluationResult) -> bool:
+    """Whether the baseline file ``path`` has ``result``'s entry (a file that does not read
+    counts as holding it: the gate says what is wrong with it)."""
+    from .baseline import find, read
+
+    if not path.is_file():
+        return False
+    try:
+        return find(read(path), key, result.golden_name, result.retriever_id) is not None
+    except ConfigError:
+        return True
 
 
 def _difference(
