@@ -582,6 +582,29 @@ def test_combine_where_the_shards_baseline_is_not_found_is_refused(
     assert status == 0 and "vs baseline golden.json.baseline.json" in out
 
 
+def test_empty_shards_combine_into_the_single_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A smoke set of 3 queries over 5 jobs: the shards no query hashes to still compute
+    what the whole does (judged@k), so combine gates them as one run."""
+    pytester.makeconftest(RETRIEVERS)
+    small = {**golden_set(3), "thresholds": {}}
+    (pytester.path / "golden.json").write_text(json.dumps(small), encoding="utf-8")
+    monkeypatch.setenv("RETRIEVERS", "bm25")
+    assert {shard_of(f"q{n}", 5) for n in range(3)} != set(range(5))  # some shards are empty
+    assert [s.ret for s in run_shards(pytester, count=5)] == [0] * 5
+    parts = [f"part{i}.json" for i in range(1, 6)]
+    status, _, err = combine(capsys, *parts, "--report", "combined.json")
+    assert status == 0, err
+    single = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-report", "one.json"
+    )
+    assert single.ret == 0
+    combined = evaluations(pytester.path / "combined.json")
+    assert combined == evaluations(pytester.path / "one.json")
+    assert "judged@10" in combined[0]["metrics"]
+
+
 def test_shards_of_different_versions_are_refused(
     partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

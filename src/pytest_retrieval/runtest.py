@@ -54,9 +54,13 @@ def run_evaluation(
     parts, then compares and decides)."""
     from .evaluation import evaluate
     from .gate import ThresholdError
+    from .metrics import JUDGED_FAMILY
     from .runfile import Run, runs_for
 
     settings = state.settings
+    if part_of is not None and any(q.relevant for q in part_of.queries):
+        # as the whole computes it, also on a part with no judged query (or none at all)
+        metrics = [*metrics, f"{JUDGED_FAMILY}@{k or settings.k or part_of.k}"]
     runs, default_id = None, settings.fixture
     if isinstance(retriever, Run):  # a precomputed run (--retrieval-run): nothing to call
         runs = runs_for(golden, retriever, part=part_of is not None)
