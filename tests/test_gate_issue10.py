@@ -681,3 +681,34 @@ def test_refresh_of_an_unchanged_retriever_changes_only_created_and_git(
     assert second == first
     entry = first["entries"]["golden.json::retriever"]
     assert math.isfinite(entry["latency_ms"]["p95"]) and entry["latency_ms"]["p95"] >= 1.0
+
+
+# ---------------------------------------------------------------------------- 15. randomly
+
+
+@pytest.mark.keep_plugins
+def test_ab_reference_is_the_first_declared_parameter_under_pytest_randomly(
+    pytester: pytest.Pytester,
+) -> None:
+    # Old code: "declaration order" was each item's list position once pytest-randomly (a
+    # tryfirst wrapper) had shuffled them, so the reference changed from seed to seed.
+    make_project(pytester, params=["zeta", "alpha", "mid"])
+    write_json(pytester, "golden.json", golden(8))
+    write_run(pytester, "zeta", {i: 1 for i in range(8)})
+    write_run(pytester, "alpha", {i: 2 for i in range(8)})
+    write_run(pytester, "mid", {i: 3 for i in range(8)})
+    for seed in range(1, 7):
+        result, document = run(
+            pytester, None, "-p", "no:asyncio", "-p", "randomly", f"--randomly-seed={seed}"
+        )
+        assert result.ret == 0, result.stdout.str()
+        result.stdout.fnmatch_lines([f"Using --randomly-seed={seed}"])
+        evaluations = [e["retriever"] for e in document["evaluations"]]
+        assert evaluations == ["zeta", "alpha", "mid"], (seed, evaluations)
+        assert [(c["reference"], c["retriever"]) for c in document["ab"]] == [
+            ("zeta", "alpha"),
+            ("zeta", "mid"),
+        ], seed
+        result.stdout.fnmatch_lines(
+            ["*3 retrievers side by side (Δ and paired two-sided p against zeta)"]
+        )

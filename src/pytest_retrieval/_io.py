@@ -101,3 +101,38 @@ def git_info(folder: Path) -> dict[str, Any]:
 def now() -> str:
     """The current UTC time as ISO 8601 to the second, as baselines and reports record it."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def overwrite_problem(
+    outputs: Iterable[tuple[str, Path | None]], inputs: Iterable[tuple[str, Path | None]]
+) -> str | None:
+    """What is wrong when an output would overwrite an input (a golden set, a run file, a
+    baseline, a shard's report) or another output, else None. Outputs and inputs are
+    (what the user called it, path) pairs; a path is compared resolved (a symlink, ``./``)."""
+    read: dict[Path, str] = {}
+    for name, path in inputs:
+        if path is not None:
+            read.setdefault(path.resolve(), name)
+    written: dict[Path, str] = {}
+    for name, path in outputs:
+        if path is None:
+            continue
+        where, shown = path.resolve(), _shown(path)
+        if where in read:
+            return (
+                f"{name} {shown} is {read[where]}: writing it would overwrite that file; "
+                "write the output to another path"
+            )
+        if where in written:
+            return (
+                f"{written[where]} and {name} are both {shown}: one would overwrite the "
+                "other; give each output its own path"
+            )
+        written[where] = name
+    return None
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it, else absolute."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative

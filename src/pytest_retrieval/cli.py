@@ -1281,7 +1281,7 @@ def _combine(args: argparse.Namespace) -> int:
     from .shards import ShardError, combine, read_partial
 
     _inputs(args, ["partial"])
-    outputs = _offline_outputs(args)
+    outputs = _offline_outputs(args, [("a shard's partial report", p) for p in args.partial])
     start = Path.cwd()
     try:
         partials = [read_partial(path, _report_data(path)) for path in args.partial]
@@ -1378,7 +1378,16 @@ def _eval(args: argparse.Namespace) -> int:
     from .runfile import coverage, read_run, runs_for
 
     _inputs(args, ["run"], ["golden"])
-    outputs = _offline_outputs(args)
+    from .baseline import default_path as baseline_of
+
+    outputs = _offline_outputs(
+        args,
+        [
+            ("the golden set", args.golden),
+            ("the run file", args.run),
+            ("the baseline", None if args.baseline else baseline_of(args.golden)),
+        ],
+    )
     start = Path.cwd()
     source = args.golden if args.golden.is_absolute() else start / args.golden
     try:
@@ -1423,18 +1432,33 @@ def _eval(args: argparse.Namespace) -> int:
     return _gate_offline(args, [Whole(result, settings, path, key, nodeid)], outputs, note)
 
 
-def _offline_outputs(args: argparse.Namespace) -> Any:
-    """The outputs asked for, checked before any work (a folder is a usage error)."""
+def _offline_outputs(args: argparse.Namespace, inputs: list[tuple[str, Path | None]]) -> Any:
+    """The outputs asked for, checked before any work: a folder, or a file that is one of
+    the ``inputs`` (or another output), is a usage error; nothing is written then."""
+    from ._io import overwrite_problem
     from .offline import Outputs
 
-    for name in ("report", "markdown", "html", "junit_xml"):
+    for name in OUTPUT_OPTIONS:
         path = getattr(args, name)
         if path is not None and path.is_dir():
             option = "--" + name.replace("_", "-")
             raise UsageError(f"argument {option}: {str(path)!r} is a folder, not a file")
     if args.baseline is not None and args.baseline.is_dir():
         raise UsageError(f"argument --baseline: {str(args.baseline)!r} is a folder, not a file")
+    written = [("--" + n.replace("_", "-"), getattr(args, n)) for n in OUTPUT_OPTIONS]
+    baseline = ("--baseline", args.baseline)
+    if args.update_baseline is None:
+        inputs = [*inputs, baseline]
+    else:
+        written.append(baseline)
+    problem = overwrite_problem(written, inputs)
+    if problem is not None:
+        raise UsageError(problem)
     return Outputs(args.report, args.markdown, args.html, args.junit_xml)
+
+
+#: the offline commands' output options (argparse dests)
+OUTPUT_OPTIONS = ("report", "markdown", "html", "junit_xml")
 
 
 def _refuse(args: argparse.Namespace, outputs: Any, message: str) -> int:

@@ -24,6 +24,11 @@ class ConfigError(RetrievalError, ValueError):
     ``ValueError`` too, as the library API raised before this hierarchy)."""
 
 
+class OverwriteError(ConfigError):
+    """An output path is one of the inputs (or another output): nothing is written, not even
+    the outputs that say why the session stopped -- writing them is the problem."""
+
+
 class MetricNameError(ConfigError):
     """A metric name that is not ``family@k`` with a known family and k >= 1."""
 

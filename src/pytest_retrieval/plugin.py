@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ._io import overwrite_problem
 from .controller import Reporter
-from .errors import ConfigError
+from .errors import ConfigError, OverwriteError
 from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     Settings,
     pytest_addoption,
@@ -79,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
         with usage_errors():  # every bad setting or file: a usage error now, before any worker
             _configure(config)
     except pytest.UsageError as exc:  # raised before the session: its end never comes
-        if not is_worker(config):
+        if not is_worker(config) and not isinstance(exc.__context__, OverwriteError):
             _startup_failed(config, str(exc))
         raise
 
@@ -117,6 +118,9 @@ def _startup_failed(config: pytest.Config, message: str, given: Any = None) -> N
 
 def _configure(config: pytest.Config) -> None:
     settings = settings_from_config(config)
+    problem = overwrite_problem(_outputs(config, settings), _inputs(settings))
+    if problem is not None:
+        raise OverwriteError(problem)
     state = SessionState(settings)
     config.stash[STATE] = state
     for anchor, path in _schedule(config, settings):
@@ -145,6 +149,41 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_sessionstart(session: pytest.Session) -> Generator[None, None, None]:
     yield
     announce_progress(session.config)  # why --retrieval-progress shows nothing under xdist
+
+
+def _outputs(config: pytest.Config, settings: Settings) -> list[tuple[str, Path | None]]:
+    """What the session writes, named as the user set it."""
+    junit = config.getoption("xmlpath", None)
+    written: list[tuple[str, Path | None]] = [
+        ("--retrieval-report", settings.report),
+        ("--retrieval-markdown", settings.markdown),
+        ("--retrieval-html", settings.html),
+        ("--retrieval-export-run", settings.export_run),
+        ("--junitxml", Path(junit) if junit else None),
+    ]
+    if settings.update is not None:
+        written += [("the baseline to record", path) for path in _baselines(settings)]
+    return written
+
+
+def _inputs(settings: Settings) -> list[tuple[str, Path | None]]:
+    """What the session reads and must not overwrite: golden sets, run files, baselines."""
+    read: list[tuple[str, Path | None]] = []
+    for golden in settings.goldens:
+        read += [("the golden set", golden), ("the golden set", _anchor(golden))]
+    read += [("the run file", run) for run in settings.runs]
+    if settings.update is None:
+        read += [("the baseline", path) for path in _baselines(settings)]
+    return read
+
+
+def _baselines(settings: Settings) -> list[Path]:
+    """The golden sets' baseline files, each once (golden sets may share one)."""
+    if not settings.goldens:
+        return []
+    from .baseline import default_path
+
+    return list(dict.fromkeys(settings.baseline or default_path(g) for g in settings.goldens))
 
 
 def _anchor(golden: Path) -> Path:
@@ -304,8 +343,16 @@ def pytest_collection_modifyitems(
     with --retrieval-only deselect everything else."""
     state = config.stash[STATE]
     worker = is_worker(config)
-    for index, item in enumerate(items):
-        state.order[item.nodeid] = index  # declaration order: the A/B reference is the first
+    # golden items' positions in declaration order (pytest-randomly shuffled them): A/B reference
+    order = {item.nodeid: index for index, item in enumerate(items)}
+    golden = [item for item in items if isinstance(item.parent, GoldenModule)]
+    rank = {path: index for index, path in enumerate(state.anchors.values())}
+    declared = sorted(golden, key=lambda item: _declared(item, rank))
+    order.update(
+        zip([i.nodeid for i in declared], sorted(order[i.nodeid] for i in golden), strict=True)
+    )
+    state.order.update(order)
+    for item in items:
         if isinstance(item.parent, GoldenModule):
             state.expected.setdefault(item.parent.golden_path, set()).add(item.nodeid)
         elif worker:  # a usage error raised on an xdist worker crashes it: the controller says
@@ -343,6 +390,16 @@ def pytest_collection_modifyitems(
         if others:
             config.hook.pytest_deselected(items=others)
             items[:] = [item for item in items if isinstance(item.parent, GoldenModule)]
+
+
+def _declared(item: pytest.Item, rank: Mapping[Path, int]) -> tuple[int, tuple[int, ...], str]:
+    """A golden-set item's place in declaration order: its golden set's (as configured), then
+    its parameters' (the retriever fixture's params, the run files), the same on every worker."""
+    module = item.parent
+    assert isinstance(module, GoldenModule)
+    spec = getattr(item, "callspec", None)
+    indices = tuple(spec.indices.values()) if spec is not None else ()
+    return rank.get(module.golden_path, len(rank)), indices, item.nodeid
 
 
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")

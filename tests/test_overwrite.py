@@ -1,0 +1,109 @@
+"""An output path that is one of the session's inputs -- the golden set, a run file, a
+baseline, a shard's partial report -- or another output is a usage error before anything is
+written: nothing the user wrote is overwritten, not even by the outputs that say why the
+session stopped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import GOLDEN, KEYWORD_RETRIEVER
+
+from pytest_retrieval.cli import main
+
+RUN = "q1 Q0 d1 1 2.0 bm25\nq1 Q0 d4 2 1.0 bm25\n"
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> Path:
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    (pytester.path / "golden.json").write_text(json.dumps(GOLDEN), encoding="utf-8")
+    (pytester.path / "in.trec").write_text(RUN, encoding="utf-8")
+    return pytester.path
+
+
+def contents(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--retrieval-report", "golden.json"], "--retrieval-report golden.json is the golden set"),
+        (["--retrieval-markdown", "./golden.json"], "is the golden set"),
+        (["--retrieval-html", "golden.json"], "--retrieval-html golden.json is the golden set"),
+        (["--junitxml", "golden.json"], "--junitxml golden.json is the golden set"),
+        (["--retrieval-export-run", "golden.json"], "is the golden set"),
+        (
+            ["--retrieval-run", "in.trec", "--retrieval-export-run", "in.trec"],
+            "--retrieval-export-run in.trec is the run file",
+        ),
+        (
+            ["--retrieval-report", "golden.json.baseline.json"],
+            "--retrieval-report golden.json.baseline.json is the baseline",
+        ),
+        (
+            ["--retrieval-baseline", "golden.json", "--retrieval-update-baseline"],
+            "the baseline to record golden.json is the golden set",
+        ),
+        (
+            ["--retrieval-report", "out.json", "--retrieval-html", "out.json"],
+            "--retrieval-report and --retrieval-html are both out.json: one would overwrite",
+        ),
+        (["--retrieval-report", "link.json"], "--retrieval-report link.json is the golden set"),
+    ],
+)
+def test_an_output_that_is_an_input_is_refused_and_nothing_is_written(
+    pytester: pytest.Pytester, project: Path, args: list[str], message: str
+) -> None:
+    (project / "golden.json.baseline.json").write_text("{}", encoding="utf-8")
+    (project / "link.json").symlink_to(project / "golden.json")
+    before = contents(project)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: *{message}*"])
+    assert "would overwrite" in result.stderr.str()
+    assert "INTERNALERROR" not in result.stderr.str() + result.stdout.str()
+    assert contents(project) == before
+
+
+def test_outputs_elsewhere_are_written(pytester: pytest.Pytester, project: Path) -> None:
+    result = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-report", "out.json"
+    )
+    result.assert_outcomes(passed=1)
+    assert json.loads((project / "out.json").read_text(encoding="utf-8"))["evaluations"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["eval", "golden.json", "in.trec", "--report", "golden.json"], "is the golden set"),
+        (["eval", "golden.json", "in.trec", "--markdown", "in.trec"], "is the run file"),
+        (
+            ["eval", "golden.json", "in.trec", "--report", "golden.json.baseline.json"],
+            "is the baseline",
+        ),
+        (
+            ["eval", "golden.json", "in.trec", "--baseline", "in.trec", "--update-baseline"],
+            "--baseline in.trec is the run file",
+        ),
+        (["combine", "p1.json", "--report", "p1.json"], "is a shard's partial report"),
+    ],
+)
+def test_offline_commands_refuse_to_overwrite_their_inputs(
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
+) -> None:
+    monkeypatch.chdir(project)
+    (project / "p1.json").write_text("{}", encoding="utf-8")
+    (project / "golden.json.baseline.json").write_text("{}", encoding="utf-8")
+    before = contents(project)
+    assert main(argv) == 2
+    assert f"{message}: writing it would overwrite that file" in capsys.readouterr().err
+    assert contents(project) == before
