@@ -82,7 +82,10 @@ def test_eval_of_a_run_is_the_pytest_run_of_the_same_lists(
     assert status == single.ret == 1, err
     assert out.rstrip().endswith("retrieval verdict: FAILED (3 reasons, listed above)")
     ours = evaluations(project.path / "eval.json")
-    assert ours == evaluations(project.path / "single.json")
+    single_entries = evaluations(project.path / "single.json")
+    assert [e.pop("run_file") for e in single_entries] == [None]  # a live retriever
+    assert [e.pop("run_file") for e in ours] == ["bm25.json"]  # the one difference
+    assert ours == single_entries
     (entry,) = ours
     assert entry["metrics"]["recall@10"] == pytest.approx(0.6)
     changes = {c["metric"]: c for c in entry["baseline"]["comparison"]["changes"]}
@@ -99,12 +102,15 @@ def test_eval_of_a_run_is_the_pytest_run_of_the_same_lists(
         "--retrieval-report",
         "run.json",
     )
-    assert from_run.ret == 1 and evaluations(project.path / "run.json") == ours
+    from_run_entries = evaluations(project.path / "run.json")
+    assert [e.pop("run_file") for e in from_run_entries] == [str(run)]
+    assert from_run.ret == 1 and from_run_entries == ours
 
     trec = trec_file(run, project.path / "bm25.trec")
     status, _, _ = evaluate(capsys, "golden.json", str(trec), "--report", "trec.json")
     assert status == 1
     scored = evaluations(project.path / "trec.json")
+    assert [e.pop("run_file") for e in scored] == [str(trec)]
     first = scored[0]["queries"][1]  # the run's scores are kept, as a retriever's would be
     assert first["scores"] == {doc: 99 - rank for rank, doc in enumerate(first["returned"])}
     for query in [*scored[0]["queries"], *ours[0]["queries"]]:

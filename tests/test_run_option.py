@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +315,35 @@ def test_baseline_is_keyed_by_the_run_name(pytester: pytest.Pytester) -> None:
     assert list(stored["entries"]) == ["golden.json::nightly"]
     result = pytester.runpytest(*args, "--retrieval-strict-baseline")
     assert result.ret == 0, result.stdout.str()  # compared with it: not missing
+
+
+def test_the_no_baseline_note_of_a_run_file_records_its_baseline(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fix the note prints, run as printed (from pytest and from ``eval``), records the
+    run file's own entry; a live retriever's command would record another."""
+    from pytest_retrieval.cli import main
+
+    by_qid = project(pytester)
+    (pytester.path / "conftest.py").unlink()
+    write_run(pytester.path / "nightly.trec", by_qid, "trec")
+    first = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", "nightly.trec"
+    )
+    assert first.ret == 0
+    fix = (
+        "pytest --retrieval-golden golden.json --retrieval-run nightly.trec "
+        "--retrieval-update-baseline"
+    )
+    first.stdout.fnmatch_lines(
+        [f"*no baseline for synth::nightly in *; record one on main with: {fix}"]
+    )
+    assert main(["eval", "golden.json", "nightly.trec"]) == 0
+    assert f"record one on main with: {fix}" in capsys.readouterr().out
+    recorded = pytester.runpytest(*shlex.split(fix)[1:])
+    assert recorded.ret == 0
+    stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
+    assert list(stored["entries"]) == ["golden.json::nightly"]
 
 
 def test_retrieval_eval_takes_a_run(pytester: pytest.Pytester) -> None:

@@ -1370,6 +1370,8 @@ def _add_eval(commands: Any) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from .baseline import default_path, golden_key
     from .evaluation import evaluate
     from .gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
@@ -1416,6 +1418,7 @@ def _eval(args: argparse.Namespace) -> int:
         )
     except ConfigError as exc:
         return _refuse(args, outputs, str(exc))
+    result = replace(result, run_file=str(args.run))
     path = args.baseline or default_path(golden.source)
     key = golden_key(golden.source, path)
     settings = GateSettings(

@@ -135,6 +135,7 @@ def merge_parts(
             judge=_add_summaries([p.judge for p in parts]),
             erag=_add_summaries([p.erag for p in parts]),
             sampled_from=first.sampled_from,
+            run_file=first.run_file,
             tracebacks=tracebacks,
         )
     )

@@ -809,6 +809,8 @@ class EvaluationResult:
     judge: dict[str, Any] | None = None
     #: the full golden set's size when only a ``--retrieval-sample`` of it ran
     sampled_from: int | None = None
+    #: the precomputed run file evaluated (``--retrieval-run``, ``eval``); None: a retriever
+    run_file: str | None = None
     #: the downstream (eRAG) labeller's run summary; None without one
     erag: dict[str, Any] | None = None
     #: error kind (``QueryResult.error_key``) -> the first traceback the run kept of it
@@ -1008,6 +1010,7 @@ class EvaluationResult:
             },
             "judge": self.judge,
             "sampled_from": self.sampled_from,
+            "run_file": self.run_file,
             "erag": self.erag,
             "queries": self.table.entries() if queries else [],
         }
@@ -1091,6 +1094,7 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
         power={name: (_nan(d), _nan(a)) for name, (d, a) in baseline.get("power", {}).items()},
         judge=data.get("judge"),
         sampled_from=data.get("sampled_from"),
+        run_file=data.get("run_file"),
         erag=data.get("erag"),
         tracebacks={
             error_key(group["error"]): group["traceback"]

@@ -61,10 +61,10 @@ def run_evaluation(
     if part_of is not None and any(q.relevant for q in part_of.queries):
         # as the whole computes it, also on a part with no judged query (or none at all)
         metrics = [*metrics, f"{JUDGED_FAMILY}@{k or settings.k or part_of.k}"]
-    runs, default_id = None, settings.fixture
+    runs, default_id, run_file = None, settings.fixture, None
     if isinstance(retriever, Run):  # a precomputed run (--retrieval-run): nothing to call
         runs = runs_for(golden, retriever, part=part_of is not None)
-        retriever, default_id = None, retriever.name
+        retriever, default_id, run_file = None, retriever.name, str(retriever.path)
     chosen_id = retriever_id or _retriever_id(request, default_id)
     printer = progress_printer(request.config, f"{golden.name} [{chosen_id}]")
     judge = state.judge()
@@ -96,6 +96,8 @@ def run_evaluation(
             printer.close()
     if problem is not None:  # outside the except block: no "During handling of..." chain
         pytest.fail(problem, pytrace=False)
+    if run_file is not None:
+        result = replace(result, run_file=run_file)
     if part_of is not None:
         result = replace(result, fingerprint=part_of.fingerprint)
         request.node.stash.setdefault(RESULTS, []).append(result)

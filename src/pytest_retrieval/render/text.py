@@ -75,6 +75,7 @@ def title(result: EvaluationResult) -> str:
 
 
 def command(result: EvaluationResult, extra: str) -> str:
-    """The pytest command that reruns this golden set with ``extra`` options (the fix a note
-    tells the reader to run), its path relative to the working directory."""
-    return f"pytest --retrieval-golden {os.path.relpath(result.golden_source)} {extra}"
+    """The pytest command that reruns this golden set (and run file) with ``extra`` options
+    (the fix a note tells the reader to run), its paths relative to the working directory."""
+    run = f" --retrieval-run {os.path.relpath(result.run_file)}" if result.run_file else ""
+    return f"pytest --retrieval-golden {os.path.relpath(result.golden_source)}{run} {extra}"
