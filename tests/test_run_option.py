@@ -338,6 +338,7 @@ def test_the_no_baseline_note_of_a_run_file_records_its_baseline(
     first.stdout.fnmatch_lines(
         [f"*no baseline for synth::nightly in *; record one on main with: {fix}"]
     )
+    first.stdout.fnmatch_lines(["  latency n/a (a precomputed run)*"])  # not "p50 0.0 ms"
     assert main(["eval", "golden.json", "nightly.trec"]) == 0
     assert f"record one on main with: {fix}" in capsys.readouterr().out
     recorded = pytester.runpytest(*shlex.split(fix)[1:])

@@ -437,7 +437,7 @@ def notes(result: EvaluationResult) -> list[Note]:
     """What the table does not show: latency, failures, the judge's bill, sampling, and how
     the run stands against its baseline (missing, drifted, stale, improved, underpowered)."""
     found = []
-    if math.isfinite(result.latency_p50_ms):  # NaN when every call failed
+    if math.isfinite(result.latency_p50_ms) and not result.run_file:  # NaN: no call answered
         found.append(
             Note(
                 "",

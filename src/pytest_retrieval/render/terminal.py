@@ -59,7 +59,9 @@ def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[st
     """The terminal summary section of one evaluation (``verbose``: with tracebacks)."""
     lines = [title(result), *metric_table(result)]
     latency = (
-        "latency n/a (no call answered)"  # the percentiles of no latencies are NaN
+        "latency n/a (a precomputed run)"
+        if result.run_file
+        else "latency n/a (no call answered)"  # the percentiles of no latencies are NaN
         if math.isnan(result.latency_p50_ms)
         else f"latency p50 {result.latency_p50_ms:.1f} ms · p95 {result.latency_p95_ms:.1f} ms"
     )
