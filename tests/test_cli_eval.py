@@ -133,6 +133,23 @@ def test_eval_says_which_golden_queries_the_run_lacks(
     assert next(q for q in entry["queries"] if q["id"] == "q3")["returned"] == []
 
 
+def test_a_run_given_as_the_golden_set_says_what_it_is(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The arguments swapped: the run file read as TREC qrels is named a run, with the fix."""
+    project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "single.json")
+    trec = trec_file(
+        run_file(project.path / "single.json", project.path / "bm25.json"),
+        project.path / "bm25.trec",
+    )
+    status, out, err = evaluate(capsys, str(trec), "golden.json")
+    assert status == 2 and out == ""
+    assert (
+        f"{trec}, line 1: this is a TREC run (QUERY_ID Q0 DOC_ID RANK SCORE TAG), not qrels"
+    ) in err
+    assert "pytest-retrieval eval GOLDEN RUN: the golden set first" in err
+
+
 def test_eval_records_the_baseline_pytest_records(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -267,14 +267,14 @@ def _read_beir_qrels(path: Path) -> dict[str, dict[str, int]]:
                 continue
             yield number, row
 
-    return _judgments(path, rows, "query-id<TAB>corpus-id<TAB>score")
+    return _judgments(path, rows, "query-id<TAB>corpus-id<TAB>score", 3)
 
 
 #: the rows of a qrels file, ``(line number, [query id, doc id, grade])``, from the start
 Rows = Callable[[], Iterator[tuple[int, Sequence[str]]]]
 
 
-def _judgments(path: Path, rows: Rows, layout: str) -> dict[str, dict[str, int]]:
+def _judgments(path: Path, rows: Rows, layout: str, columns: int) -> dict[str, dict[str, int]]:
     """Qrels rows -> ``{query: {doc: grade}}``.
 
     TREC uses negative grades for "judged not relevant": they are kept as judged, grade 0.
@@ -285,7 +285,10 @@ def _judgments(path: Path, rows: Rows, layout: str) -> dict[str, dict[str, int]]
     for number, row in rows():
         if len(row) != 3:
             raise GoldenError(
-                path, f"line {number}", f"expected 3 columns, got {len(row)}", f"write {layout}"
+                path,
+                f"line {number}",
+                f"expected {columns} columns, got {len(row)}",
+                f"write {layout}",
             )
         query_id, doc_id, grade_text = (cell.strip() for cell in row)
         try:
@@ -323,10 +326,19 @@ def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
 
     def rows() -> Iterator[tuple[int, Sequence[str]]]:
         for number, fields in enumerate(map(str.split, lines), start=1):
+            if len(fields) == 6 and fields[1] == "Q0":
+                raise GoldenError(
+                    source,
+                    f"line {number}",
+                    "this is a TREC run (QUERY_ID Q0 DOC_ID RANK SCORE TAG), not qrels",
+                    "give the golden set (qrels: QUERY_ID ITERATION DOC_ID GRADE) as the "
+                    "golden set, and the run with --retrieval-run (pytest-retrieval eval GOLDEN "
+                    "RUN: the golden set first)",
+                )
             if fields:
                 yield number, [fields[0], fields[2], fields[3]] if len(fields) == 4 else fields
 
-    judgments = _judgments(source, rows, "QUERY_ID ITERATION DOC_ID GRADE")
+    judgments = _judgments(source, rows, "QUERY_ID ITERATION DOC_ID GRADE", 4)
     if queries_file is None:
         queries_file = _trec_queries_file(source)
     elif not queries_file.is_file():
