@@ -362,13 +362,19 @@ def partials(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 def refused(capsys: pytest.CaptureFixture[str], path: Path, *argv: str) -> str:
     """combine's message for inputs it refuses (exit 2), checked to be written in the
     report it was asked for too."""
-    status, out, err = combine(capsys, *argv, "--report", "refused.json")
+    status, out, err = combine(
+        capsys, *argv, "--report", "refused.json", "--junit-xml", "refused.xml"
+    )
     assert status == 2, (out, err)
     assert "Traceback" not in err and out == ""
     message = err.split("pytest-retrieval combine: error: ", 1)[1].strip()
     report = json.loads((path / "refused.json").read_text(encoding="utf-8"))
     assert report["passed"] is False and report["evaluations"] == []
     assert report["verdict"]["reasons"] == [{"kind": "usage", "message": message, "metric": None}]
+    (suite,) = ET.parse(path / "refused.xml").getroot()  # red in a CI test viewer
+    assert (suite.get("tests"), suite.get("errors"), suite.get("failures")) == ("1", "1", "0")
+    error = suite.find("testcase/error")
+    assert error is not None and error.get("message") == f"usage: {message}"
     return message
 
 

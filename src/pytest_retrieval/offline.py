@@ -433,17 +433,19 @@ def junit_xml(
     """The JUnit file a pytest run's ``--junitxml`` would hold for these evaluations: one
     test case each (named from ``cases``, the pytest node ids), with its properties and, when
     its verdict failed, the failure text leading with the reason; the session's verdict as
-    suite properties."""
+    suite properties. A gate that could not run (refused inputs: no evaluation) is one test
+    case in error, so that a CI test viewer shows it red, not an empty passing suite."""
     from .render.terminal import failure_text
 
     failed = sum(not r.verdict.passed for r in results)
+    refused = not results and not verdict.passed
     suite = ET.Element(
         "testsuite",
         name="pytest",
-        errors="0",
+        errors=str(int(refused)),
         failures=str(failed),
         skipped="0",
-        tests=str(len(results)),
+        tests=str(len(results) or int(refused)),
         time="0.000",
         timestamp=created,
         hostname=platform.node(),
@@ -460,6 +462,12 @@ def junit_xml(
             text = failure_text(result)
             failure = ET.SubElement(case, "failure", message=_xml(text.splitlines()[0]))
             failure.text = _xml(text)
+    if refused:
+        case = ET.SubElement(suite, "testcase", classname="pytest-retrieval", name="gate")
+        case.set("time", "0.000")
+        text = "\n".join(f"{r.kind}: {r.message}" for r in verdict.reasons)
+        error = ET.SubElement(case, "error", message=_xml(text.splitlines()[0]))
+        error.text = _xml(text)
     root = ET.Element("testsuites", name="pytest tests")
     root.append(suite)
     return '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(root, encoding="unicode")
