@@ -150,6 +150,13 @@ def test_a_run_given_as_the_golden_set_says_what_it_is(
     assert "pytest-retrieval eval GOLDEN RUN: the golden set first" in err
 
 
+def test_an_empty_retriever_id_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["eval", "golden.json", "run.trec", "--retriever", " "])
+    assert stopped.value.code == 2
+    assert "argument --retriever: an empty retriever id names nothing" in capsys.readouterr().err
+
+
 def test_eval_records_the_baseline_pytest_records(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

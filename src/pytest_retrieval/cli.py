@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 from .errors import ConfigError
 from .judge_args import DEFAULT_JUDGE_CACHE
-from .validators import alpha_arg, cutoff, fraction, metric_arg, positive_int, threshold_arg
+from .validators import (
+    alpha_arg,
+    cutoff,
+    fraction,
+    metric_arg,
+    positive_int,
+    retriever_id_arg,
+    threshold_arg,
+)
 
 if TYPE_CHECKING:
     from .gate import Allowance
@@ -1318,6 +1326,7 @@ def _add_eval(commands: Any) -> None:
     sub.add_argument("run", type=Path, metavar="RUN", help="the ranked lists to evaluate")
     sub.add_argument(
         "--retriever",
+        type=retriever_id_arg,
         metavar="ID",
         help="the retriever's id in the baseline and outputs (default: the run file's name "
         "without extension, as under --retrieval-run: runs/bm25.trec is bm25)",

@@ -131,3 +131,14 @@ def split_min_arg(text: str) -> int:
             "split across xdist workers; 0: never split)"
         )
     return value
+
+
+def retriever_id_arg(text: str) -> str:
+    """``eval --retriever``: the id of the run's evaluation in baselines, reports and test
+    names; not empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty retriever id names nothing in the baseline or the outputs; give one, or "
+            "leave the option out (the run file's name)"
+        )
+    return text
