@@ -141,6 +141,27 @@ def test_golden_file_as_a_symlink_is_evaluated_once_under_its_own_name(
         again.stdout.fnmatch_lines([f"{target}::retrieval PASSED*"])
 
 
+def test_a_golden_set_reached_through_a_link_given_as_a_path_runs_once(
+    pytester: pytest.Pytester,
+) -> None:
+    """The ini names data/golden_v3.json; the paths given reach it through a linked folder
+    or a linked file: it runs once, under the name pytest collects it by."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    _golden(pytester.path / "data" / "golden_v3.json")
+    (pytester.path / "datalink").symlink_to(pytester.path / "data")
+    (pytester.path / "golden.json").symlink_to(pytester.path / "data" / "golden_v3.json")
+    pytester.makeini("[pytest]\nretrieval_golden = data/golden_v3.json\n")
+    for given, shown in [
+        (["datalink"], "datalink/golden_v3.json"),
+        (["datalink/golden_v3.json"], "datalink/golden_v3.json"),
+        (["golden.json"], "golden.json"),
+        (["--retrieval-golden", "data/golden_v3.json", "golden.json"], "golden.json"),
+    ]:
+        result = pytester.runpytest(*given, "-v")
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines([f"{shown}::retrieval PASSED*"])
+
+
 def test_retrieval_marker_selects_and_deselects(pytester: pytest.Pytester) -> None:
     _repo(pytester)
     golden = "tests/retrieval/golden.json"

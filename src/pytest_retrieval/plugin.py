@@ -218,14 +218,28 @@ def _schedule(config: pytest.Config, settings: Settings) -> list[tuple[Path, Pat
         anchors.setdefault(_anchor(golden).resolve(), golden)
     for real, golden in anchors.items():
         spelled = _spelled(_anchor(golden))
-        covered = [a for a in (spelled, real) if any(p == a or p in a.parents for p in given)]
-        if covered:  # collected as pytest spells it from the paths given
-            chosen.append((covered[0], golden))
+        covered = _covered(spelled, real, given)
+        if covered is not None:  # collected as pytest spells it from the paths given
+            chosen.append((covered, golden))
         elif golden.resolve() in named or not explicit or settings.only:
             config.args.append(str(spelled))
             given.append(spelled)
             chosen.append((spelled, golden))
     return chosen
+
+
+def _covered(spelled: Path, real: Path, given: list[Path]) -> Path | None:
+    """The golden set's file as pytest will spell it when it collects one of the ``given``
+    paths (None: none holds it): as configured, or through a link (a linked folder, or a link
+    to the file) when a given path leads to its real location."""
+    for path in given:
+        if path == spelled or path in spelled.parents:
+            return spelled
+    for path in given:
+        target = path.resolve()
+        if target == real or target in real.parents:
+            return path / real.relative_to(target)
+    return None
 
 
 def _spelled(path: Path) -> Path:
