@@ -107,3 +107,59 @@ def test_offline_commands_refuse_to_overwrite_their_inputs(
     assert main(argv) == 2
     assert f"{message}: writing it would overwrite that file" in capsys.readouterr().err
     assert contents(project) == before
+
+
+def test_the_files_a_golden_set_reads_are_inputs_too(pytester: pytest.Pytester) -> None:
+    """A BEIR folder's queries and corpus, a TREC qrels file's queries file."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    beir = pytester.path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "apple"}\n')
+    (beir / "corpus.jsonl").write_text('{"_id": "d1", "text": "apple pie"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    trec = pytester.path / "trec"
+    trec.mkdir()
+    (trec / "g.qrels").write_text("q1 0 d1 1\n")
+    (trec / "queries.tsv").write_text("q1\tapple\n")
+    before = {p: p.read_bytes() for p in pytester.path.rglob("*") if p.is_file()}
+    for golden, output, option in [
+        ("beir", "beir/queries.jsonl", "--retrieval-report"),
+        ("beir", "beir/corpus.jsonl", "--retrieval-markdown"),
+        ("beir/qrels/test.tsv", "beir/queries.jsonl", "--retrieval-html"),
+        ("trec/g.qrels", "trec/queries.tsv", "--retrieval-export-run"),
+    ]:
+        result = pytester.runpytest("--retrieval-golden", golden, option, output)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, (golden, output)
+        result.stderr.fnmatch_lines([f"ERROR: {option} {output} is a file of the golden set *"])
+    assert main(["eval", "trec/g.qrels", "trec/g.qrels", "--report", "trec/queries.tsv"]) == 2
+    assert {p: p.read_bytes() for p in pytester.path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--report", "golden.json"], "--report golden.json is the golden set"),
+        (["--report", "golden.json.baseline.json"], "is the baseline"),
+        (
+            ["--update-baseline", "--markdown", "golden.json.baseline.json"],
+            "--markdown and the baseline are both golden.json.baseline.json",
+        ),
+    ],
+)
+def test_combine_refuses_to_overwrite_what_the_shards_name(
+    pytester: pytest.Pytester,
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
+) -> None:
+    """The golden set and baseline are named by the partial reports: checked once read."""
+    for i in (1, 2):
+        shard = ["--retrieval-shard", f"{i}/2", "--retrieval-report", f"p{i}.json"]
+        assert pytester.runpytest("--retrieval-golden", "golden.json", *shard).ret == 0
+    (project / "golden.json.baseline.json").write_text("{}", encoding="utf-8")
+    before = contents(project)
+    capsys.readouterr()
+    assert main(["combine", "p1.json", "p2.json", *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert contents(project) == before

@@ -399,6 +399,14 @@ def test_a_missing_shard_is_refused(
     assert "give every shard's report" in message
 
 
+def test_a_partial_report_that_is_not_there_is_refused_with_the_outputs(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shard whose job died before its upload: the outputs still say why."""
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "missing.json")
+    assert message == "argument PARTIAL: no such file: 'missing.json'"
+
+
 def test_a_shard_given_twice_is_refused(
     partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1286,16 +1286,24 @@ def _add_combine(commands: Any) -> None:
 
 
 def _combine(args: argparse.Namespace) -> int:
+    from .formats import golden_inputs
     from .shards import ShardError, combine, read_partial
 
-    _inputs(args, ["partial"])
     outputs = _offline_outputs(args, [("a shard's partial report", p) for p in args.partial])
     start = Path.cwd()
     try:
+        _inputs(args, ["partial"])  # a shard that died before its upload: outputs say so
         partials = [read_partial(path, _report_data(path)) for path in args.partial]
         wholes = combine(partials, baseline=args.baseline, start=start)
-    except (ShardError, CliError) as exc:
+    except (ShardError, CliError, UsageError) as exc:
         return _refuse(args, outputs, str(exc))
+    goldens = {start / r.part.golden for p in partials for r in p.results if r.part is not None}
+    goldens |= {Path(w.result.golden_source) for w in wholes}
+    _check_overwrites(  # the golden sets and baselines the shards named, found only now
+        args,
+        [item for golden in sorted(goldens) for item in golden_inputs(golden)],
+        [("the baseline", w.baseline) for w in wholes],
+    )
     shards = partials[0].shard.count
     note = f"combined {shards} shard{'' if shards == 1 else 's'}: " + ", ".join(
         f"{w.result.golden_name} [{w.result.retriever_id}] {len(w.result.queries)} queries"
@@ -1390,11 +1398,12 @@ def _eval(args: argparse.Namespace) -> int:
 
     _inputs(args, ["run"], ["golden"])
     from .baseline import default_path as baseline_of
+    from .formats import golden_inputs
 
     outputs = _offline_outputs(
         args,
         [
-            ("the golden set", args.golden),
+            *golden_inputs(args.golden),
             ("the run file", args.run),
             ("the baseline", None if args.baseline else baseline_of(args.golden)),
         ],
@@ -1447,7 +1456,6 @@ def _eval(args: argparse.Namespace) -> int:
 def _offline_outputs(args: argparse.Namespace, inputs: list[tuple[str, Path | None]]) -> Any:
     """The outputs asked for, checked before any work: a folder, or a file that is one of
     the ``inputs`` (or another output), is a usage error; nothing is written then."""
-    from ._io import overwrite_problem
     from .offline import Outputs
 
     for name in OUTPUT_OPTIONS:
@@ -1457,16 +1465,27 @@ def _offline_outputs(args: argparse.Namespace, inputs: list[tuple[str, Path | No
             raise UsageError(f"argument {option}: {str(path)!r} is a folder, not a file")
     if args.baseline is not None and args.baseline.is_dir():
         raise UsageError(f"argument --baseline: {str(args.baseline)!r} is a folder, not a file")
+    _check_overwrites(args, inputs, [("--baseline", args.baseline)])
+    return Outputs(args.report, args.markdown, args.html, args.junit_xml)
+
+
+def _check_overwrites(
+    args: argparse.Namespace,
+    inputs: list[tuple[str, Path | None]],
+    baselines: list[tuple[str, Path | None]],
+) -> None:
+    """A usage error when an output would overwrite one of the ``inputs`` or ``baselines``
+    (which are outputs too under --update-baseline), or another output."""
+    from ._io import overwrite_problem
+
     written = [("--" + n.replace("_", "-"), getattr(args, n)) for n in OUTPUT_OPTIONS]
-    baseline = ("--baseline", args.baseline)
     if args.update_baseline is None:
-        inputs = [*inputs, baseline]
+        inputs = [*inputs, *baselines]
     else:
-        written.append(baseline)
+        written += baselines
     problem = overwrite_problem(written, inputs)
     if problem is not None:
         raise UsageError(problem)
-    return Outputs(args.report, args.markdown, args.html, args.junit_xml)
 
 
 #: the offline commands' output options (argparse dests)

@@ -67,6 +67,29 @@ def read_golden(source: Path) -> RawGolden:
     )
 
 
+def golden_files(source: Path) -> list[Path]:
+    """Every file reading the golden set ``source`` may open (none is read here): itself, a
+    BEIR folder's queries, corpus and qrels, a TREC qrels file's queries file. What no
+    output may overwrite."""
+    folder = source if source.is_dir() else None
+    if source.suffix == ".tsv" and source.parent.name == "qrels":
+        folder = source.parent.parent
+    if folder is not None:
+        qrels = sorted((folder / "qrels").glob("*.tsv"))
+        return [source, folder / "queries.jsonl", folder / "corpus.jsonl", *qrels]
+    if source.suffix in {".qrels", ".trec", ".txt"} or "qrels" in source.name:
+        stem = source.name.split(".")[0]
+        queries = ("queries.tsv", "topics.tsv", f"{stem}.queries.tsv")
+        return [source, *(source.parent / name for name in queries)]
+    return [source]
+
+
+def golden_inputs(golden: Path) -> list[tuple[str, Path | None]]:
+    """:func:`golden_files`, each named for :func:`~._io.overwrite_problem`'s message."""
+    first, *others = golden_files(golden)
+    return [("the golden set", first), *((f"a file of the golden set {golden}", f) for f in others)]
+
+
 def read_text(source: Path) -> str:
     """The file's text; a UTF-8 byte-order mark (as Windows editors write) is dropped."""
     with _reading(source, lambda exc: f"byte {exc.start}"):

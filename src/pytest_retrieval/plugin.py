@@ -169,8 +169,11 @@ def _outputs(config: pytest.Config, settings: Settings) -> list[tuple[str, Path 
 def _inputs(settings: Settings) -> list[tuple[str, Path | None]]:
     """What the session reads and must not overwrite: golden sets, run files, baselines."""
     read: list[tuple[str, Path | None]] = []
-    for golden in settings.goldens:
-        read += [("the golden set", golden), ("the golden set", _anchor(golden))]
+    if settings.goldens:
+        from .formats import golden_inputs
+
+        for golden in settings.goldens:
+            read += golden_inputs(golden)
     read += [("the run file", run) for run in settings.runs]
     if settings.update is None:
         read += [("the baseline", path) for path in _baselines(settings)]
