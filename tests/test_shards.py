@@ -374,7 +374,7 @@ def refused(capsys: pytest.CaptureFixture[str], path: Path, *argv: str) -> str:
     (suite,) = ET.parse(path / "refused.xml").getroot()  # red in a CI test viewer
     assert (suite.get("tests"), suite.get("errors"), suite.get("failures")) == ("1", "1", "0")
     error = suite.find("testcase/error")
-    assert error is not None and error.get("message") == f"usage: {message}"
+    assert error is not None and error.get("message") == f"usage: {message}".splitlines()[0]
     return message
 
 
@@ -583,13 +583,17 @@ def test_combine_where_the_shards_baseline_is_not_found_is_refused(
         ", which does not hold it: run combine in the folder the shards ran pytest in, or pass "
         "--baseline PATH"
     )
-    message = refused(
-        capsys, elsewhere, *parts, "--baseline", str(partials.path / "golden.json.baseline.json")
+    # as the refusal advises: the shards' baseline passed, compared with it (a regression fails)
+    status, out, _ = combine(
+        capsys, *parts, "--baseline", str(partials.path / "golden.json.baseline.json")
     )
-    assert message == (
-        f"golden.json [bm25]: the shards' golden set 'golden.json' is not at {elsewhere}/"
-        "golden.json from here, and a baseline keys its entries by where the golden set is: run "
-        "combine in the folder the shards ran pytest in"
+    assert status == 0 and "vs baseline" in out
+    recorded = json.loads((partials.path / "golden.json.baseline.json").read_text())
+    (elsewhere / "other.json").write_text(json.dumps({**recorded, "entries": {}}))
+    message = refused(capsys, elsewhere, *parts, "--baseline", "other.json")
+    assert message.startswith(
+        "golden.json [bm25]: the shards found their baseline entry (golden.json) in "
+        "'golden.json.baseline.json'; other.json does not hold it"
     )
     monkeypatch.chdir(partials.path)  # where the shards ran: compared, as before
     status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json")

@@ -414,13 +414,15 @@ def _whole(
     else:
         path = baseline
         golden = _resolved(stamps[0].golden, start)
-        if not golden.exists():  # its key in the baseline is where it is: unknown here
+        # keyed by where the golden set is; not found from here: the key the shards used
+        key = golden_key(golden, baseline) if golden.exists() else settings[0].baseline_key
+        if settings[0].baseline_seen and not golden.exists() and not _holds(path, key, merged):
             raise ShardError(
-                f"{label}: the shards' golden set {stamps[0].golden!r} is not at {golden} from "
-                "here, and a baseline keys its entries by where the golden set is: run combine "
-                "in the folder the shards ran pytest in"
+                f"{label}: the shards found their baseline entry ({key}) in "
+                f"{settings[0].baseline!r}; {baseline} does not hold it and the shards' golden "
+                f"set {stamps[0].golden!r} is not found from here: pass the baseline the shards "
+                "used, or run combine in the folder the shards ran pytest in"
             )
-        key = golden_key(golden, baseline)
     return Whole(merged, settings[0], path, key, stamps[0].nodeid)
 
 
