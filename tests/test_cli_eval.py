@@ -84,7 +84,7 @@ def test_eval_of_a_run_is_the_pytest_run_of_the_same_lists(
     ours = evaluations(project.path / "eval.json")
     single_entries = evaluations(project.path / "single.json")
     assert [e.pop("run_file") for e in single_entries] == [None]  # a live retriever
-    assert [e.pop("run_file") for e in ours] == ["bm25.json"]  # the one difference
+    assert [e.pop("run_file") for e in ours] == [str(run)]  # the one difference
     assert ours == single_entries
     (entry,) = ours
     assert entry["metrics"]["recall@10"] == pytest.approx(0.6)

@@ -345,6 +345,35 @@ def test_the_no_baseline_note_of_a_run_file_records_its_baseline(
     assert recorded.ret == 0
     stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
     assert list(stored["entries"]) == ["golden.json::nightly"]
+    # another baseline file, another id (eval only): the command names both
+    renamed = [
+        "eval",
+        "golden.json",
+        "nightly.trec",
+        "--retriever",
+        "my run",
+        "--baseline",
+        "o.json",
+    ]
+    assert main(renamed) == 0
+    fix = (
+        "pytest-retrieval eval golden.json nightly.trec --retriever 'my run' --baseline o.json "
+        "--update-baseline"
+    )
+    assert f"record one on main with: {fix}" in capsys.readouterr().out
+    assert main(shlex.split(fix)[1:]) == 0
+    stored = json.loads((pytester.path / "o.json").read_text())
+    assert list(stored["entries"]) == ["golden.json::my run"]
+    assert main(renamed) == 0
+    assert "no baseline" not in capsys.readouterr().out
+    other = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", "nightly.trec",
+        "--retrieval-baseline", "p.json",
+    )  # fmt: skip
+    other.stdout.fnmatch_lines(
+        ["*record one on main with: pytest --retrieval-golden golden.json --retrieval-run "
+         "nightly.trec --retrieval-baseline p.json --retrieval-update-baseline"]
+    )  # fmt: skip
 
 
 def test_retrieval_eval_takes_a_run(pytester: pytest.Pytester) -> None:

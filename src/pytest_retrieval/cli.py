@@ -1436,7 +1436,7 @@ def _eval(args: argparse.Namespace) -> int:
         )
     except ConfigError as exc:
         return _refuse(args, outputs, str(exc))
-    result = replace(result, run_file=str(args.run))
+    result = replace(result, run_file=str(start / args.run))  # as pytest names it
     path = args.baseline or default_path(golden.source)
     key = golden_key(golden.source, path)
     settings = GateSettings(

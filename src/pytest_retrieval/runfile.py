@@ -98,11 +98,16 @@ class Run:
 
     @property
     def name(self) -> str:
-        """The retriever id of this run: the file name without ``.gz`` and its extension
-        (``runs/bm25.trec`` -> ``bm25``); baselines are keyed by it."""
-        name = self.path.name.removesuffix(".gz")
-        stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
-        return stem or name
+        """The retriever id of this run (:func:`run_name`); baselines are keyed by it."""
+        return run_name(self.path)
+
+
+def run_name(path: Path) -> str:
+    """A run file's retriever id: its name without ``.gz`` and its extension
+    (``runs/bm25.trec`` -> ``bm25``)."""
+    name = path.name.removesuffix(".gz")
+    stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
+    return stem or name
 
 
 @dataclass(frozen=True)

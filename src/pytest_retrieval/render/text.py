@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -75,7 +76,26 @@ def title(result: EvaluationResult) -> str:
 
 
 def command(result: EvaluationResult, extra: str) -> str:
-    """The pytest command that reruns this golden set (and run file) with ``extra`` options
-    (the fix a note tells the reader to run), its paths relative to the working directory."""
-    run = f" --retrieval-run {os.path.relpath(result.run_file)}" if result.run_file else ""
-    return f"pytest --retrieval-golden {os.path.relpath(result.golden_source)}{run} {extra}"
+    """The command that reruns this evaluation with ``extra`` options (the fix a note tells
+    the reader to run): its golden set, run file and baseline file, paths relative to the
+    working directory. A run evaluated under another id (``eval --retriever``) is recorded by
+    ``eval``: pytest names a run by its file."""
+    from pathlib import Path
+
+    from ..baseline import default_path
+    from ..runfile import run_name
+
+    golden = os.path.relpath(result.golden_source)
+    baseline = result.baseline_path
+    if baseline is not None and Path(baseline) == default_path(result.golden_source):
+        baseline = None  # the default: no option needed
+    renamed = result.run_file and result.retriever_id != run_name(Path(result.run_file))
+    if renamed and result.run_file and extra == "--retrieval-update-baseline":
+        words = ["pytest-retrieval eval", golden, os.path.relpath(result.run_file)]
+        words += ["--retriever", shlex.quote(result.retriever_id)]
+        words += ["--baseline", os.path.relpath(baseline)] if baseline else []
+        return " ".join([*words, "--update-baseline"])
+    words = ["pytest --retrieval-golden", golden]
+    words += ["--retrieval-run", os.path.relpath(result.run_file)] if result.run_file else []
+    words += ["--retrieval-baseline", os.path.relpath(baseline)] if baseline else []
+    return " ".join([*words, extra])
