@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -365,6 +366,16 @@ def test_the_no_baseline_note_of_a_run_file_records_its_baseline(
     stored = json.loads((pytester.path / "o.json").read_text())
     assert list(stored["entries"]) == ["golden.json::my run"]
     assert main(renamed) == 0
+    assert "no baseline" not in capsys.readouterr().out
+    shutil.copy(pytester.path / "nightly.trec", pytester.path / "my run.trec")  # quoted
+    assert main(["eval", "golden.json", "my run.trec"]) == 0
+    fix = (
+        "pytest --retrieval-golden golden.json --retrieval-run 'my run.trec' "
+        "--retrieval-update-baseline"
+    )
+    assert f"record one on main with: {fix}" in capsys.readouterr().out
+    assert pytester.runpytest(*shlex.split(fix)[1:]).ret == 0
+    assert main(["eval", "golden.json", "my run.trec"]) == 0
     assert "no baseline" not in capsys.readouterr().out
     other = pytester.runpytest(
         "--retrieval-golden", "golden.json", "--retrieval-run", "nightly.trec",

@@ -592,7 +592,7 @@ def test_combine_where_the_shards_baseline_is_not_found_is_refused(
     (elsewhere / "other.json").write_text(json.dumps({**recorded, "entries": {}}))
     message = refused(capsys, elsewhere, *parts, "--baseline", "other.json")
     assert message.startswith(
-        "golden.json [bm25]: the shards found their baseline entry (golden.json) in "
+        "golden.json [bm25]: the shards found their baseline entry (golden.json::bm25) in "
         "'golden.json.baseline.json'; other.json does not hold it"
     )
     monkeypatch.chdir(partials.path)  # where the shards ran: compared, as before
@@ -621,6 +621,19 @@ def test_empty_shards_combine_into_the_single_run(
     combined = evaluations(pytester.path / "combined.json")
     assert combined == evaluations(pytester.path / "one.json")
     assert "judged@10" in combined[0]["metrics"]
+
+
+def test_combine_records_several_evaluations_into_one_baseline(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two retrievers on one golden set share its baseline file: one output, not a clash."""
+    make_project(pytester, size=40)
+    assert [s.ret for s in run_shards(pytester, count=2)] == [0, 0]
+    status, out, err = combine(capsys, "part1.json", "part2.json", "--update-baseline")
+    assert status == 0, err
+    assert (
+        "baseline written: golden.json.baseline.json (golden.json::bm25, golden.json::dense)" in out
+    )
 
 
 def test_shards_of_different_versions_are_refused(

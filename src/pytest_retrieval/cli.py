@@ -1302,7 +1302,7 @@ def _combine(args: argparse.Namespace) -> int:
     _check_overwrites(  # the golden sets and baselines the shards named, found only now
         args,
         [item for golden in sorted(goldens) for item in golden_inputs(golden)],
-        [("the baseline", w.baseline) for w in wholes],
+        [("the baseline", path) for path in dict.fromkeys(w.baseline for w in wholes)],
     )
     shards = partials[0].shard.count
     note = f"combined {shards} shard{'' if shards == 1 else 's'}: " + ", ".join(

@@ -358,7 +358,7 @@ def _whole(
     start: Path,
 ) -> Whole:
     """One evaluation's parts (in shard order) checked against each other and merged."""
-    from .baseline import golden_key
+    from .baseline import entry_key, golden_key
     from .evaluation import PartsMismatch, merge_parts
     from .offline import GateSettings, Whole
 
@@ -418,7 +418,8 @@ def _whole(
         key = golden_key(golden, baseline) if golden.exists() else settings[0].baseline_key
         if settings[0].baseline_seen and not golden.exists() and not _holds(path, key, merged):
             raise ShardError(
-                f"{label}: the shards found their baseline entry ({key}) in "
+                f"{label}: the shards found their baseline entry "
+                f"({entry_key(key, merged.retriever_id)}) in "
                 f"{settings[0].baseline!r}; {baseline} does not hold it and the shards' golden "
                 f"set {stamps[0].golden!r} is not found from here: pass the baseline the shards "
                 "used, or run combine in the folder the shards ran pytest in"

@@ -85,17 +85,19 @@ def command(result: EvaluationResult, extra: str) -> str:
     from ..baseline import default_path
     from ..runfile import run_name
 
-    golden = os.path.relpath(result.golden_source)
+    golden = shlex.quote(os.path.relpath(result.golden_source))
+    run = shlex.quote(os.path.relpath(result.run_file)) if result.run_file else None
     baseline = result.baseline_path
     if baseline is not None and Path(baseline) == default_path(result.golden_source):
         baseline = None  # the default: no option needed
     renamed = result.run_file and result.retriever_id != run_name(Path(result.run_file))
-    if renamed and result.run_file and extra == "--retrieval-update-baseline":
-        words = ["pytest-retrieval eval", golden, os.path.relpath(result.run_file)]
+    shown = shlex.quote(os.path.relpath(baseline)) if baseline else None
+    if renamed and run and extra == "--retrieval-update-baseline":
+        words = ["pytest-retrieval eval", golden, run]
         words += ["--retriever", shlex.quote(result.retriever_id)]
-        words += ["--baseline", os.path.relpath(baseline)] if baseline else []
+        words += ["--baseline", shown] if shown else []
         return " ".join([*words, "--update-baseline"])
     words = ["pytest --retrieval-golden", golden]
-    words += ["--retrieval-run", os.path.relpath(result.run_file)] if result.run_file else []
-    words += ["--retrieval-baseline", os.path.relpath(baseline)] if baseline else []
+    words += ["--retrieval-run", run] if run else []
+    words += ["--retrieval-baseline", shown] if shown else []
     return " ".join([*words, extra])
