@@ -6,6 +6,7 @@ session stopped."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,29 @@ def test_combine_refuses_to_overwrite_what_the_shards_name(
     assert main(["combine", "p1.json", "p2.json", *argv]) == 2
     assert message in capsys.readouterr().err
     assert contents(project) == before
+
+
+def test_a_golden_set_named_in_a_test_is_not_overwritten_at_the_end(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    """A golden set only a test names (``retrieval_eval``) is known after start-up: the
+    outputs are checked as they are written, and the one that would overwrite it is not."""
+    pytester.makepyfile(
+        test_mine="""
+        def test_mine(retrieval_eval, retriever):
+            retrieval_eval(retriever, golden="golden.json")
+        """
+    )
+    assert pytester.runpytest("--retrieval-update-baseline").ret == 0
+    before = contents(project)
+    for option, path, why in [
+        ("--retrieval-report", "golden.json", "it is a file of the golden set fruit"),
+        ("--retrieval-markdown", "golden.json.baseline.json", "it is a baseline file"),
+        ("--retrieval-export-run", "golden.json", "it is a file of the golden set fruit"),
+    ]:
+        result = pytester.runpytest(option, path)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, (option, result.stdout.str())
+        shown = re.escape(path)
+        found = rf"{shown} NOT written: {why}|NOT exported to {shown}: {why}"
+        assert re.search(found, result.stdout.str()), result.stdout.str()
+        assert contents(project) == before

@@ -309,6 +309,23 @@ class Outputs:
     cases: tuple[str, ...] = ()
 
 
+def read_by(results: Sequence[EvaluationResult]) -> dict[Path, str]:
+    """The files the evaluations read (golden sets and their files, baselines, run files),
+    resolved, with why no output may overwrite them: the last guard, at writing time, for
+    what start-up could not check (a golden set named in a test's marker)."""
+    from .formats import golden_files
+
+    read: dict[Path, str] = {}
+    for result in results:
+        for path in golden_files(Path(result.golden_source)):
+            read.setdefault(path.resolve(), f"it is a file of the golden set {result.golden_name}")
+        if result.baseline_path:
+            read.setdefault(Path(result.baseline_path).resolve(), "it is a baseline file")
+        if result.run_file:
+            read.setdefault(Path(result.run_file).resolve(), "it is a run file")
+    return read
+
+
 def write_outputs(
     outputs: Outputs,
     results: Sequence[EvaluationResult],
@@ -364,8 +381,14 @@ def write_outputs(
         cases = outputs.cases
         renderers.append((outputs.junit, lambda: junit_xml(results, verdict, cases, created)))
     problems: list[Reason] = []
+    read = read_by(results)
     for path, render in renderers:
-        problems += _write(path if path.is_absolute() else start / path, render)
+        target = path if path.is_absolute() else start / path
+        clash = read.get(target.resolve())
+        if clash is not None:  # a golden set named only in a test's marker, its baseline
+            problems.append(Reason(OUTPUT, f"{os.path.relpath(target)} NOT written: {clash}"))
+            continue
+        problems += _write(target, render)
     if summary_file:  # appended, as GitHub expects: other steps write there too
         try:
             with open(summary_file, "a", encoding="utf-8") as handle:

@@ -464,14 +464,22 @@ def export_runs(path: Path, results: list[EvaluationResult]) -> tuple[list[str],
     """--retrieval-export-run: each evaluation's retrieved lists as a TREC run
     (:func:`.runfile.export_paths` names the files). Returns the summary's notes and an
     output reason for each file that could not be written."""
+    from .offline import read_by
     from .runfile import export_paths, write_result
     from .verdicts import OUTPUT, Reason
 
     notes: list[str] = []
     problems: list[Reason] = []
     targets = export_paths(path, [(r.golden_name, r.retriever_id) for r in results])
+    read = read_by(results)
     for result, target in zip(results, targets, strict=True):
         what = f"{result.golden_name} [{result.retriever_id}]"
+        clash = read.get(target.resolve())
+        if clash is not None:
+            problems.append(
+                Reason(OUTPUT, f"run of {what} NOT exported to {os.path.relpath(target)}: {clash}")
+            )
+            continue
         try:
             written = write_result(target, result)
         except (OSError, ValueError) as exc:
