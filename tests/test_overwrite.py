@@ -25,6 +25,13 @@ def project(pytester: pytest.Pytester) -> Path:
     return pytester.path
 
 
+def tree(folder: Path) -> dict[Path, bytes]:
+    """Every file the user wrote below ``folder`` (compiled bytecode aside)."""
+    return {
+        p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
 def contents(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
@@ -122,7 +129,7 @@ def test_the_files_a_golden_set_reads_are_inputs_too(pytester: pytest.Pytester) 
     trec.mkdir()
     (trec / "g.qrels").write_text("q1 0 d1 1\n")
     (trec / "queries.tsv").write_text("q1\tapple\n")
-    before = {p: p.read_bytes() for p in pytester.path.rglob("*") if p.is_file()}
+    before = tree(pytester.path)
     for golden, output, option in [
         ("beir", "beir/queries.jsonl", "--retrieval-report"),
         ("beir", "beir/corpus.jsonl", "--retrieval-markdown"),
@@ -133,7 +140,7 @@ def test_the_files_a_golden_set_reads_are_inputs_too(pytester: pytest.Pytester) 
         assert result.ret == pytest.ExitCode.USAGE_ERROR, (golden, output)
         result.stderr.fnmatch_lines([f"ERROR: {option} {output} is a file of the golden set *"])
     assert main(["eval", "trec/g.qrels", "trec/g.qrels", "--report", "trec/queries.tsv"]) == 2
-    assert {p: p.read_bytes() for p in pytester.path.rglob("*") if p.is_file()} == before
+    assert tree(pytester.path) == before
 
 
 @pytest.mark.parametrize(
