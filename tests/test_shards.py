@@ -578,10 +578,10 @@ def test_combine_where_the_shards_baseline_is_not_found_is_refused(
     parts = [str(partials.path / f"part{i}.json") for i in (1, 2, 3)]
     message = refused(capsys, elsewhere, *parts)
     assert message == (
-        "golden.json [bm25]: the shards found their baseline entry in "
-        f"'golden.json.baseline.json', but from here that is {elsewhere}/golden.json.baseline.json"
-        ", which does not hold it: run combine in the folder the shards ran pytest in, or pass "
-        "--baseline PATH"
+        "golden.json::retrieval[bm25]: the shards found their baseline entry golden.json::bm25 "
+        f"in 'golden.json.baseline.json', but {elsewhere}/golden.json.baseline.json does not "
+        "hold it: run combine in the folder the shards ran pytest in, or pass the baseline they "
+        "used with --baseline"
     )
     # as the refusal advises: the shards' baseline passed, compared with it (a regression fails)
     status, out, _ = combine(
@@ -592,12 +592,17 @@ def test_combine_where_the_shards_baseline_is_not_found_is_refused(
     (elsewhere / "other.json").write_text(json.dumps({**recorded, "entries": {}}))
     message = refused(capsys, elsewhere, *parts, "--baseline", "other.json")
     assert message.startswith(
-        "golden.json [bm25]: the shards found their baseline entry (golden.json::bm25) in "
-        "'golden.json.baseline.json'; other.json does not hold it"
+        "golden.json::retrieval[bm25]: the shards found their baseline entry golden.json::bm25 "
+        "in 'golden.json.baseline.json', but other.json does not hold it"
     )
     monkeypatch.chdir(partials.path)  # where the shards ran: compared, as before
     status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json")
     assert status == 0 and "vs baseline golden.json.baseline.json" in out
+    # another baseline, the golden set found: it may lack the entry (a first cached one)
+    status, out, _ = combine(
+        capsys, "part1.json", "part2.json", "part3.json", "--baseline", "new.json"
+    )
+    assert status == 0 and "no baseline for many::bm25 in new.json" in out
 
 
 def test_empty_shards_combine_into_the_single_run(

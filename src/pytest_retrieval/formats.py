@@ -78,9 +78,7 @@ def golden_files(source: Path) -> list[Path]:
         qrels = sorted((folder / "qrels").glob("*.tsv"))
         return [source, folder / "queries.jsonl", folder / "corpus.jsonl", *qrels]
     if source.suffix in {".qrels", ".trec", ".txt"} or "qrels" in source.name:
-        stem = source.name.split(".")[0]
-        queries = ("queries.tsv", "topics.tsv", f"{stem}.queries.tsv")
-        return [source, *(source.parent / name for name in queries)]
+        return [source, *_trec_queries_candidates(source)]
     return [source]
 
 
@@ -401,13 +399,15 @@ def _require_texts(
         )
 
 
-def _trec_queries_file(qrels: Path) -> Path:
+def _trec_queries_candidates(qrels: Path) -> list[Path]:
+    """Where a TREC qrels file's queries may be, in the order they are looked for."""
     stem = qrels.name.split(".")[0]
-    candidates = [
-        qrels.parent / f"{stem}.queries.tsv",
-        qrels.parent / "queries.tsv",
-        qrels.parent / "topics.tsv",
-    ]
+    names = (f"{stem}.queries.tsv", "queries.tsv", "topics.tsv")
+    return [qrels.parent / name for name in names]
+
+
+def _trec_queries_file(qrels: Path) -> Path:
+    candidates = _trec_queries_candidates(qrels)
     for candidate in candidates:
         if candidate.is_file():
             return candidate

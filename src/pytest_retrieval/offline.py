@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import ConfigError
 from .verdicts import OUTPUT, PARTIAL_RUN, USAGE, Reason, Verdict
 
 if TYPE_CHECKING:
@@ -153,6 +154,9 @@ class Whole:
     baseline: Path
     key: str
     nodeid: str
+    #: the shards found this entry in their baseline: the file named here must hold it,
+    #: else the whole would pass as "no baseline" (:func:`gate` refuses)
+    entry_expected: bool = False
 
 
 @dataclass
@@ -177,8 +181,9 @@ class Gated:
 def gate(wholes: Sequence[Whole], *, recording: bool) -> Gated:
     """Each whole compared with its baseline (unless ``recording``) and decided, and the A/B
     groups compared, as the plugin does. A baseline file that cannot be read raises
-    :class:`~.errors.BaselineError`."""
-    from .baseline import find, read
+    :class:`~.errors.BaselineError`; one without the entry the shards found raises
+    :class:`~.errors.ConfigError`."""
+    from .baseline import entry_key, find, read
     from .compare import UnknownReference, ab_groups
 
     files: dict[Path, dict[str, BaselineEntry]] = {}
@@ -192,6 +197,14 @@ def gate(wholes: Sequence[Whole], *, recording: bool) -> Gated:
             entry = find(entries, whole.key, whole.result.golden_name, whole.result.retriever_id)
             if entry is not None:
                 found[index] = entry
+            elif whole.entry_expected:
+                raise ConfigError(
+                    f"{whole.nodeid}: the shards found their baseline entry "
+                    f"{entry_key(whole.key, whole.result.retriever_id)} in "
+                    f"{whole.settings.baseline!r}, but {whole.baseline} does not hold it: run "
+                    "combine in the folder the shards ran pytest in, or pass the baseline they "
+                    "used with --baseline"
+                )
         s = whole.settings
         results.append(
             compare_with_baseline(
