@@ -419,3 +419,62 @@ def test_an_export_that_cannot_be_written_fails_the_session(pytester: pytest.Pyt
             "retrieval verdict: FAILED*",
         ]
     )
+
+
+def coverage_warnings(evaluation: dict[str, Any]) -> list[dict[str, Any]]:
+    return [w for w in evaluation["verdict"]["warnings"] if w["kind"] == "run coverage"]
+
+
+def test_golden_queries_a_run_lacks_are_a_warning_in_every_output(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's coverage is part of the verdict: the same warning in the terminal, the JSON
+    report, Markdown and HTML, from one process, from -n 2 split parts and from 3 shards
+    combined (each part sees only its own queries; the whole names them all)."""
+    from pytest_retrieval.cli import main
+
+    by_qid = project(pytester)
+    (pytester.path / "conftest.py").unlink()
+    del by_qid["q5"]  # q0 retrieved nothing: a TREC run has no line for it either
+    write_run(pytester.path / "bm25.trec", by_qid, "trec")
+    args = ["--retrieval-golden", "golden.json", "--retrieval-run", "bm25.trec"]
+    expected = {
+        "kind": "run coverage",
+        "message": "run file bm25.trec lacks 2 of the 48 queries of golden set synth ('q0', "
+        "'q5'): they are evaluated as returning nothing (they score 0)",
+        "metric": None,
+    }
+    single = pytester.runpytest(
+        *args, "--retrieval-report", "a.json", "--retrieval-markdown", "a.md",
+        "--retrieval-html", "a.html",
+    )  # fmt: skip
+    assert single.ret == 0, single.stdout.str()
+    assert single.stdout.str().count("lacks 2 of the 48 queries") == 1
+    single.stdout.fnmatch_lines([f"    note: {expected['message']}"])
+    (evaluation,) = report(pytester, "a.json")
+    assert coverage_warnings(evaluation) == [expected]
+    assert evaluation["run_missing"] == ["q0", "q5"]
+    assert expected["message"] in (pytester.path / "a.md").read_text(encoding="utf-8")
+    assert "lacks 2 of the 48 queries" in (pytester.path / "a.html").read_text(encoding="utf-8")
+
+    pytest.importorskip("xdist")
+    spread = pytester.runpytest_subprocess(
+        *args, "-n", "2", "--retrieval-split-min", "10", "--retrieval-report", "b.json"
+    )
+    assert spread.ret == 0, spread.stdout.str()
+    (evaluation,) = report(pytester, "b.json")
+    assert coverage_warnings(evaluation) == [expected]
+
+    for i in (1, 2, 3):
+        shard = pytester.runpytest(
+            *args, "--retrieval-shard", f"{i}/3", "--retrieval-report", f"part{i}.json"
+        )
+        assert shard.ret == 0, shard.stdout.str()
+    capsys.readouterr()
+    status = main(["combine", "part1.json", "part2.json", "part3.json", "--report", "c.json"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert f"note: {expected['message']}" in out
+    (evaluation,) = report(pytester, "c.json")
+    assert coverage_warnings(evaluation) == [expected]
+    assert evaluation["run_missing"] == ["q0", "q5"]

@@ -1394,7 +1394,7 @@ def _eval(args: argparse.Namespace) -> int:
     from .gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
     from .golden import load_golden
     from .offline import GateSettings, Whole
-    from .runfile import coverage, read_run, runs_for
+    from .runfile import missing_queries, read_run, runs_for
 
     _inputs(args, ["run"], ["golden"])
     from .baseline import default_path as baseline_of
@@ -1436,7 +1436,10 @@ def _eval(args: argparse.Namespace) -> int:
         )
     except ConfigError as exc:
         return _refuse(args, outputs, str(exc))
-    result = replace(result, run_file=str(start / args.run))  # as pytest names it
+    # as pytest names it
+    result = replace(
+        result, run_file=str(start / args.run), run_missing=missing_queries(golden, run)
+    )
     path = args.baseline or default_path(golden.source)
     key = golden_key(golden.source, path)
     settings = GateSettings(
@@ -1449,8 +1452,7 @@ def _eval(args: argparse.Namespace) -> int:
         baseline_key=key,
     )
     nodeid = f"{Path(os.path.relpath(source)).as_posix()}::retrieval[{retriever_id}]"
-    note = coverage(golden, run).message(run, golden.name) or ""
-    return _gate_offline(args, [Whole(result, settings, path, key, nodeid)], outputs, note)
+    return _gate_offline(args, [Whole(result, settings, path, key, nodeid)], outputs, "")
 
 
 def _offline_outputs(args: argparse.Namespace, inputs: list[tuple[str, Path | None]]) -> Any:

@@ -121,6 +121,7 @@ def merge_parts(
         position = {qid: i for i, qid in enumerate(order)}
         queries.sort(key=lambda q: position.get(q.id, len(position)))
     merged = _rescore(first, queries, list(first.metrics))
+    missing = {qid for part in parts for qid in part.run_missing}
     owner = {q.id: part for part in parts for q in part.queries}
     tracebacks: dict[str, str] = {}
     for q in queries:  # golden order: a single run keeps its first failure's traceback
@@ -136,6 +137,7 @@ def merge_parts(
             erag=_add_summaries([p.erag for p in parts]),
             sampled_from=first.sampled_from,
             run_file=first.run_file,
+            run_missing=tuple(q.id for q in queries if q.id in missing),
             tracebacks=tracebacks,
         )
     )

@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from .verdicts import (
     MISSING_BASELINE,
     REGRESSION,
     RETRIEVER_ERRORS,
+    RUN_COVERAGE,
     STALE_BASELINE,
     THRESHOLD,
     Reason,
@@ -337,6 +339,8 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
                 "(they score 0)",
             )
         )
+    if result.run_missing:
+        warnings.append(Reason(RUN_COVERAGE, _run_coverage(result)))
     reasons += _label_problems(result)
     comparison = result.comparison
     if comparison is not None and not comparison.stale:
@@ -354,6 +358,17 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
     if stale is not None:
         (reasons if strict_baseline else warnings).append(stale)
     return replace(result, verdict=Verdict(tuple(reasons), tuple(warnings), outcomes))
+
+
+def _run_coverage(result: EvaluationResult) -> str:
+    from .runfile import listed
+
+    name = Path(result.run_file or "").name  # the full path is the report's run_file
+    return (
+        f"run file {name} lacks {len(result.run_missing)} of the "
+        f"{len(result.queries)} queries of golden set {result.golden_name} "
+        f"({listed(result.run_missing)}): they are evaluated as returning nothing (they score 0)"
+    )
 
 
 def _unscored(metric: Metric) -> str:

@@ -811,6 +811,8 @@ class EvaluationResult:
     sampled_from: int | None = None
     #: the precomputed run file evaluated (``--retrieval-run``, ``eval``); None: a retriever
     run_file: str | None = None
+    #: golden query ids (golden order) the run file lacks: evaluated as returning nothing
+    run_missing: tuple[str, ...] = ()
     #: the downstream (eRAG) labeller's run summary; None without one
     erag: dict[str, Any] | None = None
     #: error kind (``QueryResult.error_key``) -> the first traceback the run kept of it
@@ -1011,6 +1013,7 @@ class EvaluationResult:
             "judge": self.judge,
             "sampled_from": self.sampled_from,
             "run_file": self.run_file,
+            "run_missing": list(self.run_missing),
             "erag": self.erag,
             "queries": self.table.entries() if queries else [],
         }
@@ -1095,6 +1098,7 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
         judge=data.get("judge"),
         sampled_from=data.get("sampled_from"),
         run_file=data.get("run_file"),
+        run_missing=tuple(data.get("run_missing") or ()),
         erag=data.get("erag"),
         tracebacks={
             error_key(group["error"]): group["traceback"]

@@ -28,9 +28,9 @@ score}`` forms (trec_eval and pytrec_eval refuse it too); in a list, as in a ret
 answer, the first rank counts and repeats are dropped and counted (``QueryRun.duplicates``).
 Scores must be finite numbers (no NaN: it has no place in trec_eval's order).
 
-**Matching a golden set** (:func:`runs_for`, :func:`coverage`): a run query the golden set
-lacks is ignored (counted); a golden query the run lacks is evaluated as returning nothing
-(it scores 0, as with ``trec_eval -c``) and counted, so it can be reported; a run that
+**Matching a golden set** (:func:`runs_for`, :func:`missing_queries`): a run query the golden
+set lacks is ignored; a golden query the run lacks is evaluated as returning nothing (it
+scores 0, as with ``trec_eval -c``) and listed, so the verdict warns of it; a run that
 shares no query id with the golden set is an error (it is for another set).
 """
 
@@ -110,29 +110,6 @@ def run_name(path: Path) -> str:
     return stem or name
 
 
-@dataclass(frozen=True)
-class Coverage:
-    """How a run's query ids meet a golden set's."""
-
-    golden: int  # golden queries
-    missing: tuple[str, ...]  # golden query ids the run lacks (golden order)
-    extra: int  # run query ids the golden set lacks (ignored)
-
-    def message(self, run: Run, golden_name: str) -> str | None:
-        """What to say about it, or None when every golden query is in the run."""
-        if not self.missing:
-            return None
-        text = (
-            f"run file {run.path} lacks {len(self.missing)} of the {self.golden} queries of "
-            f"golden set {golden_name} ({_listed(self.missing)}): they are evaluated as "
-            "returning nothing (they score 0)"
-        )
-        if self.extra:
-            were = "is" if self.extra == 1 else "are"
-            text += f"; {self.extra} of its queries {were} not in the golden set (ignored)"
-        return text
-
-
 def read_run(path: str | Path) -> Run:
     """Read a run file in any supported format (module doc); a bad one is a RunFileError."""
     source = Path(path)
@@ -165,18 +142,16 @@ def runs_for(golden: GoldenSet, run: Run, *, part: bool = False) -> list[QueryRu
             run.path,
             "",
             f"none of its {len(found)} query ids is a query of golden set {golden.name} "
-            f"(the run has {_listed(list(found))}; the golden set {_listed(_golden_ids(golden))})",
+            f"(the run has {listed(list(found))}; the golden set {listed(_golden_ids(golden))})",
             "evaluate the run with the golden set it was made for, or use that set's query ids",
         )
     return [QueryRun() if hits is None else hits for hits in chosen]
 
 
-def coverage(golden: GoldenSet, run: Run) -> Coverage:
-    """Golden queries the run lacks and run queries the golden set lacks."""
-    ids = _golden_ids(golden)
-    missing = tuple(qid for qid in ids if qid not in run.queries)
-    extra = len(run.queries) - (len(ids) - len(missing))
-    return Coverage(golden=len(ids), missing=missing, extra=extra)
+def missing_queries(golden: GoldenSet, run: Run) -> tuple[str, ...]:
+    """The golden set's query ids the run lacks, in golden order (``EvaluationResult.
+    run_missing``: the verdict warns of them)."""
+    return tuple(query.id for query in golden.queries if query.id not in run.queries)
 
 
 def _golden_ids(golden: GoldenSet) -> list[str]:
@@ -788,7 +763,8 @@ def _undecodable(source: Path) -> str:
     return ""
 
 
-def _listed(ids: Iterable[str]) -> str:
+def listed(ids: Iterable[str]) -> str:
+    """The first few ids, quoted, and "..." when there are more."""
     chosen = list(ids)
     shown = ", ".join(repr(i) for i in chosen[:SHOWN])
     return shown + (", ..." if len(chosen) > SHOWN else "")

@@ -55,15 +55,17 @@ def run_evaluation(
     from .evaluation import evaluate
     from .gate import ThresholdError
     from .metrics import JUDGED_FAMILY
-    from .runfile import Run, runs_for
+    from .runfile import Run, missing_queries, runs_for
 
     settings = state.settings
     if part_of is not None and any(q.relevant for q in part_of.queries):
         # as the whole computes it, also on a part with no judged query (or none at all)
         metrics = [*metrics, f"{JUDGED_FAMILY}@{k or settings.k or part_of.k}"]
     runs, default_id, run_file = None, settings.fixture, None
+    run_missing: tuple[str, ...] = ()
     if isinstance(retriever, Run):  # a precomputed run (--retrieval-run): nothing to call
         runs = runs_for(golden, retriever, part=part_of is not None)
+        run_missing = missing_queries(golden, retriever)
         retriever, default_id, run_file = None, retriever.name, str(retriever.path)
     chosen_id = retriever_id or _retriever_id(request, default_id)
     printer = progress_printer(request.config, f"{golden.name} [{chosen_id}]")
@@ -97,7 +99,7 @@ def run_evaluation(
     if problem is not None:  # outside the except block: no "During handling of..." chain
         pytest.fail(problem, pytrace=False)
     if run_file is not None:
-        result = replace(result, run_file=run_file)
+        result = replace(result, run_file=run_file, run_missing=run_missing)
     if part_of is not None:
         result = replace(result, fingerprint=part_of.fingerprint)
         request.node.stash.setdefault(RESULTS, []).append(result)
@@ -421,10 +423,10 @@ def run_files(config: pytest.Config, state: SessionState) -> list[Run]:
 def check_runs(config: pytest.Config, state: SessionState) -> None:
     """At start-up, on the controller: every run file reads, their retriever ids (file
     names) differ, and each shares queries with every golden set; golden queries a run
-    lacks (they score 0) and tied scores are warnings."""
+    lacks (they score 0: the verdict warns of them) and tied scores are warnings."""
     if not state.settings.runs:
         return
-    from .runfile import coverage, runs_for
+    from .runfile import runs_for
 
     if not state.anchors:
         raise ConfigError(
@@ -455,9 +457,6 @@ def check_runs(config: pytest.Config, state: SessionState) -> None:
         for path in state.anchors.values():
             golden = state.golden(path)
             runs_for(golden, run)  # no query in common: a usage error
-            message = coverage(golden, run).message(run, golden.name)
-            if message is not None:
-                config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=2)
 
 
 def export_runs(path: Path, results: list[EvaluationResult]) -> tuple[list[str], list[Reason]]:

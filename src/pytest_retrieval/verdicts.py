@@ -24,6 +24,7 @@ DOWNSTREAM_LABELS = "downstream labels"
 STALE_BASELINE = "stale baseline"
 MISSING_BASELINE = "missing baseline"
 PARTIAL_RUN = "partial run"
+RUN_COVERAGE = "run coverage"  # golden queries a precomputed run lacks (a warning)
 NO_RESULT = "no result"
 OUTPUT = "output"
 CALIBRATION = "judge calibration"
@@ -59,6 +60,12 @@ class Verdict:
 
     def of_kind(self, kind: str) -> list[Reason]:
         return [reason for reason in self.reasons if reason.kind == kind]
+
+    @property
+    def notes(self) -> list[Reason]:
+        """The warnings every output shows as notes beside the numbers (a stale or missing
+        baseline has its own lines, with the command that refreshes it)."""
+        return [w for w in self.warnings if w.kind in (THRESHOLD, RUN_COVERAGE)]
 
     @property
     def word(self) -> str:

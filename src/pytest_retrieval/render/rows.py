@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..metrics import parse_metric
-from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, THRESHOLD, Reason, Verdict
+from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, Reason, Verdict
 from .text import ci, command, delta, metric_value, num, p_value, short
 
 if TYPE_CHECKING:
@@ -480,7 +480,7 @@ def notes(result: EvaluationResult) -> list[Note]:
             )
         )
     found += [Note("fail", reason.message) for reason in label_problems(result.verdict)]
-    found += [Note("warn", w.message) for w in result.verdict.warnings if w.kind == THRESHOLD]
+    found += [Note("warn", w.message) for w in result.verdict.notes]
     if result.sampled_from is not None:
         found.append(
             Note(

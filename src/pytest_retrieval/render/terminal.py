@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..metrics import parse_metric
-from ..verdicts import REGRESSION, THRESHOLD
+from ..verdicts import REGRESSION
 from .rows import (
     CHANGED_SHOWN,
     WORST_QUERIES,
@@ -107,7 +107,7 @@ def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[st
     lines.extend(baseline_lines(result, verbose=verbose))
     lines.append(f"  verdict: {result.verdict.word}")
     lines.extend(f"    {reason.kind}: {reason.message}" for reason in result.verdict.reasons)
-    lines.extend(f"    note: {w.message}" for w in result.verdict.warnings if w.kind == THRESHOLD)
+    lines.extend(f"    note: {w.message}" for w in result.verdict.notes)
     return lines
 
 
