@@ -84,6 +84,47 @@ def test_golden_file_outside_the_rootdir(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*verdict: PASSED*"])
 
 
+@pytest.mark.parametrize("xdist", [False, True], ids=["inprocess", "xdist"])
+def test_golden_sets_outside_the_rootdir_keep_their_own_node_ids(
+    pytester: pytest.Pytester, xdist: bool
+) -> None:
+    """Two golden sets in a shared checkout beside the project: each its own item, node id
+    and result (pytest names a file outside the rootdir given as an argument ``::name``: both
+    were ``::retrieval``, one evaluation was lost from the report and a failed gate was
+    reported passed)."""
+    project = pytester.path / "project"
+    project.mkdir()
+    (project / "conftest.py").write_text(KEYWORD_RETRIEVER)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    _golden(pytester.path / "shared" / "passes.json")
+    failing = dict(GOLDEN, name="strict", thresholds={"precision@5": 1.0})
+    (pytester.path / "shared" / "fails.json").write_text(json.dumps(failing), encoding="utf-8")
+    os.chdir(project)
+    args = ["--retrieval-golden=../shared/passes.json", "--retrieval-golden=../shared/fails.json"]
+    args += ["--retrieval-report", "r.json", "--junitxml", "j.xml", "-v"]
+    if xdist:
+        pytest.importorskip("xdist")
+        result = pytester.runpytest_subprocess(*args, "-n", "2")
+    else:
+        result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["*retrieval verdict: FAILED*"])
+    assert "PASSED ../shared/passes.json::retrieval" in result.stdout.str() or (
+        "../shared/passes.json::retrieval PASSED" in result.stdout.str()
+    )
+    report = json.loads((project / "r.json").read_text())
+    assert report["verdict"]["passed"] is False
+    assert sorted((e["golden"]["name"], e["passed"]) for e in report["evaluations"]) == [
+        ("fruit", True),
+        ("strict", False),
+    ]
+    junit = (project / "j.xml").read_text()
+    assert junit.count("<testcase ") == 2 and 'classname=""' not in junit
+    # the node id selects one of them (both were ``::retrieval``: --deselect took both)
+    again = pytester.runpytest(*args[:2], "--deselect", "../shared/fails.json::retrieval")
+    again.assert_outcomes(passed=1)
+
+
 def test_printed_node_id_reruns_one_evaluation(pytester: pytest.Pytester) -> None:
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "conftest.py").write_text(PARAMETRIZED)

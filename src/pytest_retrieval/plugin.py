@@ -259,10 +259,22 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> GoldenModu
     golden_path = state.anchors.get(file_path)
     if golden_path is None:
         return None
-    module: GoldenModule = GoldenModule.from_parent(parent, path=file_path)
+    module: GoldenModule = GoldenModule.from_parent(
+        parent, path=file_path, nodeid=_outside_nodeid(file_path, parent.config.rootpath)
+    )
     module.golden_path = golden_path
     module.add_marker(MARKER)
     return module
+
+
+def _outside_nodeid(path: Path, rootpath: Path) -> str | None:
+    """A node id for a golden set outside the rootdir: its path from the rootdir
+    (``../shared/golden.json``). pytest names a file outside the rootdir that was given as an
+    argument by its path from that argument, which is empty: two such golden sets were both
+    ``::retrieval``, and one result hid the other. None: pytest's own (under the rootdir)."""
+    if path.is_relative_to(rootpath):
+        return None
+    return Path(os.path.relpath(path, rootpath)).as_posix()
 
 
 class GoldenModule(pytest.Module):
