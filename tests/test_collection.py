@@ -125,6 +125,27 @@ def test_golden_sets_outside_the_rootdir_keep_their_own_node_ids(
     again.assert_outcomes(passed=1)
 
 
+def test_a_golden_set_reached_through_a_linked_checkout_keeps_its_node_id(
+    pytester: pytest.Pytester,
+) -> None:
+    """The rootdir's golden set named through a link to the checkout (a CI cache, macOS's
+    /tmp) is the golden set in the rootdir, not one outside it."""
+    project = pytester.path / "project"
+    project.mkdir()
+    (project / "conftest.py").write_text(KEYWORD_RETRIEVER)
+    (project / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    _golden(project / "golden.json")
+    (project / "tests").mkdir()
+    (project / "tests" / "test_unit.py").write_text("def test_unit():\n    pass\n")
+    (pytester.path / "link").symlink_to(project, target_is_directory=True)
+    os.chdir(project)
+    result = pytester.runpytest(
+        f"--retrieval-golden={pytester.path / 'link' / 'golden.json'}", "--collect-only", "-q"
+    )
+    listed = {line for line in result.stdout.lines if "::" in line}
+    assert listed == {"golden.json::retrieval", "tests/test_unit.py::test_unit"}
+
+
 def test_printed_node_id_reruns_one_evaluation(pytester: pytest.Pytester) -> None:
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "conftest.py").write_text(PARAMETRIZED)

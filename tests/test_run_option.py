@@ -146,8 +146,8 @@ def test_run_file_equals_the_same_lists_through_the_retriever(
         assert scored["scores"] == {h["id"]: h["score"] for h in by_qid["q1"]}
     if form == "trec":  # q0 retrieved nothing: a TREC run cannot say so (JSON can: [])
         result.stdout.fnmatch_lines(
-            ["*run file * lacks 1 of the 48 queries of golden set synth ('q0'): they are "
-             "evaluated as returning nothing (they score 0)"]
+            ["*run file * lacks 1 of the 48 queries of golden set synth ('q0'): it is "
+             "evaluated as returning nothing (score 0)"]
         )  # fmt: skip
 
 
@@ -428,11 +428,17 @@ def coverage_warnings(evaluation: dict[str, Any]) -> list[dict[str, Any]]:
 def test_golden_queries_a_run_lacks_are_a_warning_in_every_output(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The run's coverage is part of the verdict: the same warning in the terminal, the JSON
-    report, Markdown and HTML, from one process, from -n 2 split parts and from 3 shards
-    combined (each part sees only its own queries; the whole names them all)."""
+    """The run's coverage is part of the verdict: the same warning in the terminal, a
+    failure's text (so JUnit's), the JSON report (valid against its schema), Markdown and
+    HTML; from one process, from a worker under -n 2, and from 3 shards combined (each part
+    sees only its own queries; combine names them all)."""
+    import jsonschema
+
     from pytest_retrieval.cli import main
 
+    schema = json.loads(
+        (Path(__file__).parents[1] / "src/pytest_retrieval/schema/report.schema.json").read_text()
+    )
     by_qid = project(pytester)
     (pytester.path / "conftest.py").unlink()
     del by_qid["q5"]  # q0 retrieved nothing: a TREC run has no line for it either
@@ -441,9 +447,17 @@ def test_golden_queries_a_run_lacks_are_a_warning_in_every_output(
     expected = {
         "kind": "run coverage",
         "message": "run file bm25.trec lacks 2 of the 48 queries of golden set synth ('q0', "
-        "'q5'): they are evaluated as returning nothing (they score 0)",
+        "'q5'): they are evaluated as returning nothing (score 0)",
         "metric": None,
     }
+
+    def checked(name: str) -> dict[str, Any]:
+        jsonschema.validate(json.loads((pytester.path / name).read_text()), schema)
+        (evaluation,) = report(pytester, name)
+        assert coverage_warnings(evaluation) == [expected]
+        assert evaluation["run_missing"] == ["q0", "q5"]
+        return evaluation
+
     single = pytester.runpytest(
         *args, "--retrieval-report", "a.json", "--retrieval-markdown", "a.md",
         "--retrieval-html", "a.html",
@@ -451,19 +465,20 @@ def test_golden_queries_a_run_lacks_are_a_warning_in_every_output(
     assert single.ret == 0, single.stdout.str()
     assert single.stdout.str().count("lacks 2 of the 48 queries") == 1
     single.stdout.fnmatch_lines([f"    note: {expected['message']}"])
-    (evaluation,) = report(pytester, "a.json")
-    assert coverage_warnings(evaluation) == [expected]
-    assert evaluation["run_missing"] == ["q0", "q5"]
+    checked("a.json")
     assert expected["message"] in (pytester.path / "a.md").read_text(encoding="utf-8")
     assert "lacks 2 of the 48 queries" in (pytester.path / "a.html").read_text(encoding="utf-8")
 
-    pytest.importorskip("xdist")
-    spread = pytester.runpytest_subprocess(
-        *args, "-n", "2", "--retrieval-split-min", "10", "--retrieval-report", "b.json"
+    failed = pytester.runpytest(
+        *args, "--retrieval-threshold", "recall@10=0.9", "--junitxml", "f.xml"
     )
+    assert failed.ret == pytest.ExitCode.TESTS_FAILED
+    assert f"note: {expected['message']}" in (pytester.path / "f.xml").read_text()
+
+    pytest.importorskip("xdist")
+    spread = pytester.runpytest_subprocess(*args, "-n", "2", "--retrieval-report", "b.json")
     assert spread.ret == 0, spread.stdout.str()
-    (evaluation,) = report(pytester, "b.json")
-    assert coverage_warnings(evaluation) == [expected]
+    checked("b.json")
 
     for i in (1, 2, 3):
         shard = pytester.runpytest(
@@ -475,6 +490,4 @@ def test_golden_queries_a_run_lacks_are_a_warning_in_every_output(
     out = capsys.readouterr().out
     assert status == 0, out
     assert f"note: {expected['message']}" in out
-    (evaluation,) = report(pytester, "c.json")
-    assert coverage_warnings(evaluation) == [expected]
-    assert evaluation["run_missing"] == ["q0", "q5"]
+    checked("c.json")

@@ -350,3 +350,18 @@ def test_search(retrieval_eval, retriever):
         ["*retrieval_eval(thresholds=...): threshold recall@3 = 7: outside [[]0, 1[]]*"]
     )
     assert "session.py" not in result.stdout.str() and "contextlib" not in result.stdout.str()
+
+
+def test_every_kind_of_reason_is_in_the_report_schema() -> None:
+    """A new kind of reason or warning must be added to the JSON schema too (the "run
+    coverage" warning was not, and every report that had one failed validation)."""
+    from pytest_retrieval import verdicts
+
+    kinds = {
+        value for name, value in vars(verdicts).items() if name.isupper() and isinstance(value, str)
+    }
+    kinds.add(verdicts.UNDECIDED.reasons[0].kind)
+    schema_path = Path(verdicts.__file__).parent / "schema" / "report.schema.json"
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    assert "run coverage" in kinds
+    assert kinds == set(schema["$defs"]["reason"]["properties"]["kind"]["enum"])

@@ -364,10 +364,12 @@ def _run_coverage(result: EvaluationResult) -> str:
     from .runfile import listed
 
     name = Path(result.run_file or "").name  # the full path is the report's run_file
+    sampled = "" if result.sampled_from is None else "sampled "
+    they = "they are" if len(result.run_missing) > 1 else "it is"
     return (
-        f"run file {name} lacks {len(result.run_missing)} of the "
-        f"{len(result.queries)} queries of golden set {result.golden_name} "
-        f"({listed(result.run_missing)}): they are evaluated as returning nothing (they score 0)"
+        f"run file {name} lacks {len(result.run_missing)} of the {len(result.queries)} "
+        f"{sampled}queries of golden set {result.golden_name} ({listed(result.run_missing)}): "
+        f"{they} evaluated as returning nothing (score 0)"
     )
 
 

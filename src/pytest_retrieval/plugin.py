@@ -271,10 +271,15 @@ def _outside_nodeid(path: Path, rootpath: Path) -> str | None:
     """A node id for a golden set outside the rootdir: its path from the rootdir
     (``../shared/golden.json``). pytest names a file outside the rootdir that was given as an
     argument by its path from that argument, which is empty: two such golden sets were both
-    ``::retrieval``, and one result hid the other. None: pytest's own (under the rootdir)."""
+    ``::retrieval``, and one result hid the other. None: pytest's own (under the rootdir).
+    Folders are compared resolved (a checkout reached through a link, macOS's /tmp), the
+    file's own name kept (golden.json may link to golden_v3.json)."""
     if path.is_relative_to(rootpath):
         return None
-    return Path(os.path.relpath(path, rootpath)).as_posix()
+    real, root = path.parent.resolve() / path.name, rootpath.resolve()
+    if real.is_relative_to(root):
+        return real.relative_to(root).as_posix()
+    return Path(os.path.relpath(real, root)).as_posix()
 
 
 class GoldenModule(pytest.Module):

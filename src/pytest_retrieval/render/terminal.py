@@ -372,6 +372,7 @@ def failure_text(result: EvaluationResult, *, verbose: bool = False) -> str:
             f"  {len(result.errors)} of {len(result.queries)} retriever calls failed; they score 0:"
         )
         lines.extend(error_lines(result, verbose, limit=10))
+    lines.extend(f"  note: {w.message}" for w in verdict.notes)  # a run's missing queries
     lines.extend(short_results_lines(result))
     if label_problems(verdict):
         lines.extend(judge_lines(result))
