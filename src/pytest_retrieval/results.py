@@ -424,7 +424,7 @@ class ShortResults:
     metric: str  # the deepest metric (recall's when several share that k)
     k: int
     short: int  # answered queries with fewer than k hits
-    answered: int  # queries whose call did not fail
+    answered: int  # queries whose call did not fail (and, from a run file, that it holds)
     median: float  # hits per answered query
 
     def to_dict(self) -> dict[str, Any]:
@@ -869,7 +869,8 @@ class EvaluationResult:
         """Set when more than half of the answered queries got fewer hits than the deepest
         metric's k, and some of those missed a relevant document: the missing ranks count as
         misses, often because the retriever ignores k (or slices to a fixed number). (Read
-        by the summary and the report: found once.)"""
+        by the summary and the report: found once.) A query a run file lacks is not counted:
+        the run coverage warning names it."""
         depths = {name: parse_metric(name).k for name in self.metrics}
         if not depths:
             return None
@@ -881,6 +882,9 @@ class EvaluationResult:
         lengths = np.fromiter(map(len, table.returned), dtype=np.intp, count=len(table))
         answered = np.ones(len(table), dtype=bool)
         answered[list(failed)] = False
+        if self.run_missing:
+            lacked = set(self.run_missing)
+            answered[[row for row, qid in enumerate(table.ids) if qid in lacked]] = False
         short = np.flatnonzero(answered & (lengths < k))
         if len(short) * 2 <= int(answered.sum()):
             return None
