@@ -125,6 +125,27 @@ def test_golden_sets_outside_the_rootdir_keep_their_own_node_ids(
     again.assert_outcomes(passed=1)
 
 
+def test_lf_reruns_a_failed_golden_set_outside_the_rootdir(pytester: pytest.Pytester) -> None:
+    """pytest finds --lf's files at rootdir / node id, which for ``../shared/fails.json`` is
+    not the file's normalised path: the failed gate was skipped with the passing files."""
+    project = pytester.path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "conftest.py").write_text(KEYWORD_RETRIEVER)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "tests" / "test_unit.py").write_text(
+        "def test_fails():\n    assert False\n\n\ndef test_passes():\n    pass\n"
+    )
+    _golden(pytester.path / "shared" / "passes.json")
+    failing = dict(GOLDEN, name="strict", thresholds={"precision@5": 1.0})
+    (pytester.path / "shared" / "fails.json").write_text(json.dumps(failing), encoding="utf-8")
+    os.chdir(project)
+    args = ["--retrieval-golden=../shared/passes.json", "--retrieval-golden=../shared/fails.json"]
+    pytester.runpytest(*args).assert_outcomes(passed=2, failed=2)
+    again = pytester.runpytest(*args, "--lf", "-v")
+    again.assert_outcomes(failed=2)  # and nothing else: passes.json and test_passes skipped
+    again.stdout.fnmatch_lines(["*../shared/fails.json::retrieval FAILED*"])
+
+
 def test_a_golden_set_reached_through_a_linked_checkout_keeps_its_node_id(
     pytester: pytest.Pytester,
 ) -> None:

@@ -147,8 +147,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(wrapper=True)  # after pytest's header and xdist's workers line
 def pytest_sessionstart(session: pytest.Session) -> Generator[None, None, None]:
+    if STATE in session.config.stash:
+        _last_failed_outside_rootdir(session.config)
     yield
     announce_progress(session.config)  # why --retrieval-progress shows nothing under xdist
+
+
+def _last_failed_outside_rootdir(config: pytest.Config) -> None:
+    """--lf re-runs the files at rootdir / node id, a path pytest does not normalise: for a
+    golden set outside the rootdir (``../shared/golden.json``, :func:`_outside_nodeid`) it is
+    never the file, which pytest then skips, failed gate and all. Adds the normalised paths
+    to the set pytest keeps them in (a private one: nothing is done where it is not)."""
+    paths = getattr(config.pluginmanager.get_plugin("lfplugin"), "_last_failed_paths", None)
+    if isinstance(paths, set):
+        paths.update({Path(os.path.normpath(p)) for p in paths if ".." in Path(p).parts})
 
 
 def _outputs(config: pytest.Config, settings: Settings) -> list[tuple[str, Path | None]]:
