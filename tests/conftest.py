@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 # Import the heavy modules once in this process: pytester's in-process runs restore
@@ -17,21 +18,28 @@ import pytest_retrieval.render.terminal  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
+#: plugins of the dev venv that inner runs leave out (:func:`pytester`)
+QUIET_PLUGINS = ("-p", "no:randomly", "-p", "no:asyncio", "-p", "no:langsmith_plugin")
+#: and pytest processes the tests start themselves (pre-commit hooks, README commands):
+#: langsmith's plugin alone, which nothing here tests (pytester's own runs drop this variable)
+os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:langsmith_plugin"
+
 
 @pytest.fixture
 def pytester(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> pytest.Pytester:
     """Inner runs without the dev extra's pytest-randomly (it shuffles the output that tests
-    match) and pytest-asyncio (its config warning changes warning counts). test_compat.py runs
-    them on purpose, marked ``keep_plugins``."""
+    match), pytest-asyncio (its config warning changes warning counts) and langsmith's plugin
+    (langchain-core's dependency: 1.2 s of imports in every pytest process, three a ``-n 2``
+    run). test_compat.py runs them on purpose, marked ``keep_plugins``."""
     if request.node.get_closest_marker("keep_plugins"):
         return pytester
     for name in ("runpytest_inprocess", "runpytest_subprocess"):
         run = getattr(pytester, name)
 
         def quiet(*args: Any, _run: Any = run, **kwargs: Any) -> pytest.RunResult:
-            quieter = ("-p", "no:randomly", "-p", "no:asyncio", *args)
+            quieter = (*QUIET_PLUGINS, *args)
             result: pytest.RunResult = _run(*quieter, **kwargs)
             return result
 

@@ -138,7 +138,8 @@ def test_progress_in_a_log_is_plain_lines(pytester: pytest.Pytester) -> None:
 def test_progress_on_a_terminal_is_one_live_line_then_erased(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(SLOW_RETRIEVER)
     write_golden(pytester, dict(TAGGED, queries=TAGGED["queries"][:90]))
-    env = dict(os.environ, COLUMNS="120", PYTEST_ADDOPTS="-p no:cacheprovider")
+    addopts = "-p no:cacheprovider -p no:langsmith_plugin"
+    env = dict(os.environ, COLUMNS="120", PYTEST_ADDOPTS=addopts)
     child = pexpect.spawn(
         sys.executable,
         ["-m", "pytest", "--retrieval-golden", "golden.json", "--retrieval-concurrency", "1"],

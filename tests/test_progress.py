@@ -69,7 +69,8 @@ def run_in_pty(
 ) -> tuple[str, list[str]]:
     """pytest in a pty of ``columns`` columns (24 rows: the output scrolls, as it does on a
     real terminal); its raw output, and every row it leaves (scrolled-off ones first)."""
-    environ = dict(os.environ, PYTEST_ADDOPTS="-p no:cacheprovider -p no:randomly -p no:asyncio")
+    addopts = "-p no:cacheprovider -p no:randomly -p no:asyncio -p no:langsmith_plugin"
+    environ = dict(os.environ, PYTEST_ADDOPTS=addopts)
     for name in ("COLUMNS", "LINES", "RETRIEVER_PAUSE", "STOP_AT"):
         environ.pop(name, None)  # the size comes from the pty, as on a real terminal
     environ.update(env or {})
