@@ -125,46 +125,51 @@ def test_golden_sets_outside_the_rootdir_keep_their_own_node_ids(
     again.assert_outcomes(passed=1)
 
 
-def test_lf_reruns_a_failed_golden_set_outside_the_rootdir(pytester: pytest.Pytester) -> None:
-    """pytest finds --lf's files at rootdir / node id, which for ``../shared/fails.json`` is
-    not the file's normalised path: the failed gate was skipped with the passing files."""
+@pytest.mark.parametrize(
+    ("layout", "nodeid"),
+    [
+        ("outside", "../shared/fails.json::retrieval"),
+        ("outside, through a linked folder", "../shared/fails.json::retrieval"),
+        ("inside, through a linked checkout", "fails.json::retrieval"),
+    ],
+)
+def test_lf_and_deselect_find_a_golden_set_named_outside_the_rootdir(
+    pytester: pytest.Pytester, layout: str, nodeid: str
+) -> None:
+    """A golden set named by a path outside the rootdir -- in a shared folder, a linked one,
+    or the rootdir itself reached through a link (a CI cache, macOS's /tmp) -- has a node id
+    that --deselect takes, and --lf re-runs it when it failed. pytest looks for --lf's files
+    at rootdir / node id: ``../`` unnormalised, or the link's other side, was never the file,
+    which it skipped, failed gate and all."""
     project = pytester.path / "project"
     (project / "tests").mkdir(parents=True)
     (project / "conftest.py").write_text(KEYWORD_RETRIEVER)
-    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
     (project / "tests" / "test_unit.py").write_text(
         "def test_fails():\n    assert False\n\n\ndef test_passes():\n    pass\n"
     )
-    _golden(pytester.path / "shared" / "passes.json")
+    if layout.startswith("inside"):
+        folder, named = project, pytester.path / "link"
+        named.symlink_to(project, target_is_directory=True)
+    elif layout == "outside":
+        folder = named = pytester.path / "shared"
+    else:
+        folder, named = pytester.path / "data" / "real", pytester.path / "shared"
+        folder.mkdir(parents=True)
+        named.symlink_to(folder, target_is_directory=True)
+    _golden(folder / "passes.json")
     failing = dict(GOLDEN, name="strict", thresholds={"precision@5": 1.0})
-    (pytester.path / "shared" / "fails.json").write_text(json.dumps(failing), encoding="utf-8")
+    (folder / "fails.json").write_text(json.dumps(failing), encoding="utf-8")
     os.chdir(project)
-    args = ["--retrieval-golden=../shared/passes.json", "--retrieval-golden=../shared/fails.json"]
-    pytester.runpytest(*args).assert_outcomes(passed=2, failed=2)
+    shown = "../shared" if layout.startswith("outside") else str(named)
+    args = [f"--retrieval-golden={shown}/passes.json", f"--retrieval-golden={shown}/fails.json"]
+    first = pytester.runpytest(*args, "-v")
+    first.assert_outcomes(passed=2, failed=2)
+    first.stdout.fnmatch_lines([f"{nodeid} FAILED*"])
     again = pytester.runpytest(*args, "--lf", "-v")
     again.assert_outcomes(failed=2)  # and nothing else: passes.json and test_passes skipped
-    again.stdout.fnmatch_lines(["*../shared/fails.json::retrieval FAILED*"])
-
-
-def test_a_golden_set_reached_through_a_linked_checkout_keeps_its_node_id(
-    pytester: pytest.Pytester,
-) -> None:
-    """The rootdir's golden set named through a link to the checkout (a CI cache, macOS's
-    /tmp) is the golden set in the rootdir, not one outside it."""
-    project = pytester.path / "project"
-    project.mkdir()
-    (project / "conftest.py").write_text(KEYWORD_RETRIEVER)
-    (project / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
-    _golden(project / "golden.json")
-    (project / "tests").mkdir()
-    (project / "tests" / "test_unit.py").write_text("def test_unit():\n    pass\n")
-    (pytester.path / "link").symlink_to(project, target_is_directory=True)
-    os.chdir(project)
-    result = pytester.runpytest(
-        f"--retrieval-golden={pytester.path / 'link' / 'golden.json'}", "--collect-only", "-q"
-    )
-    listed = {line for line in result.stdout.lines if "::" in line}
-    assert listed == {"golden.json::retrieval", "tests/test_unit.py::test_unit"}
+    again.stdout.fnmatch_lines([f"{nodeid} FAILED*"])
+    pytester.runpytest(*args, "--deselect", nodeid).assert_outcomes(passed=2, failed=1)
 
 
 def test_printed_node_id_reruns_one_evaluation(pytester: pytest.Pytester) -> None:

@@ -147,20 +147,26 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(wrapper=True)  # after pytest's header and xdist's workers line
 def pytest_sessionstart(session: pytest.Session) -> Generator[None, None, None]:
-    if STATE in session.config.stash:
-        _last_failed_outside_rootdir(session.config)
+    if (state := session.config.stash.get(STATE, None)) is not None:
+        _last_failed_outside_rootdir(session.config, state.anchors)
     yield
     announce_progress(session.config)  # why --retrieval-progress shows nothing under xdist
 
 
-def _last_failed_outside_rootdir(config: pytest.Config) -> None:
-    """--lf re-runs the files at rootdir / node id, a path pytest does not normalise: for a
-    golden set outside the rootdir (``../shared/golden.json``, :func:`_outside_nodeid`) it is
-    never the file, which pytest then skips, failed gate and all. Adds the normalised paths
-    to the set pytest keeps them in (a private one: nothing is done where it is not)."""
+def _last_failed_outside_rootdir(config: pytest.Config, anchors: Iterable[Path]) -> None:
+    """--lf re-runs the files at rootdir / node id. For a golden set named outside the
+    rootdir (:func:`_outside_nodeid`) that is not the file pytest collects (``../``
+    unnormalised, or the other side of a link), which it then skipped, failed gate and all.
+    Adds the collected files (``anchors``) whose node id failed to the set pytest keeps them
+    in (a private one: nothing is done where it is not)."""
     paths = getattr(config.pluginmanager.get_plugin("lfplugin"), "_last_failed_paths", None)
-    if isinstance(paths, set):
-        paths.update({Path(os.path.normpath(p)) for p in paths if ".." in Path(p).parts})
+    if not isinstance(paths, set):
+        return
+    rootpath = config.rootpath
+    for anchor in anchors:
+        nodeid = _outside_nodeid(anchor, rootpath)
+        if nodeid is not None and rootpath / nodeid in paths:
+            paths.add(anchor)
 
 
 def _outputs(config: pytest.Config, settings: Settings) -> list[tuple[str, Path | None]]:
@@ -280,18 +286,18 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> GoldenModu
 
 
 def _outside_nodeid(path: Path, rootpath: Path) -> str | None:
-    """A node id for a golden set outside the rootdir: its path from the rootdir
-    (``../shared/golden.json``). pytest names a file outside the rootdir that was given as an
-    argument by its path from that argument, which is empty: two such golden sets were both
-    ``::retrieval``, and one result hid the other. None: pytest's own (under the rootdir).
-    Folders are compared resolved (a checkout reached through a link, macOS's /tmp), the
-    file's own name kept (golden.json may link to golden_v3.json)."""
+    """A node id for a golden set named by a path outside the rootdir: its path from the
+    rootdir as named (``../shared/golden.json``, a link in it kept), or, when the path leads
+    into the rootdir through a link (a checkout reached by a link, macOS's /tmp), its place
+    there. pytest names a file outside the rootdir that was given as an argument by its path
+    from that argument, which is empty: two such golden sets were both ``::retrieval``, and
+    one result hid the other. None: pytest's own (under the rootdir)."""
     if path.is_relative_to(rootpath):
         return None
     real, root = path.parent.resolve() / path.name, rootpath.resolve()
     if real.is_relative_to(root):
         return real.relative_to(root).as_posix()
-    return Path(os.path.relpath(real, root)).as_posix()
+    return Path(os.path.relpath(path, rootpath)).as_posix()
 
 
 class GoldenModule(pytest.Module):

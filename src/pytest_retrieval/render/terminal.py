@@ -365,6 +365,8 @@ def failure_text(result: EvaluationResult, *, verbose: bool = False) -> str:
     more = f" (+{len(reasons) - 1} more below)" if len(reasons) > 1 else ""
     lines = [f"{what}: {reasons[0]}{more}" if reasons else what]
     lines += [f"  {reason}" for reason in reasons[1:]]
+    # a run's missing queries, in the first lines that JUnit's message keeps
+    lines.extend(f"  note: {w.message}" for w in verdict.notes)
     lines.append(f"  {title(result)}")
     lines += metric_table(result)
     if result.errors:
@@ -372,7 +374,6 @@ def failure_text(result: EvaluationResult, *, verbose: bool = False) -> str:
             f"  {len(result.errors)} of {len(result.queries)} retriever calls failed; they score 0:"
         )
         lines.extend(error_lines(result, verbose, limit=10))
-    lines.extend(f"  note: {w.message}" for w in verdict.notes)  # a run's missing queries
     lines.extend(short_results_lines(result))
     if label_problems(verdict):
         lines.extend(judge_lines(result))
