@@ -125,6 +125,47 @@ def test_golden_sets_outside_the_rootdir_keep_their_own_node_ids(
     again.assert_outcomes(passed=1)
 
 
+def test_a_golden_set_on_another_drive_is_named_by_its_absolute_path(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows: ``os.path.relpath`` raises ValueError for a file on another drive than the
+    rootdir or working directory (a golden set on ``D:``). Every place that names the file
+    -- node id, baseline key, messages, reports, the re-run command -- names it absolutely
+    instead of an INTERNALERROR. Here ``D/`` plays the other drive."""
+    drive = pytester.path / "D"
+    real_relpath = os.path.relpath
+
+    def relpath(path: str, start: str | None = None) -> str:
+        ends = [os.path.abspath(path), os.path.abspath(start or os.curdir)]
+        if sum(Path(end).is_relative_to(drive) for end in ends) == 1:
+            raise ValueError(f"path is on mount 'D:', start on mount 'C:' ({path})")
+        return real_relpath(path, start)
+
+    project = pytester.path / "project"
+    project.mkdir()
+    (project / "conftest.py").write_text(KEYWORD_RETRIEVER)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    passing = _golden(drive / "shared" / "golden.json")
+    os.chdir(project)
+    monkeypatch.setattr(os.path, "relpath", relpath)
+    outputs = ["--retrieval-report=r.json", "--retrieval-markdown=r.md", "--junitxml=j.xml"]
+    golden = [f"--retrieval-golden={passing}", "--retrieval-baseline=base.json", "-v"]
+    first = pytester.runpytest(*golden, "--retrieval-update-baseline")
+    assert "INTERNALERROR" not in first.stdout.str() + first.stderr.str()
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines([f"{passing.as_posix()}::retrieval PASSED*"])
+    assert passing.as_posix() in (project / "base.json").read_text()  # the baseline's key
+    failing = dict(GOLDEN, thresholds={"precision@5": 1.0})
+    passing.write_text(json.dumps(failing), encoding="utf-8")
+    second = pytester.runpytest(*golden, *outputs)
+    assert "INTERNALERROR" not in second.stdout.str() + second.stderr.str()
+    assert second.ret == pytest.ExitCode.TESTS_FAILED, second.stdout.str()
+    second.stdout.fnmatch_lines([f"*{passing.as_posix()}::retrieval FAILED*"])
+    report = json.loads((project / "r.json").read_text())
+    assert report["verdict"]["passed"] is False
+    assert "/D/shared/golden.json thresholds" in (project / "r.md").read_text()
+
+
 @pytest.mark.parametrize(
     ("layout", "nodeid"),
     [

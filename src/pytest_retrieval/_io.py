@@ -132,7 +132,17 @@ def overwrite_problem(
     return None
 
 
+def relative(path: str | os.PathLike[str], start: str | os.PathLike[str] | None = None) -> str:
+    """``os.path.relpath``, but absolute where there is no relative path (Windows: another
+    drive, where ``relpath`` raises): every message and node id that names a file uses it,
+    so a golden set on ``D:`` is named, not an INTERNALERROR."""
+    try:
+        return os.path.relpath(path, start)
+    except ValueError:
+        return os.path.abspath(path)
+
+
 def _shown(path: Path) -> str:
     """``path`` relative to the working directory when it is under it, else absolute."""
-    relative = os.path.relpath(path)
-    return str(path) if relative.startswith("..") else relative
+    shown = relative(path)
+    return str(path) if shown.startswith("..") else shown

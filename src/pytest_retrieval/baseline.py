@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ._io import atomic_write, lock_path
+from ._io import atomic_write, lock_path, relative
 from ._version import __version__
 from .errors import BaselineError as BaselineError
 from .formats import default_qrels
@@ -107,11 +107,7 @@ def golden_key(golden_source: str | Path, baseline_path: Path) -> str:
         if default_qrels(folder) == source:
             source = folder
     target, start = os.path.abspath(source), os.path.dirname(os.path.abspath(baseline_path))
-    try:
-        relative = os.path.relpath(target, start)
-    except ValueError:  # Windows: on another drive there is no relative path
-        relative = target
-    return Path(relative).as_posix()
+    return Path(relative(target, start)).as_posix()  # absolute on another drive (Windows)
 
 
 def find(

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._io import relative
 from ._version import __version__
 from .errors import ConfigError
 from .judge_args import DEFAULT_JUDGE_CACHE
@@ -1451,7 +1452,7 @@ def _eval(args: argparse.Namespace) -> int:
         baseline=str(path),
         baseline_key=key,
     )
-    nodeid = f"{Path(os.path.relpath(source)).as_posix()}::retrieval[{retriever_id}]"
+    nodeid = f"{Path(relative(source)).as_posix()}::retrieval[{retriever_id}]"
     return _gate_offline(args, [Whole(result, settings, path, key, nodeid)], outputs, "")
 
 

@@ -10,13 +10,13 @@ failed and where: a failed CI job keeps an artifact that explains it.
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ._io import relative
 from .options import Outputs, output_paths
 from .session import EXPECTED_KEY, USAGE_KEY, SessionState, layered_allowances
 from .verdicts import (
@@ -308,7 +308,7 @@ class Reporter:
         except LabelsError as exc:
             self._fail(session, Reason(CALIBRATION, f"judge calibration NOT run: {exc}"))
             return
-        self.notes.append(calibration.line(os.path.relpath(labels)))
+        self.notes.append(calibration.line(relative(labels)))
 
     def _write_outputs(self, session: pytest.Session) -> None:
         """JSON, Markdown (and the GitHub step summary) and HTML, each only when asked for."""
@@ -385,7 +385,7 @@ class Reporter:
             missing = sorted(ids - self.ran)
             if missing:
                 reasons.setdefault(golden.source, []).append(
-                    f"{len(missing)} of {len(ids)} evaluations of {os.path.relpath(golden.source)} "
+                    f"{len(missing)} of {len(ids)} evaluations of {relative(golden.source)} "
                     f"were deselected or did not run ({', '.join(missing[:3])})"
                 )
             if golden.sampled_from is not None:
@@ -408,7 +408,7 @@ class Reporter:
         if refused:
             message = (
                 "baseline NOT updated for "
-                + ", ".join(sorted(os.path.relpath(s) for s in partial))
+                + ", ".join(sorted(relative(s) for s in partial))
                 + ": this run is partial ("
                 + "; ".join(refused)
                 + "). Run the whole golden set, or force it with "
@@ -482,5 +482,5 @@ def _error_text(report: pytest.TestReport | pytest.CollectReport) -> str:
     crash = getattr(longrepr, "reprcrash", None)
     style = getattr(getattr(longrepr, "reprtraceback", None), "style", None)
     if crash is not None and style != "value":
-        return f"{os.path.relpath(crash.path)}:{crash.lineno}: {crash.message}"
+        return f"{relative(crash.path)}:{crash.lineno}: {crash.message}"
     return text

@@ -11,7 +11,6 @@ marker < command line.
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._io import relative
 from .errors import AllowanceError as AllowanceError  # raised here; public from here too
 from .errors import MetricNameError
 from .errors import ThresholdError as ThresholdError
@@ -382,7 +382,7 @@ def _unscored(metric: Metric) -> str:
 
 def _stale(result: EvaluationResult) -> Reason | None:
     """A baseline that cannot gate this run: missing, or stale (nothing comparable)."""
-    path = os.path.relpath(result.baseline_path) if result.baseline_path else "the baseline file"
+    path = relative(result.baseline_path) if result.baseline_path else "the baseline file"
     if result.baseline_note == "missing":
         return Reason(
             MISSING_BASELINE,

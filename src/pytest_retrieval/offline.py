@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._io import relative
 from .errors import ConfigError
 from .verdicts import OUTPUT, PARTIAL_RUN, USAGE, Reason, Verdict
 
@@ -137,7 +138,7 @@ def compare_with_baseline(
             entry,
             allowances,
             alpha=alpha,
-            reference=f"baseline {os.path.relpath(path)}",
+            reference=f"baseline {relative(path)}",
         )
         result = replace(result, comparison=comparison)
     result = replace(result, power=power_table(result, entry, allowances, alpha))
@@ -242,7 +243,7 @@ def record(gated: Gated, wholes: Sequence[Whole], *, force: bool, root: Path) ->
             Reason(
                 PARTIAL_RUN,
                 "baseline NOT updated for "
-                + ", ".join(sorted(os.path.relpath(s) for s in partial))
+                + ", ".join(sorted(relative(s) for s in partial))
                 + ": this run is partial ("
                 + "; ".join(
                     f"{len(r.errors)} failed retriever calls in {r.golden_name} [{r.retriever_id}]"
@@ -288,7 +289,7 @@ def record_baselines(
             problems.append(Reason(OUTPUT, f"baseline NOT updated: {exc}"))
             continue
         keys = ", ".join(e.key for e in entries)
-        notes.append(f"baseline written: {os.path.relpath(path)} ({keys})")
+        notes.append(f"baseline written: {relative(path)} ({keys})")
     return notes, problems
 
 
@@ -377,8 +378,8 @@ def write_outputs(
             results,
             groups,
             verdict,
-            report=None if outputs.report is None else os.path.relpath(outputs.report),
-            html=None if outputs.html is None else os.path.relpath(outputs.html),
+            report=None if outputs.report is None else relative(outputs.report),
+            html=None if outputs.html is None else relative(outputs.html),
         )
         if outputs.markdown is not None:
             renderers.append((outputs.markdown, lambda: markdown))
@@ -399,7 +400,7 @@ def write_outputs(
         target = path if path.is_absolute() else start / path
         clash = read.get(target.resolve())
         if clash is not None:  # a golden set named only in a test's marker, its baseline
-            problems.append(Reason(OUTPUT, f"{os.path.relpath(target)} NOT written: {clash}"))
+            problems.append(Reason(OUTPUT, f"{relative(target)} NOT written: {clash}"))
             continue
         problems += _write(target, render)
     if summary_file:  # appended, as GitHub expects: other steps write there too

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._io import overwrite_problem
+from ._io import overwrite_problem, relative
 from .controller import Reporter
 from .errors import ConfigError, OverwriteError
 from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
@@ -100,7 +100,7 @@ def pytest_load_initial_conftests(
             cause = exc.__cause__ or exc
             _startup_failed(
                 early_config,
-                f"ImportError while loading conftest {os.path.relpath(path)}: "
+                f"ImportError while loading conftest {relative(path)}: "
                 f"{type(cause).__name__}: {cause}",
                 given,
             )
@@ -297,7 +297,7 @@ def _outside_nodeid(path: Path, rootpath: Path) -> str | None:
     real, root = path.parent.resolve() / path.name, rootpath.resolve()
     if real.is_relative_to(root):
         return real.relative_to(root).as_posix()
-    return Path(os.path.relpath(path, rootpath)).as_posix()
+    return Path(relative(path, rootpath)).as_posix()
 
 
 class GoldenModule(pytest.Module):
@@ -569,6 +569,6 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if state is None or not state.goldens:
         return None
     return [
-        f"retrieval: {g.name} ({len(g)} queries, {os.path.relpath(g.source)})"
+        f"retrieval: {g.name} ({len(g)} queries, {relative(g.source)})"
         for g in state.goldens.values()
     ]

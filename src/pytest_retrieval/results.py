@@ -9,7 +9,6 @@ read by every renderer. Nothing here decides anything; derived copies are made w
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
@@ -20,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._gc import paused_gc
+from ._io import relative
 from .hits import error_key
 from .metrics import DEFAULT_RELEVANCE_LEVEL, Metric, parse_metric
 from .verdicts import REGRESSION, UNDECIDED, Reason, Verdict
@@ -670,7 +670,7 @@ class UnjudgedHits:
     def command(golden: str) -> str:
         """The command that pools the unjudged hits of this run's report into a review file
         (``golden``: the golden set's path, given relative to the working directory)."""
-        return f"pytest-retrieval pool {os.path.relpath(golden)} REPORT.json -o review.jsonl"
+        return f"pytest-retrieval pool {relative(golden)} REPORT.json -o review.jsonl"
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "reference": self.reference, "current": self.current}

@@ -8,7 +8,6 @@ the decisions it hands on are made by pure modules (:mod:`.evaluation`, :mod:`.c
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ._io import relative
 from .errors import ConfigError
 from .session import STATE, SessionState, is_worker, layered_allowances, load
 
@@ -366,9 +366,9 @@ def no_fixture_message(item: pytest.Item, fixture: str, golden: Path) -> str:
     folder = item.path.parent
     folders = [folder, *folder.parents]
     inside = [f for f in folders if f == rootpath or rootpath in f.parents] or [folder]
-    places = ", ".join(os.path.relpath(f / "conftest.py") for f in reversed(inside))
+    places = ", ".join(relative(f / "conftest.py") for f in reversed(inside))
     return (
-        f"no fixture named {fixture!r}: the retrieval evaluation of {os.path.relpath(golden)} "
+        f"no fixture named {fixture!r}: the retrieval evaluation of {relative(golden)} "
         f"calls it for every query.\n"
         f"  fix: define it in a conftest.py that covers this golden set ({places}), e.g.\n\n"
         f"    @pytest.fixture(scope='session')\n"
@@ -476,7 +476,7 @@ def export_runs(path: Path, results: list[EvaluationResult]) -> tuple[list[str],
         clash = read.get(target.resolve())
         if clash is not None:
             problems.append(
-                Reason(OUTPUT, f"run of {what} NOT exported to {os.path.relpath(target)}: {clash}")
+                Reason(OUTPUT, f"run of {what} NOT exported to {relative(target)}: {clash}")
             )
             continue
         try:
@@ -484,11 +484,11 @@ def export_runs(path: Path, results: list[EvaluationResult]) -> tuple[list[str],
         except (OSError, ValueError) as exc:
             reason = getattr(exc, "strerror", None) or exc
             problems.append(
-                Reason(OUTPUT, f"run of {what} NOT exported to {os.path.relpath(target)}: {reason}")
+                Reason(OUTPUT, f"run of {what} NOT exported to {relative(target)}: {reason}")
             )
             continue
         note = (
-            f"run exported: {os.path.relpath(written.path)} ({what}: {written.queries} queries, "
+            f"run exported: {relative(written.path)} ({what}: {written.queries} queries, "
             f"{written.hits} hits)"
         )
         if written.adjusted:

@@ -9,7 +9,6 @@ a failure inside). The controller that gathers results is :mod:`.controller`.
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ._io import relative
 from .errors import ConfigError
 from .options import JudgeSettings, Settings
 
@@ -220,7 +220,7 @@ def check_tags(chosen: Iterable[Threshold], golden: GoldenSet, where: str) -> No
         if threshold.tag not in tags:
             raise ConfigError(
                 f"{where + ': ' if where else ''}threshold {threshold.key} ({threshold.source}): "
-                f"no query of {os.path.relpath(golden.source)} has the tag {threshold.tag!r} "
+                f"no query of {relative(golden.source)} has the tag {threshold.tag!r} "
                 f"(its tags: {', '.join(sorted(tags)) or 'none'}); fix the tag name or tag the "
                 "queries"
             )

@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._io import relative
+
 if TYPE_CHECKING:
     import pytest
 
@@ -179,8 +181,8 @@ def shard_settings(
 def _named(path: Path, start: Path) -> str:
     """``path`` relative to ``start`` when it is inside it (CI jobs check the repository out
     at different places), else absolute."""
-    relative = os.path.relpath(os.path.abspath(path), os.path.abspath(start))
-    return str(os.path.abspath(path)) if relative.startswith("..") else Path(relative).as_posix()
+    shown = relative(os.path.abspath(path), os.path.abspath(start))
+    return str(os.path.abspath(path)) if shown.startswith("..") else Path(shown).as_posix()
 
 
 def shard_notes(results: Sequence[EvaluationResult], report: Path | None) -> list[str]:
@@ -194,7 +196,7 @@ def shard_notes(results: Sequence[EvaluationResult], report: Path | None) -> lis
                 f"shard {Shard(part.index, part.count)}: {len(result.queries)} of {part.total} "
                 f"queries of {part.golden}"
             )
-    written = f"partial report {os.path.relpath(report)}; " if report is not None else ""
+    written = f"partial report {relative(report)}; " if report is not None else ""
     return [
         f"{line} ({written}not gated here: thresholds and baselines apply to the whole set; "
         "gate it with pytest-retrieval combine and every shard's report)"

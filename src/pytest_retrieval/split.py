@@ -27,7 +27,6 @@ that reason -- the gate did not run, so no output may say it passed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ._io import relative
 from .shards import Shard, cut, shard_of
 
 if TYPE_CHECKING:
@@ -283,6 +283,6 @@ def _merge(
     if {query.id for query in result.queries} != set(order):
         raise Incomplete(
             f"their {len(result.queries)} queries are not the {len(order)} of "
-            f"{os.path.relpath(golden.source)}; was the file changed during the run?"
+            f"{relative(golden.source)}; was the file changed during the run?"
         )
     return attach_baseline(result, golden, state, {})

@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from types import FrameType, TracebackType
 from typing import NamedTuple
 
+from ._io import relative
+
 
 class Place(NamedTuple):
     """A line of code (taken when seen: a running frame moves on)."""
@@ -27,11 +29,9 @@ class Place(NamedTuple):
 
     def __str__(self) -> str:
         """``conftest.py:12 in search`` (relative to the working directory when inside it)"""
-        try:
-            relative = os.path.relpath(self.file)
-        except ValueError:  # another drive
-            relative = ".."
-        shown = self.file if relative.startswith("..") else relative
+        shown = relative(self.file)
+        if shown.startswith("..") or os.path.isabs(shown):  # outside, or on another drive
+            shown = self.file
         return f"{shown}:{self.line} in {self.function}"
 
 

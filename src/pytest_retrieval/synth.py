@@ -61,6 +61,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._io import relative
 from .judge_args import add_judge_arguments, judge_from_args
 from .validators import positive_int
 
@@ -700,7 +701,7 @@ def golden_document(
     corpus_file = corpus / "corpus.jsonl" if corpus.is_dir() else corpus
     if corpus_file.is_file():
         document["corpus"] = Path(
-            os.path.relpath(corpus_file.resolve(), output.resolve().parent)
+            relative(corpus_file.resolve(), output.resolve().parent)
         ).as_posix()
     queries = []
     for candidate in picked:

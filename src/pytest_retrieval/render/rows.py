@@ -8,11 +8,11 @@ status looks, so both outputs always say the same thing.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .._io import relative
 from ..metrics import parse_metric
 from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, Reason, Verdict
 from .text import ci, command, delta, metric_value, num, p_value, short
@@ -66,7 +66,7 @@ def unjudged_note(result: EvaluationResult, comparison: Comparison) -> Note | No
     found = comparison.unjudged
     if found is None:
         return None
-    golden = os.path.relpath(result.golden_source)
+    golden = relative(result.golden_source)
     return Note("warn", found.message(comparison.reference), found.command(golden))
 
 

@@ -5,10 +5,10 @@ prints the Verdict and decides nothing."""
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .._io import relative
 from ..metrics import parse_metric
 from ..verdicts import REGRESSION
 from .rows import (
@@ -114,7 +114,7 @@ def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[st
 def baseline_lines(result: EvaluationResult, *, verbose: bool = False) -> list[str]:
     """Where this run stands against its stored baseline, and what to do about it."""
     lines: list[str] = []
-    path = os.path.relpath(result.baseline_path) if result.baseline_path else ""
+    path = relative(result.baseline_path) if result.baseline_path else ""
     if result.baseline_note == "missing":
         lines.append(
             f"  no baseline for {result.golden_name}::{result.retriever_id} in {path}; "

@@ -5,10 +5,11 @@ Markdown and HTML never disagree on a digit. A leaf: nothing here imports numpy.
 from __future__ import annotations
 
 import math
-import os
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from .._io import relative
 
 if TYPE_CHECKING:
     from ..results import EvaluationResult
@@ -85,13 +86,13 @@ def command(result: EvaluationResult, extra: str) -> str:
     from ..baseline import default_path
     from ..runfile import run_name
 
-    golden = shlex.quote(os.path.relpath(result.golden_source))
-    run = shlex.quote(os.path.relpath(result.run_file)) if result.run_file else None
+    golden = shlex.quote(relative(result.golden_source))
+    run = shlex.quote(relative(result.run_file)) if result.run_file else None
     baseline = result.baseline_path
     if baseline is not None and Path(baseline) == default_path(result.golden_source):
         baseline = None  # the default: no option needed
     renamed = result.run_file and result.retriever_id != run_name(Path(result.run_file))
-    shown = shlex.quote(os.path.relpath(baseline)) if baseline else None
+    shown = shlex.quote(relative(baseline)) if baseline else None
     if renamed and run and extra == "--retrieval-update-baseline":
         words = ["pytest-retrieval eval", golden, run]
         words += ["--retriever", shlex.quote(result.retriever_id)]
