@@ -330,7 +330,16 @@ def test_writes_from_the_page_and_a_command_line_at_once_are_all_kept(
 # the command
 
 
-REVIEW = [sys.executable, "-m", "pytest_retrieval", "review"]
+#: ``python -m pytest_retrieval review`` with Ctrl-C deliverable, as in a terminal: a child
+#: inherits an ignored SIGINT (a test run started in the background by a script ignores it),
+#: and Python then leaves it ignored, so the command could not be stopped
+REVIEW = [
+    sys.executable,
+    "-c",
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('pytest_retrieval', run_name='__main__', alter_sys=True)",
+    "review",
+]
 
 
 def start(review: Path, *options: str) -> subprocess.Popen[str]:
