@@ -352,6 +352,17 @@ def start(review: Path, *options: str) -> subprocess.Popen[str]:
     )
 
 
+def stopped(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """Its output once it has exited; a process still running after 20 s is killed (not
+    left serving after the test) and the test fails."""
+    try:
+        return process.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, err = process.communicate()
+        pytest.fail(f"review did not stop on Ctrl-C within 20 s; stderr: {err[-2000:]}")
+
+
 def test_the_command_prints_the_url_serves_and_stops_on_ctrl_c(review_path: Path) -> None:
     process = start(review_path, "--no-open", "--by", "ana")
     try:
@@ -368,9 +379,28 @@ def test_the_command_prints_the_url_serves_and_stops_on_ctrl_c(review_path: Path
         connection.close()
     finally:
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=20)
+        out, err = stopped(process)
     assert process.returncode == 0, err
     assert "Stopped. Decisions are in the review file" in out and "Traceback" not in err
+
+
+def test_ctrl_c_while_the_browser_opens_stops_cleanly(
+    review_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C right after the URL is printed, while the browser's thread starts (a reviewer
+    found it escaped as a traceback, exit -2): the same clean stop as during serving."""
+    from pytest_retrieval import cli, review_server
+
+    def interrupted(url: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(review_server, "open_browser", interrupted)
+    try:
+        code = cli.main(["review", str(review_path), "--by", "ana"])
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C while the browser opened escaped the command")
+    assert code == 0
+    assert "Stopped. Decisions are in the review file" in capsys.readouterr().out
 
 
 def test_the_command_opens_the_browser_with_the_url(review_path: Path, tmp_path: Path) -> None:
@@ -398,8 +428,8 @@ def test_the_command_opens_the_browser_with_the_url(review_path: Path, tmp_path:
         assert opened.read_text().strip() == url
     finally:
         process.send_signal(signal.SIGINT)
-        process.communicate(timeout=20)
-    assert process.returncode == 0
+        _, err = stopped(process)
+    assert process.returncode == 0, err
 
 
 @pytest.mark.parametrize(

@@ -122,10 +122,10 @@ def run(args: argparse.Namespace) -> int:
         f"{progress['skipped']} skipped.",
         flush=True,
     )
-    print(f"Open {server.url} (Ctrl-C to stop)", flush=True)
-    if not args.no_open:
-        open_browser(server.url)
-    try:
+    try:  # Ctrl-C from here on stops cleanly, even while the browser thread starts
+        print(f"Open {server.url} (Ctrl-C to stop)", flush=True)
+        if not args.no_open:
+            open_browser(server.url)
         server.serve_forever()
     except KeyboardInterrupt:
         print("\nStopped. Decisions are in the review file; run it again to resume.")
