@@ -163,7 +163,19 @@ def test_a_golden_set_on_another_drive_is_named_by_its_absolute_path(
     second.stdout.fnmatch_lines([f"*{passing.as_posix()}::retrieval FAILED*"])
     report = json.loads((project / "r.json").read_text())
     assert report["verdict"]["passed"] is False
-    assert "/D/shared/golden.json thresholds" in (project / "r.md").read_text()
+
+
+def test_files_are_named_through_one_helper() -> None:
+    """``os.path.relpath`` raises on Windows for a file on another drive: every place that
+    names a file goes through ``_io.relative`` (the test above covers a few end to end)."""
+    package = Path(__file__).resolve().parents[1] / "src" / "pytest_retrieval"
+    calls = [
+        f"{path.relative_to(package)}:{number}"
+        for path in sorted(package.rglob("*.py"))
+        for number, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if "os.path.relpath(" in line and path.name != "_io.py"
+    ]
+    assert not calls, f"use _io.relative, not os.path.relpath: {calls}"
 
 
 @pytest.mark.parametrize(

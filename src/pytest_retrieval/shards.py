@@ -182,7 +182,8 @@ def _named(path: Path, start: Path) -> str:
     """``path`` relative to ``start`` when it is inside it (CI jobs check the repository out
     at different places), else absolute."""
     shown = relative(os.path.abspath(path), os.path.abspath(start))
-    return str(os.path.abspath(path)) if shown.startswith("..") else Path(shown).as_posix()
+    outside = shown.startswith("..") or os.path.isabs(shown)  # or on another drive
+    return str(os.path.abspath(path)) if outside else Path(shown).as_posix()
 
 
 def shard_notes(results: Sequence[EvaluationResult], report: Path | None) -> list[str]:
