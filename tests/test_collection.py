@@ -162,7 +162,9 @@ def test_a_golden_set_on_another_drive_is_named_by_its_absolute_path(
     assert second.ret == pytest.ExitCode.TESTS_FAILED, second.stdout.str()
     second.stdout.fnmatch_lines([f"*{passing.as_posix()}::retrieval FAILED*"])
     report = json.loads((project / "r.json").read_text())
-    assert report["verdict"]["passed"] is False
+    assert report["verdict"]["passed"] is False  # and every other output says so too
+    assert "Retrieval evaluation: ❌ 1 of 1 failed" in (project / "r.md").read_text("utf-8")
+    assert "<failure " in (project / "j.xml").read_text("utf-8")
 
 
 def test_files_are_named_through_one_helper() -> None:
