@@ -178,6 +178,32 @@ def test_files_are_named_through_one_helper() -> None:
         if "os.path.relpath(" in line and path.name != "_io.py"
     ]
     assert not calls, f"use _io.relative, not os.path.relpath: {calls}"
+    guesses = [
+        f"{path.relative_to(package)}:{number}"
+        for path in sorted(package.rglob("*.py"))
+        for number, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if 'startswith("..")' in line or "startswith(os.pardir)" in line
+    ]
+    assert not guesses, f"'..data/x' is inside: use _io.leads_out: {guesses}"
+
+
+@pytest.mark.parametrize(
+    ("shown", "out"),
+    [
+        ("..", True),
+        ("../x", True),
+        (f"..{os.sep}x", True),
+        ("..data/x", False),
+        ("...", False),
+        ("a/../b", False),
+        ("golden.json", False),
+        (os.path.abspath("x"), True),
+    ],
+)
+def test_what_leads_out_of_a_folder(shown: str, out: bool) -> None:
+    from pytest_retrieval._io import leads_out
+
+    assert leads_out(shown) is out
 
 
 @pytest.mark.parametrize(
@@ -361,6 +387,48 @@ def test_golden_set_outside_testpaths_runs_with_plain_pytest(pytester: pytest.Py
     pytester.makeini("[pytest]\ntestpaths = tests\nretrieval_golden = evals/golden.json\n")
     result = pytester.runpytest()
     result.assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize(
+    ("folder", "ini"),
+    [
+        (".golden", ""),  # a dot folder: pytest's norecursedirs
+        ("build/eval", ""),
+        ("data", "addopts = --ignore=data\n"),  # kept out of pytest's walk on purpose
+        ("data", "addopts = --ignore-glob=dat*\n"),  # made absolute from the working folder
+        ("venv/eval", ""),  # a folder pytest takes for a virtualenv
+    ],
+)
+@pytest.mark.parametrize("named", ["ini", "option"])
+def test_a_golden_set_in_a_folder_pytest_does_not_walk_into_is_still_evaluated(
+    pytester: pytest.Pytester, folder: str, ini: str, named: str
+) -> None:
+    """A golden set the user configured is evaluated, once, wherever it is kept. pytest's
+    walk of the folder it was given skips dot folders, ``build``, virtualenvs and what
+    ``--ignore`` names; the golden set in one of them was silently not evaluated, and a
+    plain ``pytest`` passed without the gate."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_unit.py").write_text("def test_unit():\n    pass\n")
+    _golden(pytester.path / folder / "golden.json")
+    if folder.startswith("venv"):
+        (pytester.path / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        for script in ("bin/activate", "Scripts/activate"):  # as pytest 7 recognises one
+            (pytester.path / "venv" / script).parent.mkdir(exist_ok=True)
+            (pytester.path / "venv" / script).write_text("")
+    stale = "def test_stale():\n    assert False, 'collected from a folder pytest skips'\n"
+    for place in {folder, folder.split("/")[0]}:  # the rest of such a folder stays out
+        (pytester.path / place / "test_stale.py").write_text(stale)
+    golden = f"{folder}/golden.json"
+    if named == "ini":
+        pytester.makeini(f"[pytest]\n{ini}retrieval_golden = {golden}\n")
+        result = pytester.runpytest("-v")
+    else:
+        pytester.makeini(f"[pytest]\n{ini}")
+        result = pytester.runpytest("-v", "--retrieval-golden", golden)
+    result.assert_outcomes(passed=2)
+    assert result.stdout.str().count(f"{golden}::retrieval PASSED") == 1
+    result.stdout.fnmatch_lines(["*verdict: PASSED*"])
 
 
 def _baseline_run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -713,3 +713,38 @@ def test_the_readme_recipe_runs_as_written(
     assert status == 0 and "combined 3 shards: many [bm25] 60 queries" in out
     written = [word for word in gate if word.startswith("retrieval") and "." in word]
     assert written and all((pytester.path / name).is_file() for name in written)
+
+
+def test_a_golden_set_in_a_folder_named_like_dotdot_is_inside_the_checkout(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``..data/golden.json`` is inside the folder (only ``..`` itself, or ``../``, leads out):
+    shards that ran in checkouts at two places name it alike, so combine takes them."""
+    monkeypatch.setenv("RETRIEVERS", "bm25")
+    first = pytester.path / "job1"
+    (first / "..data").mkdir(parents=True)
+    (first / "conftest.py").write_text(RETRIEVERS.replace("golden.json", "..data/golden.json"))
+    small = {**golden_set(40), "thresholds": {}}
+    (first / "..data" / "golden.json").write_text(json.dumps(small), encoding="utf-8")
+    second = pytester.path / "job2"
+    shutil.copytree(first, second)
+    for i, job in ((1, first), (2, second)):
+        monkeypatch.chdir(job)
+        result = pytester.runpytest(
+            "--retrieval-golden",
+            "..data/golden.json",
+            "--retrieval-shard",
+            f"{i}/2",
+            "--retrieval-report",
+            str(pytester.path / f"part{i}.json"),
+        )
+        assert result.ret == 0, result.stdout.str()
+    recorded = [
+        json.loads((pytester.path / f"part{i}.json").read_text())["evaluations"][0]["part"]
+        for i in (1, 2)
+    ]
+    assert [part["golden"] for part in recorded] == ["..data/golden.json"] * 2
+    status, _, err = combine(
+        capsys, str(pytester.path / "part1.json"), str(pytester.path / "part2.json")
+    )
+    assert status == 0, err

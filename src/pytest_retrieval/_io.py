@@ -142,7 +142,14 @@ def relative(path: str | os.PathLike[str], start: str | os.PathLike[str] | None 
         return os.path.abspath(path)
 
 
+def leads_out(relative_path: str) -> bool:
+    """Whether a path from :func:`relative` is outside its start: ``..`` or ``../x``, or an
+    absolute path (another drive). ``..data/x`` is inside: a folder may be named so."""
+    first = relative_path.replace(os.sep, "/").split("/", 1)[0]
+    return first == os.pardir or os.path.isabs(relative_path)
+
+
 def _shown(path: Path) -> str:
     """``path`` relative to the working directory when it is under it, else absolute."""
     shown = relative(path)
-    return str(path) if shown.startswith("..") else shown
+    return str(path) if leads_out(shown) else shown

@@ -17,7 +17,9 @@ only process that prints summaries and writes outputs.
 
 from __future__ import annotations
 
+import fnmatch
 import inspect
+import itertools
 import os
 import sys
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -123,7 +125,7 @@ def _configure(config: pytest.Config) -> None:
         raise OverwriteError(problem)
     state = SessionState(settings)
     config.stash[STATE] = state
-    for anchor, path in _schedule(config, settings):
+    for anchor, path in _schedule(config, settings, state):
         state.anchors[anchor] = path
         golden = state.golden(path)
         problem = None if is_worker(config) else corpus_check(golden, settings)
@@ -217,7 +219,9 @@ def _anchor(golden: Path) -> Path:
     return default_qrels(golden) or golden / "queries.jsonl"
 
 
-def _schedule(config: pytest.Config, settings: Settings) -> list[tuple[Path, Path]]:
+def _schedule(
+    config: pytest.Config, settings: Settings, state: SessionState
+) -> list[tuple[Path, Path]]:
     """The golden sets this run evaluates, adding to pytest's path arguments those that none
     covers. Named with --retrieval-golden, or with --retrieval-only: always. From ini: only
     when pytest was given no paths, so ``pytest tests/unit/test_x.py`` does not build the index
@@ -240,8 +244,10 @@ def _schedule(config: pytest.Config, settings: Settings) -> list[tuple[Path, Pat
     for real, golden in anchors.items():
         spelled = _spelled(_anchor(golden))
         covered = _covered(spelled, real, given)
+        if covered is not None and not _reached(*covered, config, state):
+            covered = None  # pytest 7: in a folder its walk skips, a path argument of its own
         if covered is not None:  # collected as pytest spells it from the paths given
-            chosen.append((covered, golden))
+            chosen.append((covered[0], golden))
         elif golden.resolve() in named or not explicit or settings.only:
             config.args.append(str(spelled))
             given.append(spelled)
@@ -249,18 +255,70 @@ def _schedule(config: pytest.Config, settings: Settings) -> list[tuple[Path, Pat
     return chosen
 
 
-def _covered(spelled: Path, real: Path, given: list[Path]) -> Path | None:
+def _covered(spelled: Path, real: Path, given: list[Path]) -> tuple[Path, Path] | None:
     """The golden set's file as pytest will spell it when it collects one of the ``given``
-    paths (None: none holds it): as configured, or through a link (a linked folder, or a link
-    to the file) when a given path leads to its real location."""
+    paths, and that path (None: none holds it): as configured, or through a link (a linked
+    folder, or a link to the file) when a given path leads to its real location."""
     for path in given:
         if path == spelled or path in spelled.parents:
-            return spelled
+            return spelled, path
     for path in given:
         target = path.resolve()
         if target == real or target in real.parents:
-            return path / real.relative_to(target)
+            return path / real.relative_to(target), path
     return None
+
+
+def _reached(file: Path, top: Path, config: pytest.Config, state: SessionState) -> bool:
+    """Whether pytest's walk of the folder ``top`` collects ``file`` in it. The walk skips
+    ``norecursedirs`` (dot folders, ``build``, ``dist``...), virtualenvs, and what
+    ``--ignore``/``--ignore-glob`` name: a golden set there was silently not evaluated. On
+    pytest 8 and later, whose walk asks ``pytest_ignore_collect`` about each of these, the
+    way to it is opened (:func:`pytest_ignore_collect`); pytest 7 decides ``norecursedirs``
+    on its own, so there the golden set must be a path argument of its own (False). (A
+    conftest's ``collect_ignore`` is not read: that conftest is not loaded yet.)"""
+    from _pytest import main as pytest_main
+    from _pytest.pathlib import fnmatch_ex
+
+    ignored = {Path(os.path.abspath(path)) for path in config.getoption("ignore") or []}
+    globs = [os.path.abspath(glob) for glob in config.getoption("ignore_glob") or []]
+    norecurse = config.getini("norecursedirs")
+    in_venv: Callable[[Path], bool] = getattr(  # pytest's own test: it differs by version
+        pytest_main, "_in_venv", lambda folder: (folder / "pyvenv.cfg").is_file()
+    )
+    venvs_too = config.getoption("collect_in_virtualenv")
+
+    def skips(path: Path) -> bool:
+        if path in ignored or any(fnmatch.fnmatch(str(path), glob) for glob in globs):
+            return True
+        return path != file and (
+            path.name == "__pycache__"
+            or any(fnmatch_ex(pattern, path) for pattern in norecurse)
+            or (not venvs_too and in_venv(path))
+        )
+
+    way = [*reversed(list(itertools.takewhile(lambda p: p != top, file.parents))), file]
+    first = next((i for i, path in enumerate(way) if skips(path)), None)
+    if first is None or file == top:
+        return True
+    if not hasattr(pytest, "Dir"):  # pytest 7
+        return False
+    state.detour.update(way)
+    state.skipped.update(way[first:-1])
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Open the way to a golden set in a folder pytest's walk skips (:func:`_reached`), and
+    only that way: the rest of such a folder stays out (a ``build`` copy of the tests, a
+    virtualenv)."""
+    state = config.stash.get(STATE, None)
+    if state is None or not state.detour:
+        return None
+    if collection_path in state.detour:
+        return False
+    return True if collection_path.parent in state.skipped else None
 
 
 def _spelled(path: Path) -> Path:

@@ -43,6 +43,10 @@ class SessionState:
     goldens: dict[Path, GoldenSet] = field(default_factory=dict)
     #: the file pytest collects for each configured golden set -> that golden set's path
     anchors: dict[Path, Path] = field(default_factory=dict)
+    #: the way pytest's walk takes to golden sets in folders it skips (dot folders, build,
+    #: --ignore...): what is on it is collected; the rest of a skipped folder is not
+    detour: set[Path] = field(default_factory=set)
+    skipped: set[Path] = field(default_factory=set)
     #: golden set path -> node ids of its evaluations that were collected (before -k/-m/...)
     expected: dict[Path, set[str]] = field(default_factory=dict)
     baselines: dict[Path, dict[str, BaselineEntry]] = field(default_factory=dict)

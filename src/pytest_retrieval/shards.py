@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._io import relative
+from ._io import leads_out, relative
 
 if TYPE_CHECKING:
     import pytest
@@ -182,8 +182,7 @@ def _named(path: Path, start: Path) -> str:
     """``path`` relative to ``start`` when it is inside it (CI jobs check the repository out
     at different places), else absolute."""
     shown = relative(os.path.abspath(path), os.path.abspath(start))
-    outside = shown.startswith("..") or os.path.isabs(shown)  # or on another drive
-    return str(os.path.abspath(path)) if outside else Path(shown).as_posix()
+    return str(os.path.abspath(path)) if leads_out(shown) else Path(shown).as_posix()
 
 
 def shard_notes(results: Sequence[EvaluationResult], report: Path | None) -> list[str]:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from types import FrameType, TracebackType
 from typing import NamedTuple
 
-from ._io import relative
+from ._io import leads_out, relative
 
 
 class Place(NamedTuple):
@@ -30,7 +30,7 @@ class Place(NamedTuple):
     def __str__(self) -> str:
         """``conftest.py:12 in search`` (relative to the working directory when inside it)"""
         shown = relative(self.file)
-        if shown.startswith("..") or os.path.isabs(shown):  # outside, or on another drive
+        if leads_out(shown):  # outside, or on another drive
             shown = self.file
         return f"{shown}:{self.line} in {self.function}"
 
