@@ -245,7 +245,8 @@ def _schedule(
         spelled = _spelled(_anchor(golden))
         covered = _covered(spelled, real, given)
         if covered is not None and not _reached(*covered, config, state):
-            covered = None  # pytest 7: in a folder its walk skips, a path argument of its own
+            # pytest 7, in a folder its walk skips: collected as a path argument of its own
+            covered = (spelled, spelled) if spelled in given else None
         if covered is not None:  # collected as pytest spells it from the paths given
             chosen.append((covered[0], golden))
         elif golden.resolve() in named or not explicit or settings.only:
@@ -259,9 +260,11 @@ def _covered(spelled: Path, real: Path, given: list[Path]) -> tuple[Path, Path] 
     """The golden set's file as pytest will spell it when it collects one of the ``given``
     paths, and that path (None: none holds it): as configured, or through a link (a linked
     folder, or a link to the file) when a given path leads to its real location."""
-    for path in given:
-        if path == spelled or path in spelled.parents:
+    for path in given:  # a folder first: pytest 8+ drops a path argument inside another one
+        if path in spelled.parents:
             return spelled, path
+    if spelled in given:
+        return spelled, spelled
     for path in given:
         target = path.resolve()
         if target == real or target in real.parents:
