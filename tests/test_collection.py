@@ -397,6 +397,7 @@ def test_golden_set_outside_testpaths_runs_with_plain_pytest(pytester: pytest.Py
         ("data", "addopts = --ignore=data\n"),  # kept out of pytest's walk on purpose
         ("data", "addopts = --ignore-glob=dat*\n"),  # made absolute from the working folder
         ("venv/eval", ""),  # a folder pytest takes for a virtualenv
+        ("ignored", ""),  # the conftest's collect_ignore
     ],
 )
 @pytest.mark.parametrize("named", ["ini", "option"])
@@ -405,9 +406,9 @@ def test_a_golden_set_in_a_folder_pytest_does_not_walk_into_is_still_evaluated(
 ) -> None:
     """A golden set the user configured is evaluated, once, wherever it is kept. pytest's
     walk of the folder it was given skips dot folders, ``build``, virtualenvs and what
-    ``--ignore`` names; the golden set in one of them was silently not evaluated, and a
-    plain ``pytest`` passed without the gate."""
-    pytester.makeconftest(KEYWORD_RETRIEVER)
+    ``--ignore`` or ``collect_ignore`` names; the golden set in one of them was silently not
+    evaluated, and a plain ``pytest`` passed without the gate."""
+    pytester.makeconftest(KEYWORD_RETRIEVER + '\ncollect_ignore = ["ignored"]\n')
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "test_unit.py").write_text("def test_unit():\n    pass\n")
     _golden(pytester.path / folder / "golden.json")

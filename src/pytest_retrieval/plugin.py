@@ -17,7 +17,6 @@ only process that prints summaries and writes outputs.
 
 from __future__ import annotations
 
-import fnmatch
 import inspect
 import itertools
 import os
@@ -239,13 +238,16 @@ def _schedule(
     named = {Path(p).resolve() for p in config.getoption("retrieval_golden") or []}
     chosen: list[tuple[Path, Path]] = []
     anchors: dict[Path, Path] = {}
+    detours: list[tuple[list[Path], int]] = []
     for golden in settings.goldens:  # the same golden set twice (any spelling): once
         anchors.setdefault(_anchor(golden).resolve(), golden)
     for real, golden in anchors.items():
         spelled = _spelled(_anchor(golden))
         covered = _covered(spelled, real, given)
-        if covered is not None and not _reached(*covered, config, state):
-            # pytest 7, in a folder its walk skips: collected as a path argument of its own
+        detour = None if covered is None or covered[0] == covered[1] else _detour(*covered, config)
+        if detour is not None and hasattr(pytest, "Dir"):  # pytest 8+: its walk asks the hook
+            detours.append(detour)
+        elif detour is not None:  # pytest 7: collected as a path argument of its own
             covered = (spelled, spelled) if spelled in given else None
         if covered is not None:  # collected as pytest spells it from the paths given
             chosen.append((covered[0], golden))
@@ -253,6 +255,9 @@ def _schedule(
             config.args.append(str(spelled))
             given.append(spelled)
             chosen.append((spelled, golden))
+    for way, first in detours:  # opened once every way is known (the hook reads them)
+        state.detour.update(way)
+        state.skipped.update(way[first:-1])
     return chosen
 
 
@@ -272,48 +277,32 @@ def _covered(spelled: Path, real: Path, given: list[Path]) -> tuple[Path, Path] 
     return None
 
 
-def _reached(file: Path, top: Path, config: pytest.Config, state: SessionState) -> bool:
-    """Whether pytest's walk of the folder ``top`` collects ``file`` in it. The walk skips
-    ``norecursedirs`` (dot folders, ``build``, ``dist``...), virtualenvs, and what
-    ``--ignore``/``--ignore-glob`` name: a golden set there was silently not evaluated. On
-    pytest 8 and later, whose walk asks ``pytest_ignore_collect`` about each of these, the
-    way to it is opened (:func:`pytest_ignore_collect`); pytest 7 decides ``norecursedirs``
-    on its own, so there the golden set must be a path argument of its own (False). (A
-    conftest's ``collect_ignore`` is not read: that conftest is not loaded yet.)"""
-    from _pytest import main as pytest_main
+def _detour(file: Path, top: Path, config: pytest.Config) -> tuple[list[Path], int] | None:
+    """The way from the folder ``top`` down to ``file`` and the index of the first step of
+    it that pytest's walk skips; None when the walk reaches ``file``. pytest skips what its
+    ``pytest_ignore_collect`` says (``--ignore``, ``--ignore-glob``, a conftest's
+    ``collect_ignore``, virtualenvs, and from pytest 8 ``norecursedirs``: dot folders,
+    ``build``, ``dist``...); a golden set there was silently not evaluated."""
+    way = [*reversed(list(itertools.takewhile(lambda p: p != top, file.parents))), file]
+    for index, path in enumerate(way):
+        if config.hook.pytest_ignore_collect(collection_path=path, config=config) or (
+            path != file and not hasattr(pytest, "Dir") and _norecurse(path, config)
+        ):
+            return way, index
+    return None
+
+
+def _norecurse(folder: Path, config: pytest.Config) -> bool:
+    """pytest 7's own test of a folder, outside ``pytest_ignore_collect``."""
     from _pytest.pathlib import fnmatch_ex
 
-    ignored = {Path(os.path.abspath(path)) for path in config.getoption("ignore") or []}
-    globs = [os.path.abspath(glob) for glob in config.getoption("ignore_glob") or []]
-    norecurse = config.getini("norecursedirs")
-    in_venv: Callable[[Path], bool] = getattr(  # pytest's own test: it differs by version
-        pytest_main, "_in_venv", lambda folder: (folder / "pyvenv.cfg").is_file()
-    )
-    venvs_too = config.getoption("collect_in_virtualenv")
-
-    def skips(path: Path) -> bool:
-        if path in ignored or any(fnmatch.fnmatch(str(path), glob) for glob in globs):
-            return True
-        return path != file and (
-            path.name == "__pycache__"
-            or any(fnmatch_ex(pattern, path) for pattern in norecurse)
-            or (not venvs_too and in_venv(path))
-        )
-
-    way = [*reversed(list(itertools.takewhile(lambda p: p != top, file.parents))), file]
-    first = next((i for i, path in enumerate(way) if skips(path)), None)
-    if first is None or file == top:
-        return True
-    if not hasattr(pytest, "Dir"):  # pytest 7
-        return False
-    state.detour.update(way)
-    state.skipped.update(way[first:-1])
-    return True
+    patterns = config.getini("norecursedirs")
+    return folder.name == "__pycache__" or any(fnmatch_ex(p, folder) for p in patterns)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Open the way to a golden set in a folder pytest's walk skips (:func:`_reached`), and
+    """Open the way to a golden set in a folder pytest's walk skips (:func:`_detour`), and
     only that way: the rest of such a folder stays out (a ``build`` copy of the tests, a
     virtualenv)."""
     state = config.stash.get(STATE, None)
