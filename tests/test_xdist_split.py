@@ -201,6 +201,30 @@ def test_a_part_that_errors_fails_the_evaluation_instead_of_merging_the_rest(
     assert not (pytester.path / "golden.json.baseline.json").exists()
 
 
+@pytest.mark.parametrize(
+    "update", ["--retrieval-update-baseline", "--retrieval-update-baseline=force"]
+)
+def test_an_incomplete_split_is_not_recorded_even_forced_and_says_so(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, update: str
+) -> None:
+    """The advice of a refused update must work: forcing cannot record a set whose parts
+    did not all run (it was offered, and then did nothing, silently)."""
+    project(pytester)
+    monkeypatch.setenv("FAIL_PART", "2")
+    result = pytester.runpytest_subprocess(*GOLDEN_ARGS, *SPLIT, update)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert "force it with" not in out
+    result.stdout.fnmatch_lines(
+        [
+            "*baseline NOT updated for golden.json: its evaluation across the workers is "
+            "incomplete (a part failed or did not run); a baseline is recorded only from a "
+            "whole evaluation, forced or not: run every part*",
+        ]
+    )
+    assert not (pytester.path / "golden.json.baseline.json").exists()
+
+
 def test_a_part_left_out_leaves_the_gate_unrun(pytester: pytest.Pytester) -> None:
     project(pytester)
     pytester.makeini("[pytest]\nretrieval_split_min = 100\n")  # the ini key works too

@@ -54,6 +54,8 @@ class Reporter:
         #: why no test ran: the collection errors that stopped the session
         self.collection: list[Reason] = []
         self.notes: list[str] = []  # printed at the end of the summary section
+        #: golden set sources split across workers whose parts did not all run
+        self.incomplete: set[str] = set()
         self.rerun: set[str] = set()  # node ids whose current attempt will be run again
         self._results: list[tuple[str, EvaluationResult]] | None = None
 
@@ -275,6 +277,7 @@ class Reporter:
             self.received, self._results = merged.received, None
             self.reasons += merged.reasons
             self.notes += merged.notes
+            self.incomplete = merged.incomplete
 
     def _junit_properties(self, verdict: Verdict) -> None:
         """The session's verdict as JUnit testsuite properties (``--junitxml``), so a reason
@@ -404,6 +407,20 @@ class Reporter:
         from .offline import record_baselines
 
         partial = {} if self.state.settings.update == "force" else self.partial()
+        for source in self.incomplete:  # forcing cannot help: there is nothing whole to record
+            partial.pop(source, None)
+        if self.incomplete:
+            self._fail(
+                session,
+                Reason(
+                    PARTIAL_RUN,
+                    "baseline NOT updated for "
+                    + ", ".join(sorted(relative(s) for s in self.incomplete))
+                    + ": its evaluation across the workers is incomplete (a part failed or did "
+                    "not run); a baseline is recorded only from a whole evaluation, forced or "
+                    "not: run every part",
+                ),
+            )
         refused = sorted({reason for reasons in partial.values() for reason in reasons})
         if refused:
             message = (

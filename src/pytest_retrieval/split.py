@@ -209,6 +209,8 @@ class Merged:
     received: Received
     reasons: list[Reason] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: golden set sources with an incomplete evaluation: no baseline, even forced
+    incomplete: set[str] = field(default_factory=set)
 
 
 class Incomplete(ValueError):
@@ -248,6 +250,7 @@ def merge_received(
                 "baseline"
                 + ("" if broken else "; run every part (no -k, -m or --lf that leaves one out)"),
             )
+            merged.incomplete.add(state.golden(items[ids[0]].golden).source)
         elif not missing:
             golden = state.golden(items[ids[0]].golden)
             try:
