@@ -225,3 +225,24 @@ def test_bad_inputs_are_refused_with_one_message(
     status, out, err = evaluate(capsys, *argv)
     assert status == 2 and out == "" and "Traceback" not in err
     assert expected in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["golden.json", "absent.trec"], "argument RUN: no such file: 'absent.trec'"),
+        (["absent.json", "bm25.json"], "argument GOLDEN: no such file or folder: 'absent.json'"),
+    ],
+)
+def test_a_missing_input_is_said_in_the_outputs_asked_for(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    """A batch job whose run file was never produced: CI still gets its report and JUnit,
+    saying why (as for any other input eval refuses)."""
+    (project.path / "bm25.json").write_text('{"q1": ["d1"]}', encoding="utf-8")
+    status, _, err = evaluate(capsys, *argv, "--report", "o.json", "--junit-xml", "o.xml")
+    assert status == 2 and expected in err and "Traceback" not in err
+    report = json.loads((project.path / "o.json").read_text(encoding="utf-8"))
+    assert report["passed"] is False
+    assert [r["message"] for r in report["verdict"]["reasons"]] == [expected]
+    assert expected in (project.path / "o.xml").read_text(encoding="utf-8")

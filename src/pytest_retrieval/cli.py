@@ -1391,15 +1391,13 @@ def _eval(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from .baseline import default_path, golden_key
+    from .baseline import default_path as baseline_of
     from .evaluation import evaluate
+    from .formats import golden_inputs
     from .gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
     from .golden import load_golden
     from .offline import GateSettings, Whole
     from .runfile import missing_queries, read_run, runs_for
-
-    _inputs(args, ["run"], ["golden"])
-    from .baseline import default_path as baseline_of
-    from .formats import golden_inputs
 
     outputs = _offline_outputs(
         args,
@@ -1412,6 +1410,7 @@ def _eval(args: argparse.Namespace) -> int:
     start = Path.cwd()
     source = args.golden if args.golden.is_absolute() else start / args.golden
     try:
+        _inputs(args, ["run"], ["golden"])  # a run never produced: the outputs say so
         golden = load_golden(source)
         thresholds = merge(
             from_mapping(golden.thresholds, f"{golden.source} thresholds"),
@@ -1435,7 +1434,7 @@ def _eval(args: argparse.Namespace) -> int:
             k=args.k,
             retriever_id=retriever_id,
         )
-    except ConfigError as exc:
+    except (ConfigError, UsageError) as exc:
         return _refuse(args, outputs, str(exc))
     # as pytest names it
     result = replace(
