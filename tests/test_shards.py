@@ -748,3 +748,32 @@ def test_a_golden_set_in_a_folder_named_like_dotdot_is_inside_the_checkout(
         capsys, str(pytester.path / "part1.json"), str(pytester.path / "part2.json")
     )
     assert status == 0, err
+
+
+@pytest.mark.parametrize(
+    ("pointer", "value"),
+    [
+        ("/evaluations/0/queries/0/id", None),
+        ("/evaluations/0/queries/0/tags", [1]),
+        ("/evaluations/0/queries/0/duplicates", None),
+        ("/evaluations/0/queries/0/error", 5),
+    ],
+)
+def test_a_partial_report_with_a_value_of_the_wrong_type_is_refused_where_it_is(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str], pointer: str, value: Any
+) -> None:
+    """An edited or foreign partial report: one refusal naming the file and the place (it
+    was a traceback and exit 1, the status of a failed gate, with no outputs written)."""
+    path = partials.path / "part3.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    *parents, last = pointer.strip("/").split("/")
+    place: Any = document
+    for step in parents:
+        place = place[int(step)] if isinstance(place, list) else place[step]
+    place[last] = value
+    path.write_text(json.dumps(document), encoding="utf-8")
+    parts = ["part1.json", "part2.json", "part3.json"]
+    message = refused(capsys, partials.path, *parts, "--update-baseline")
+    assert message.startswith(f"part3.json, {pointer}"), message
+    assert message.endswith("run that shard again")
+    assert not (partials.path / "golden.json.baseline.json").exists()  # nothing recorded

@@ -1288,14 +1288,19 @@ def _add_combine(commands: Any) -> None:
 
 def _combine(args: argparse.Namespace) -> int:
     from .formats import golden_inputs
-    from .shards import ShardError, combine, read_partial
+    from .shards import ShardError, combine, malformed, read_partial
 
     outputs = _offline_outputs(args, [("a shard's partial report", p) for p in args.partial])
     start = Path.cwd()
     try:
         _inputs(args, ["partial"])  # a shard that died before its upload: outputs say so
-        partials = [read_partial(path, _report_data(path)) for path in args.partial]
-        wholes = combine(partials, baseline=args.baseline, start=start)
+        documents = [(path, _report_data(path)) for path in args.partial]  # one given twice too
+        try:
+            partials = [read_partial(path, document) for path, document in documents]
+            wholes = combine(partials, baseline=args.baseline, start=start)
+        except MALFORMED as exc:
+            error = None if isinstance(exc, ShardError) else malformed(documents)
+            raise error or exc from None
     except (ShardError, CliError, UsageError) as exc:
         return _refuse(args, outputs, str(exc))
     goldens = {start / r.part.golden for p in partials for r in p.results if r.part is not None}
@@ -1315,7 +1320,17 @@ def _combine(args: argparse.Namespace) -> int:
             f"; left out: {partials[0].left_out} evaluations of the shards' own tests "
             "(retrieval_eval calls are not sharded; run the shards with --retrieval-only)"
         )
-    return _gate_offline(args, wholes, outputs, note)
+    try:
+        return _gate_offline(args, wholes, outputs, note)
+    except MALFORMED:  # a value of the wrong type, found on the way
+        error = malformed(documents)
+        if error is None:
+            raise
+        return _refuse(args, outputs, str(error))
+
+
+#: what a value of the wrong type in a partial report raises on its way through combine
+MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 
 def _add_eval(commands: Any) -> None:

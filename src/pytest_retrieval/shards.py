@@ -21,8 +21,10 @@ over the union, in golden order) and gates them with :mod:`.offline`.
 from __future__ import annotations
 
 import hashlib
+import itertools
+import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -242,8 +244,12 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
             + ("; ".join(stopped) or "no reason recorded")
             + "); fix that run and run the shard again"
         )
+    for entry in entries:  # before anything is merged, recorded or written
+        _check_queries(entry.get("queries") if isinstance(entry, dict) else None)
     try:
         results = [result_from_dict(entry) for entry in entries]
+    except ShardError:
+        raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ShardError(f"{path}: a malformed evaluation entry ({exc!r})") from None
     parts = [r for r in results if r.part is not None]
@@ -273,6 +279,68 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
         )
     version = str(document.get("plugin_version", ""))
     return Partial(path, Shard(*shards[0]), parts, len(results) - len(parts), version)
+
+
+#: the types of a query's fields in a report, as its schema has them (None: JSON null)
+_QUERY_FIELDS: dict[str, set[type]] = {
+    "id": {str},
+    "query": {str},
+    "tags": {list},
+    "relevant": {dict},
+    "returned": {list},
+    "metrics": {dict},
+    "latency_ms": {int, float, type(None)},
+    "error": {str, type(None)},
+    "duplicates": {int},
+}
+
+
+def _check_queries(queries: Any) -> None:
+    """TypeError unless every query entry has its fields of the report's types, the items of
+    its lists and dicts too: column by column, in C loops (the schema takes a millisecond a
+    query). What it finds, :func:`malformed` then places."""
+    if type(queries) is not list or not set(map(type, queries)) <= {dict}:
+        raise TypeError("queries")
+    for name, types in _QUERY_FIELDS.items():
+        column = [query.get(name, _ABSENT) for query in queries]
+        if not set(map(type, column)) <= types:
+            raise TypeError(name)
+        if types == {list}:
+            if not set(map(type, itertools.chain.from_iterable(column))) <= {str}:
+                raise TypeError(name)
+        elif types == {dict}:
+            keys = set(map(type, itertools.chain.from_iterable(column)))
+            values = set(map(type, itertools.chain.from_iterable(map(dict.values, column))))
+            allowed = {int} if name == "relevant" else {int, float, type(None)}
+            if not keys <= {str} or not values <= allowed:
+                raise TypeError(name)
+
+
+_ABSENT = object()
+
+
+def malformed(documents: Iterable[tuple[Path, Mapping[str, Any]]]) -> ShardError | None:
+    """The first thing the report schema finds wrong in the partial reports (file -> its
+    document), with its JSON pointer (None: nothing). Asked only when combining them
+    failed: the schema checks a query in about a millisecond, too slow for every combine
+    of a million."""
+    from importlib import resources
+
+    from jsonschema import Draft202012Validator
+
+    folder = resources.files("pytest_retrieval").joinpath("schema")
+    validator = Draft202012Validator(
+        json.loads(folder.joinpath("report.schema.json").read_text("utf-8"))
+    )
+    for path, document in documents:
+        error = next(iter(validator.iter_errors(document)), None)
+        if error is not None:
+            pointer = "/" + "/".join(str(step) for step in error.absolute_path)
+            return ShardError(
+                f"{path}, {pointer}: {error.message}: not a partial report as pytest-retrieval "
+                "writes it (edited, or written by another tool); run that shard again"
+            )
+    return None
 
 
 def combine(partials: Sequence[Partial], *, baseline: Path | None, start: Path) -> list[Whole]:
