@@ -777,3 +777,23 @@ def test_a_partial_report_with_a_value_of_the_wrong_type_is_refused_where_it_is(
     assert message.startswith(f"part3.json, {pointer}"), message
     assert message.endswith("run that shard again")
     assert not (partials.path / "golden.json.baseline.json").exists()  # nothing recorded
+
+
+def test_shards_of_different_commits_are_refused(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job re-run after a push mixes two versions of the retriever: not one run."""
+    for name, commit in (
+        ("part1.json", "a" * 40),
+        ("part2.json", "a" * 40),
+        ("part3.json", "b" * 40),
+    ):
+        path = partials.path / name
+        document = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**document, "git": {"commit": commit, "dirty": False}}))
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json")
+    assert message == (
+        "the shards ran on different commits (part1.json at aaaaaaaaaaaa, part2.json at "
+        "aaaaaaaaaaaa, part3.json at bbbbbbbbbbbb); run every shard on the same commit with the "
+        "same options"
+    )

@@ -224,6 +224,7 @@ class Partial:
     results: list[EvaluationResult]
     left_out: int = 0
     version: str = ""  # the pytest-retrieval that wrote it
+    commit: str = ""  # the git commit its shard ran on ("": not in a repository)
 
 
 RERUN = "run every shard on the same commit with the same options"
@@ -278,7 +279,9 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
             + "); fix that run and run the shard again"
         )
     version = str(document.get("plugin_version", ""))
-    return Partial(path, Shard(*shards[0]), parts, len(results) - len(parts), version)
+    git = document.get("git")
+    commit = str(git.get("commit") or "") if isinstance(git, dict) else ""
+    return Partial(path, Shard(*shards[0]), parts, len(results) - len(parts), version, commit)
 
 
 #: the types of a query's fields in a report, as its schema has them (None: JSON null)
@@ -384,6 +387,9 @@ def _check_shards(partials: Sequence[Partial]) -> None:
             f"the reports were written by different pytest-retrieval versions ({listed}); "
             "run every shard with the same version"
         )
+    if len({p.commit for p in partials if p.commit}) > 1:
+        listed = ", ".join(f"{p.path} at {p.commit[:12] or 'no commit'}" for p in partials)
+        raise ShardError(f"the shards ran on different commits ({listed}); {RERUN}")
     seen: dict[int, Partial] = {}
     for partial in partials:
         other = seen.setdefault(partial.shard.index, partial)
