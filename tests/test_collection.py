@@ -397,7 +397,13 @@ def test_golden_set_outside_testpaths_runs_with_plain_pytest(pytester: pytest.Py
         ("data", "addopts = --ignore=data\n"),  # kept out of pytest's walk on purpose
         ("data", "addopts = --ignore-glob=dat*\n"),  # made absolute from the working folder
         ("venv/eval", ""),  # a folder pytest takes for a virtualenv
-        ("ignored", ""),  # the conftest's collect_ignore
+        pytest.param(  # the conftest's collect_ignore
+            "ignored",
+            "",
+            marks=pytest.mark.skipif(
+                not hasattr(pytest, "Dir"), reason="pytest 7: collect_ignore is not read"
+            ),
+        ),
     ],
 )
 @pytest.mark.parametrize("named", ["ini", "option"])
@@ -578,3 +584,17 @@ def test_isatty_shim_reads_the_attribute_and_the_method(isatty: bool) -> None:
 
     assert read_isatty(SimpleNamespace(isatty=isatty)) is isatty
     assert read_isatty(SimpleNamespace(isatty=lambda: isatty)) is isatty
+
+
+def test_a_broken_conftest_beside_the_golden_set_is_a_collection_error(
+    pytester: pytest.Pytester,
+) -> None:
+    """Finding the way to a golden set must not import the conftest files on it early (on
+    pytest 7 that turned a broken one into an INTERNALERROR)."""
+    _repo(pytester)
+    (pytester.path / "tests" / "retrieval" / "conftest.py").write_text("import no_such_module\n")
+    pytester.makeini("[pytest]\nretrieval_golden = tests/retrieval/golden.json\n")
+    result = pytester.runpytest()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*ModuleNotFoundError: No module named 'no_such_module'*"])
+    assert result.ret == pytest.ExitCode.INTERRUPTED

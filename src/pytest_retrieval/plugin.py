@@ -279,25 +279,41 @@ def _covered(spelled: Path, real: Path, given: list[Path]) -> tuple[Path, Path] 
 
 def _detour(file: Path, top: Path, config: pytest.Config) -> tuple[list[Path], int] | None:
     """The way from the folder ``top`` down to ``file`` and the index of the first step of
-    it that pytest's walk skips; None when the walk reaches ``file``. pytest skips what its
-    ``pytest_ignore_collect`` says (``--ignore``, ``--ignore-glob``, a conftest's
-    ``collect_ignore``, virtualenvs, and from pytest 8 ``norecursedirs``: dot folders,
-    ``build``, ``dist``...); a golden set there was silently not evaluated."""
+    it that pytest's walk skips; None when the walk reaches ``file``. pytest 8+ skips what
+    its ``pytest_ignore_collect`` says (``--ignore``, ``--ignore-glob``, a conftest's
+    ``collect_ignore``, virtualenvs, ``norecursedirs``: dot folders, ``build``...); a golden
+    set there was silently not evaluated."""
     way = [*reversed(list(itertools.takewhile(lambda p: p != top, file.parents))), file]
-    for index, path in enumerate(way):
-        if config.hook.pytest_ignore_collect(collection_path=path, config=config) or (
-            path != file and not hasattr(pytest, "Dir") and _norecurse(path, config)
-        ):
-            return way, index
-    return None
+    skips = (
+        (lambda path: config.hook.pytest_ignore_collect(collection_path=path, config=config))
+        if hasattr(pytest, "Dir")
+        else (lambda path: _skipped_by_pytest_7(path, path != file, config))
+    )
+    return next(((way, index) for index, path in enumerate(way) if skips(path)), None)
 
 
-def _norecurse(folder: Path, config: pytest.Config) -> bool:
-    """pytest 7's own test of a folder, outside ``pytest_ignore_collect``."""
+def _skipped_by_pytest_7(path: Path, folder: bool, config: pytest.Config) -> bool:
+    """pytest 7's tests, but a conftest's ``collect_ignore``: its hook imports the conftest
+    files on the way, too early (a broken one was an INTERNALERROR, not a collection error)."""
+    import fnmatch
+
+    from _pytest import main as pytest_main
     from _pytest.pathlib import fnmatch_ex
 
+    if path in {Path(os.path.abspath(p)) for p in config.getoption("ignore") or []}:
+        return True
+    globs = config.getoption("ignore_glob") or []
+    if any(fnmatch.fnmatch(str(path), os.path.abspath(glob)) for glob in globs):
+        return True
+    if not folder:
+        return False
+    in_venv: Callable[[Path], bool] = getattr(pytest_main, "_in_venv", lambda _: False)
     patterns = config.getini("norecursedirs")
-    return folder.name == "__pycache__" or any(fnmatch_ex(p, folder) for p in patterns)
+    return (
+        (not config.getoption("collect_in_virtualenv") and in_venv(path))
+        or path.name == "__pycache__"
+        or any(fnmatch_ex(pattern, path) for pattern in patterns)
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
