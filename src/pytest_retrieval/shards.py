@@ -249,8 +249,6 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
         _check_queries(entry.get("queries") if isinstance(entry, dict) else None)
     try:
         results = [result_from_dict(entry) for entry in entries]
-    except ShardError:
-        raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ShardError(f"{path}: a malformed evaluation entry ({exc!r})") from None
     parts = [r for r in results if r.part is not None]
