@@ -19,6 +19,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from helpers import KEYWORD_RETRIEVER, write_golden
+from judge_server import serve
 from test_recipes import README, fenced, section
 
 from pytest_retrieval.cli import main
@@ -51,6 +53,16 @@ def retriever(request):
         return ranked[:k]
     return search
 """
+
+
+#: the texts the judge reads, for the keyword retriever of helpers.py
+JUDGED_CORPUS = """
+
+@pytest.fixture(scope="session")
+def retrieval_corpus():
+    return DOCS
+"""
+RERUN_ADVICE = "run every shard on the same commit with the same options"
 
 
 def golden_set(size: int = 300, seed: int = 13) -> dict[str, Any]:
@@ -797,3 +809,40 @@ def test_shards_of_different_commits_are_refused(
         "aaaaaaaaaaaa, part3.json at bbbbbbbbbbbb); run every shard on the same commit with the "
         "same options"
     )
+
+
+@pytest.mark.parametrize(
+    ("option", "difference"),
+    [
+        (["--retrieval-judge-model", "gpt-4.1"], "judge model 'gpt-4.1-mini' vs 'gpt-4.1'"),
+        (["--retrieval-judge-min-score", "0.9"], "judge min_score 0.5 vs 0.9"),
+    ],
+    ids=["model", "min-score"],
+)
+def test_shards_judged_by_another_judge_are_refused(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    option: list[str],
+    difference: str,
+) -> None:
+    """An on-topic rate whose parts two judges labelled is not one number: a shard run with
+    another judge model or setting is refused, by what a baseline compares of a judge."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest(KEYWORD_RETRIEVER + JUDGED_CORPUS)
+    write_golden(pytester)
+    with serve() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-shards-0123456789")
+        assert [r.ret for r in run_shards(pytester, "--retrieval-judge")] == [0, 0, 0]
+        parts = ["part1.json", "part2.json", "part3.json"]
+        status, _, err = combine(capsys, *parts, "--report", "whole.json")
+        assert status == 0, err  # one judge: one whole
+        whole = json.loads((pytester.path / "whole.json").read_text(encoding="utf-8"))
+        assert whole["evaluations"][0]["judge"]["model"] == "gpt-4.1-mini"
+        assert any(m.startswith("otr@") for m in whole["evaluations"][0]["metrics"])
+        rerun_shard(pytester, 3, "--retrieval-judge", *option)
+    message = refused(capsys, pytester.path, *parts)
+    on = "part1.json and part3.json differ on golden.json [retriever]"
+    assert message == f"{on}: {difference}; {RERUN_ADVICE}"

@@ -490,8 +490,11 @@ def _difference(
     one: tuple[EvaluationResult, GateSettings], other: tuple[EvaluationResult, GateSettings]
 ) -> str | None:
     """What two parts of one evaluation disagree on (None: nothing): they must come from the
-    same golden set, options and commit. Thresholds and allowances are compared by value,
-    not by the path in their source (checkouts may sit at different places)."""
+    same golden set, options (the judge's too) and commit. Thresholds and allowances are
+    compared by value, not by the path in their source (checkouts may sit at different
+    places)."""
+    from .compare import judge_definition
+
     (a, a_gate), (b, b_gate) = one, other
     assert a.part is not None and b.part is not None
     pairs: list[tuple[str, Any, Any]] = [
@@ -509,6 +512,10 @@ def _difference(
         ("baseline", a_gate.baseline, b_gate.baseline),
         ("A/B reference", a_gate.compare_to, b_gate.compare_to),
     ]
+    # labels of two judges do not make one on-topic rate: what a baseline compares of one
+    a_judge, b_judge = judge_definition(a) or {}, judge_definition(b) or {}
+    for key in dict.fromkeys([*a_judge, *b_judge]):
+        pairs.append((f"judge {key}", a_judge.get(key), b_judge.get(key)))
     for what, mine, theirs in pairs:
         if mine != theirs:
             return f"{what} {mine!r} vs {theirs!r}"
