@@ -498,3 +498,68 @@ def test_golden_queries_a_run_lacks_are_a_warning_in_every_output(
     assert status == 0, out
     assert f"note: {expected['message']}" in out
     checked("c.json")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "ini"),
+    [
+        ("--retrieval-run", "../x.trec", "[pytest]\nretrieval_golden = golden.json\n"),
+        ("--retrieval-golden", "../golden.json", "[pytest]\nretrieval_threshold = recall@3=0.9\n"),
+        ("--retrieval-run", "{outside}/x.trec", "[tool:pytest]\nretrieval_golden = golden.json\n"),
+    ],
+    ids=["run", "golden", "absolute-setup-cfg"],
+)
+def test_an_option_value_outside_the_project_that_made_pytest_skip_its_ini_is_refused(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, option: str, value: str, ini: str
+) -> None:
+    """pytest chooses its rootdir and ini file before it knows a plugin's options, so the
+    value of ``--retrieval-run ../x.trec`` counts as a test path there: the common folder of
+    it and the working directory becomes the rootdir, and the project's ini file (its golden
+    set, its thresholds) goes unread. A usage error says so and how to write it (``=``);
+    written so, the run is evaluated."""
+    project = pytester.path / "project"
+    project.mkdir()
+    golden, _ = synthetic()
+    for folder in (pytester.path, project):
+        (folder / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+    (pytester.path / "x.trec").write_text(
+        "".join(f"q{i} Q0 d{i} 1 1.0 run\n" for i in range(48)), encoding="utf-8"
+    )
+    (project / ("setup.cfg" if "tool:" in ini else "pytest.ini")).write_text(ini, "utf-8")
+    monkeypatch.chdir(project)
+    value = value.format(outside=pytester.path)
+    refused = pytester.runpytest(option, value)
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    ini_name = "setup.cfg" if "tool:" in ini else "pytest.ini"
+    refused.stderr.fnmatch_lines(
+        [
+            f"ERROR: {option} {value}: pytest took {value} for a test path when it looked for "
+            f"its ini file (before it knows plugins' options), so it did not read {ini_name} "
+            f"(rootdir: {pytester.path}); write {option}={value}"
+        ]
+    )
+    if option == "--retrieval-run":  # the ini names the golden set, the run has no fixture
+        written = pytester.runpytest(f"{option}={value}")
+        written.assert_outcomes(passed=1)
+
+
+def test_an_option_value_outside_the_project_is_fine_where_no_ini_went_unread(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without an ini file in the project there is nothing pytest failed to read, and a flag
+    followed by a test path outside is that test path: neither is refused."""
+    project = pytester.path / "project"
+    project.mkdir()
+    golden, _ = synthetic()
+    (project / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+    (pytester.path / "x.trec").write_text(
+        "".join(f"q{i} Q0 d{i} 1 1.0 run\n" for i in range(48)), encoding="utf-8"
+    )
+    monkeypatch.chdir(project)
+    pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", "../x.trec"
+    ).assert_outcomes(passed=1)
+    (project / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (pytester.path / "test_outside.py").write_text("def test_o(): pass\n", encoding="utf-8")
+    result = pytester.runpytest("--retrieval-strict", "../test_outside.py")
+    result.assert_outcomes(passed=1)

@@ -32,6 +32,7 @@ from .controller import Reporter
 from .errors import ConfigError, OverwriteError
 from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     Settings,
+    check_ini_read,
     pytest_addoption,
     settings_from_config,
 )
@@ -118,6 +119,8 @@ def _startup_failed(config: pytest.Config, message: str, given: Any = None) -> N
 
 
 def _configure(config: pytest.Config) -> None:
+    if not is_worker(config):
+        check_ini_read(config)
     settings = settings_from_config(config)
     problem = overwrite_problem(_outputs(config, settings), _inputs(settings))
     if problem is not None:
