@@ -333,8 +333,10 @@ def test_trec_scores_keep_what_already_keeps_the_order() -> None:
 
 
 def single(value: float) -> float:
-    """``value`` as a 32-bit float, as pytrec_eval (and trec_eval 9) holds it."""
-    return float(np.float32(value))
+    """``value`` as a 32-bit float, as pytrec_eval (and trec_eval 9) holds it (+-inf beyond
+    its range)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
 
 
 def below32(value: float) -> float:
@@ -370,8 +372,25 @@ def test_scores_apart_only_in_64_bits_are_adjusted_for_pytrec_eval() -> None:
     assert trec_scores(["a", "b"], {"a": 1e300, "b": 1e299}) == ([1e300, below32(np.inf)], True)
 
 
+def test_scores_beyond_a_32_bit_floats_range_are_brought_into_it() -> None:
+    """Below -3.4e38 (or above 3.4e38) every score is infinite in 32 bits: pytrec_eval ties
+    them all and orders them by doc id, so they cannot be kept."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    ids = ["a", "b", "c"]  # tied, trec_eval puts "c" first
+    evaluator = pytrec_eval.RelevanceEvaluator({"q": {"a": 1}}, {"recip_rank"})
+    for scores in ({"a": -1e39, "b": -2e39, "c": -3e39}, {"a": -3e38, "b": -1e300}):
+        values, changed = trec_scores(ids, scores)
+        assert changed
+        assert trec_order({doc: single(v) for doc, v in zip(ids, values, strict=True)}) == ids
+        assert evaluator.evaluate({"q": dict(zip(ids, values, strict=True))})["q"] == {
+            "recip_rank": 1.0
+        }
+
+
 rankings = st.lists(doc_ids, min_size=1, max_size=12, unique=True)
-near = st.sampled_from([0.5, math.nextafter(0.5, 1), math.nextafter(0.5, 0), 0.5000001, 3e38])
+near = st.sampled_from(
+    [0.5, math.nextafter(0.5, 1), math.nextafter(0.5, 0), 0.5000001, 3e38, -3.3e38, -1e39]
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -579,7 +579,8 @@ def trec_scores(ids: Sequence[str], scores: Mapping[str, float]) -> tuple[list[f
     own score when that ranks it below the hit above in both precisions (:func:`sorts_after`);
     else it gets the largest 32-bit float below the hit above. A hit without a (finite)
     score gets the score above minus 1 (the first hit: the number of hits), or the 32-bit
-    float below where 1 is lost to rounding: a list without scores is written n, ..., 1."""
+    float below where 1 is lost to rounding: a list without scores is written n, ..., 1.
+    Where 32-bit floats run out (scores beyond +-3.4e38), the list is written n, ..., 1."""
     own = [scores.get(doc) for doc in ids]
     if all(value is not None and math.isfinite(value) for value in own):
         single = array("f", cast("list[float]", own)).tolist()
@@ -601,7 +602,13 @@ def trec_scores(ids: Sequence[str], scores: Mapping[str, float]) -> tuple[list[f
             value = _single_below(above)
             changed = changed or mine is not None
         written.append(value)
-    return written, changed
+    if all(map(_ranks_after, written[1:], ids[1:], written, ids)) and math.isfinite(
+        _single(written[-1])
+    ):
+        return written, changed
+    # past a 32-bit float's range (+-3.4e38) every score is infinite there and ties: n..1
+    written = [float(len(ids) - position) for position in range(len(ids))]
+    return written, any(g is not None and math.isfinite(g) for g in own)
 
 
 def _single(value: float) -> float:
