@@ -122,7 +122,8 @@ def read_run(path: str | Path) -> Run:
             head = text.read(1)
             while head.isspace():
                 head = text.read(1)
-            if head in ("{", "["):
+            named_json = _name(source) in (".json", *_JSONL_NAMES)
+            if head in ("{", "[") or (head and named_json):  # named so: JSON, whatever it holds
                 document = head + text.read()
                 return _read_json(source, document, _name(source) in _JSONL_NAMES)
             if not head:
