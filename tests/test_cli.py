@@ -292,7 +292,11 @@ def test_diff_bad_reports_are_clear(tmp_path: Path, capsys: pytest.CaptureFixtur
     broken = tmp_path / "broken.json"
     broken.write_text('{"evaluations": [', encoding="utf-8")
     status, _, err = run(capsys, "diff", str(good), str(broken))
-    assert status == 1 and f"{broken}: not JSON (line 1, column 18)" in err
+    assert status == 1 and f"{broken}: ends before its JSON does (line 1, column 18); " in err
+    assert err.rstrip().endswith("run that job again)")
+    broken.write_text('{"evaluations": [}', encoding="utf-8")
+    status, _, err = run(capsys, "diff", str(good), str(broken))
+    assert status == 1 and f"{broken}: not JSON (line 1, column 18); give the file" in err
     other = write(tmp_path / "other.json", {"something": "else"})
     status, _, err = run(capsys, "diff", str(other), str(good))
     assert status == 1 and "not a pytest-retrieval report" in err

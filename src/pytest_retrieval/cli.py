@@ -1200,7 +1200,12 @@ def _json_object(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise CliError(f"{path}: not JSON (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
-        raise CliError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno})") from None
+        end = "ends before its JSON does" if exc.pos >= len(exc.doc.rstrip()) else "not JSON"
+        raise CliError(
+            f"{path}: {end} (line {exc.lineno}, column {exc.colno}); give the file as "
+            "pytest-retrieval wrote it (one cut short by an interrupted run, write or upload: "
+            "run that job again)"
+        ) from None
     if not isinstance(data, dict):
         raise CliError(f"{path}: not a JSON object")
     return data
