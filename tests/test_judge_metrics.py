@@ -336,6 +336,24 @@ def test_judge_metrics_of_an_older_definition_or_level_are_judge_changed() -> No
     assert comparison.judge_changed["relevance_level"] == [2, 3]
 
 
+def test_the_judges_samples_and_text_budget_are_part_of_its_definition() -> None:
+    """Either changes the labels: a baseline judged otherwise is "judge changed". A baseline
+    recorded before they were kept had them at the defaults of then (1 and 4000)."""
+    full = judged_run(FakeJudge(on_topic_rule()))
+    entry = entry_from_result(full, {}, "2024-01-01T00:00:00")
+    assert entry.judge is not None
+    assert (entry.judge["samples"], entry.judge["text_budget"]) == (3, 4000)
+    for key, other in (("samples", 1), ("text_budget", 300)):
+        changed = replace(entry, judge={**entry.judge, key: other})
+        comparison = compare_to_baseline(full, changed, {})
+        assert {c.metric: c.verdict for c in comparison.changes}["otr@10"] == "judge changed"
+        assert comparison.judge_changed == {key: [other, entry.judge[key]]}
+    older = {k: v for k, v in entry.judge.items() if k != "text_budget"}
+    comparison = compare_to_baseline(full, replace(entry, judge=older), {})
+    assert {c.metric: c.verdict for c in comparison.changes}["otr@10"] == "ok"
+    assert comparison.judge_changed == {}
+
+
 # ---------------------------------------------------------------------------- the report
 
 

@@ -816,8 +816,10 @@ def test_shards_of_different_commits_are_refused(
     [
         (["--retrieval-judge-model", "gpt-4.1"], "judge model 'gpt-4.1-mini' vs 'gpt-4.1'"),
         (["--retrieval-judge-min-score", "0.9"], "judge min_score 0.5 vs 0.9"),
+        (["--retrieval-judge-samples", "3"], "judge samples 1 vs 3"),
+        (["--retrieval-judge-text-budget", "3"], "judge text_budget 4000 vs 3"),
     ],
-    ids=["model", "min-score"],
+    ids=["model", "min-score", "samples", "text-budget"],
 )
 def test_shards_judged_by_another_judge_are_refused(
     pytester: pytest.Pytester,
@@ -846,3 +848,21 @@ def test_shards_judged_by_another_judge_are_refused(
     message = refused(capsys, pytester.path, *parts)
     on = "part1.json and part3.json differ on golden.json [retriever]"
     assert message == f"{on}: {difference}; {RERUN_ADVICE}"
+
+
+def test_merged_judge_summaries_weigh_the_agreement_of_every_part() -> None:
+    """The agreement is the mean over the hits asked more than once, of all parts (a part
+    that sampled none has none); counters add up, settings stay."""
+    from pytest_retrieval.evaluation import _add_summaries
+
+    parts = [
+        {"agreement": None, "sampled": 0, "samples": 3, "text_budget": 4000, "calls": 0},
+        {"agreement": 1.0, "sampled": 10, "samples": 3, "text_budget": 4000, "calls": 30},
+        {"agreement": 0.5, "sampled": 30, "samples": 3, "text_budget": 4000, "calls": 90},
+    ]
+    total = _add_summaries(parts)
+    assert total is not None
+    assert total["agreement"] == pytest.approx(0.625)
+    assert (total["sampled"], total["calls"]) == (40, 120)
+    assert (total["samples"], total["text_budget"]) == (3, 4000)
+    assert _add_summaries([{"agreement": None, "sampled": 0}])["agreement"] is None  # type: ignore[index]

@@ -58,7 +58,18 @@ KEPT_LATENCY_SHIFT = 0.5
 KEPT_LATENCY_MS = 1.0
 #: what must match for LLM-judged values to be comparable across runs (judge_definition
 #: adds the judge metrics' definition version, JUDGE_METRICS_VERSION)
-JUDGE_DEFINITION = ("model", "prompt_version", "scale", "min_score", "relevance_level")
+JUDGE_DEFINITION = (
+    "model",
+    "prompt_version",
+    "scale",
+    "min_score",
+    "relevance_level",
+    "samples",  # more than one: the majority verdict
+    "text_budget",  # the characters of each document the judge reads
+)
+#: the values of the later keys in a judge summary or baseline written before they were
+#: recorded (the judge's defaults then): such a baseline is still compared
+JUDGE_DEFAULTS: dict[str, Any] = {"samples": 1, "text_budget": 4000}
 
 
 def compare_to_baseline(
@@ -102,14 +113,15 @@ def compare_to_baseline(
     ]
     judge_changed: dict[str, list[Any]] = {}
     judge_now = judge_definition(result)
-    if judge_now is not None and entry.judge is not None and judge_now != entry.judge:
+    recorded = None if entry.judge is None else {**JUDGE_DEFAULTS, **entry.judge}
+    if judge_now is not None and recorded is not None and judge_now != recorded:
         missing += [
             m for m in result.metrics if parse_metric(m).labels != "golden" and m not in missing
         ]
         judge_changed = {
-            key: [entry.judge.get(key), value]
+            key: [recorded.get(key), value]
             for key, value in judge_now.items()
-            if entry.judge.get(key) != value
+            if recorded.get(key) != value
         }
     before = {
         m: recovered[m]
@@ -622,7 +634,7 @@ def judge_definition(result: EvaluationResult) -> dict[str, Any] | None:
     the judge metrics' definitions version."""
     if not result.judge:
         return None
-    definition = {key: result.judge.get(key) for key in JUDGE_DEFINITION}
+    definition = {key: result.judge.get(key, JUDGE_DEFAULTS.get(key)) for key in JUDGE_DEFINITION}
     if definition["scale"] == "0-3":
         definition["relevance_level"] = result.relevance_level
     else:

@@ -170,6 +170,12 @@ def _add_summaries(summaries: Sequence[dict[str, Any] | None]) -> dict[str, Any]
                 total[key] = value
     if "pairs" in total and "graded" in total:
         total["coverage"] = total["graded"] / total["pairs"] if total["pairs"] else 1.0
+    if "agreement" in total:  # the mean over the hits asked more than once, of every part
+        agreed = [(s["agreement"], s.get("sampled") or 0) for s in present]
+        weight = sum(n for a, n in agreed if a is not None)
+        total["agreement"] = (
+            sum(a * n for a, n in agreed if a is not None) / weight if weight else None
+        )
     return total
 
 
@@ -393,7 +399,15 @@ def _judge_hits(
 
 #: numbers of the judge's summary that are settings or averages, not counters to difference
 _NOT_COUNTERS = frozenset(
-    {"min_score", "min_coverage", "relevance_level", "samples", "deadline", "agreement"}
+    {
+        "min_score",
+        "min_coverage",
+        "relevance_level",
+        "samples",
+        "text_budget",
+        "deadline",
+        "agreement",
+    }
 )
 
 

@@ -496,6 +496,7 @@ class Judge:
             "min_score": self.config.min_score,
             "relevance_level": self.config.relevance_level,
             "samples": self.config.samples,
+            "text_budget": self.config.text_budget_chars,
             "agreement": sum(agreement) / len(agreement) if agreement else None,
             "unanimous": sum(1 for a in agreement if a == 1.0),
             "sampled": len(agreement),  # hits asked more than once that got an answer
