@@ -9,6 +9,7 @@ import json
 import math
 import random
 import tempfile
+import warnings
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -389,6 +390,25 @@ def test_scores_beyond_a_32_bit_floats_range_are_brought_into_it() -> None:
         assert evaluator.evaluate({"q": dict(zip(ids, values, strict=True))})["q"] == {
             "recip_rank": 1.0
         }
+    # one such score at the end ties with nothing: every score is kept
+    assert trec_scores(["a", "b", "c", "d"], {"a": 10.0, "b": 5.0, "d": -1e39}) == (
+        [10.0, 5.0, 4.0, -1e39],
+        False,
+    )
+    assert trec_scores(["a", "b", "c"], {"a": 1e300, "b": 1e299, "c": -1e300}) == (
+        [1e300, below32(np.inf), -1e300],
+        True,
+    )
+
+
+def test_scores_at_the_lowest_32_bit_float_export_without_a_warning(tmp_path: Path) -> None:
+    """FAISS scores a missing inner-product hit -3.4028235e38, the lowest 32-bit float: the
+    next one down overflows, which must not warn (a warning is an error under -W error)."""
+    lowest = float(np.finfo(np.float32).min)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        values, changed = trec_scores(["a", "b"], {"a": lowest, "b": lowest})
+    assert changed and trec_order({"a": single(values[0]), "b": single(values[1])}) == ["a", "b"]
 
 
 rankings = st.lists(doc_ids, min_size=1, max_size=12, unique=True)

@@ -603,11 +603,9 @@ def trec_scores(ids: Sequence[str], scores: Mapping[str, float]) -> tuple[list[f
             value = _single_below(above)
             changed = changed or mine is not None
         written.append(value)
-    if all(map(_ranks_after, written[1:], ids[1:], written, ids)) and math.isfinite(
-        _single(written[-1])
-    ):
+    if all(map(_ranks_after, written[1:], ids[1:], written, ids)):
         return written, changed
-    # past a 32-bit float's range (+-3.4e38) every score is infinite there and ties: n..1
+    # past a 32-bit float's range (+-3.4e38) scores are infinite there and tie: n..1
     written = [float(len(ids) - position) for position in range(len(ids))]
     return written, any(g is not None and math.isfinite(g) for g in own)
 
@@ -629,7 +627,8 @@ def _single_below(score: float) -> float:
     32-bit floats end, the next 64-bit float down)."""
     import numpy as np
 
-    lower = float(np.nextafter(np.float32(_single(score)), np.float32(-np.inf)))
+    with np.errstate(over="ignore"):  # below the lowest 32-bit float: -inf, said nothing
+        lower = float(np.nextafter(np.float32(_single(score)), np.float32(-np.inf)))
     return lower if math.isfinite(lower) else math.nextafter(score, -math.inf)
 
 
