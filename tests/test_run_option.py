@@ -563,3 +563,65 @@ def test_an_option_value_outside_the_project_is_fine_where_no_ini_went_unread(
     (pytester.path / "test_outside.py").write_text("def test_o(): pass\n", encoding="utf-8")
     result = pytester.runpytest("--retrieval-strict", "../test_outside.py")
     result.assert_outcomes(passed=1)
+
+
+def _ini_layout(root: Path) -> Path:
+    """``root/project`` (a pytest.ini naming golden.json), ``root/data/x.trec`` a run of it,
+    ``root/other`` a test folder with its own pytest.ini; returns the project."""
+    project, data, other = root / "project", root / "data", root / "other"
+    for folder in (project, data, other):
+        folder.mkdir()
+    golden, _ = synthetic()
+    (project / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+    run = "".join(f"q{i} Q0 d{i} 1 1.0 run\n" for i in range(48))
+    (data / "x.trec").write_text(run, encoding="utf-8")
+    (project / "pytest.ini").write_text("[pytest]\nretrieval_golden = golden.json\n", "utf-8")
+    (other / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (other / "test_other.py").write_text("def test_o(): pass\n", encoding="utf-8")
+    return project
+
+
+@pytest.mark.parametrize(
+    ("addopts", "args", "unread"),
+    [
+        ("--retrieval-run ../data/x.trec", [], "pytest.ini"),
+        ("", ["--rootdir=.", "--retrieval-run", "../data/x.trec"], "pytest.ini"),
+        ("", ["--retrieval-run", "sub/x.trec"], "pytest.ini"),  # sub/tox.ini read instead
+        ("-c ci.ini", ["--retrieval-run", "../data/x.trec"], None),
+        ("", ["-cci.ini", "--retrieval-run", "../data/x.trec"], None),
+        (
+            "",
+            ["../other", "--retrieval-golden=golden.json", "--retrieval-run", "../data/x.trec"],
+            None,
+        ),
+        ("", ["--retrieval-run", "x.trec"], None),  # inside: the project's ini is read
+    ],
+    ids=["addopts", "rootdir", "nested-ini", "c-in-addopts", "c-attached", "test-path", "inside"],
+)
+def test_the_ini_check_replays_pytests_choice(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    addopts: str,
+    args: list[str],
+    unread: str | None,
+) -> None:
+    """Refused exactly when the option's value changed which ini file pytest read: from
+    PYTEST_ADDOPTS too, with --rootdir, or a value inside the project with an ini of its own
+    beside it; not when -c names the file or a test path outside picks the same one."""
+    project = _ini_layout(pytester.path)
+    (project / "sub").mkdir()
+    shutil.copy(pytester.path / "data" / "x.trec", project / "sub" / "x.trec")
+    shutil.copy(pytester.path / "data" / "x.trec", project / "x.trec")
+    (project / "sub" / "tox.ini").write_text("[pytest]\n", encoding="utf-8")
+    (project / "ci.ini").write_text("[pytest]\nretrieval_golden = golden.json\n", "utf-8")
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
+    result = pytester.runpytest(*args)
+    if unread is None:
+        assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stderr
+        assert "pytest took" not in result.stderr.str()
+    else:
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(
+            [f"ERROR: --retrieval-run *: pytest took * so it did not read {unread} *"]
+        )

@@ -7,7 +7,6 @@ Validators run at argument-parsing time, so a bad value is an argparse-style usa
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._io import leads_out, relative
 from .errors import ConfigError
 from .judge_options import DEFAULT_DEADLINE, DEFAULT_JUDGE_MODEL, add_judge_options
 from .validators import (
@@ -437,54 +435,6 @@ def _resolve(config: pytest.Config, path: str, from_cli: bool) -> Path | None:
         else (config.inipath.parent if config.inipath else config.rootpath)
     )
     return base / path
-
-
-#: options by which a user chooses the ini file or rootdir herself
-_CHOSEN_SETUP = ("-c", "--config-file", "--inifile", "--rootdir")
-
-
-def check_ini_read(config: pytest.Config) -> None:
-    """A ConfigError when pytest left the project's ini file unread because of one of our
-    options' values. pytest chooses its rootdir and ini file before it knows a plugin's
-    options, so in ``--retrieval-run ../x.trec`` it takes ``../x.trec`` for a test path:
-    the folder it shares with the working directory becomes the rootdir, and the ini file
-    (the golden set, the thresholds) goes unread, silently. With ``=`` it does not."""
-    args = [str(arg) for arg in config.invocation_params.args]
-    if any(arg.split("=", 1)[0] in _CHOSEN_SETUP for arg in args):
-        return
-    here = config.invocation_params.dir
-    for option, value in itertools.pairwise(args):
-        if not option.startswith("--retrieval-") or "=" in option or value.startswith("-"):
-            continue
-        given = config.getoption(option[2:].replace("-", "_"), None)
-        if value != given and not (isinstance(given, list) and value in given):
-            continue  # a flag, and a test path after it
-        if not leads_out(relative(here / value, here)) or not (here / value).exists():
-            continue  # pytest's rootdir is not moved by it
-        skipped = _ini_pytest_would_read(here)
-        if skipped is not None and skipped != config.inipath:
-            raise ConfigError(
-                f"{option} {value}: pytest took {value} for a test path when it looked for its "
-                f"ini file (before it knows plugins' options), so it did not read "
-                f"{relative(skipped, here)} (rootdir: {config.rootpath}); write {option}={value}"
-            )
-
-
-def _ini_pytest_would_read(start: Path) -> Path | None:
-    """The ini file pytest reads when run in ``start`` with no path: the first one, from
-    ``start`` up, that holds pytest settings (pytest's own test of each file)."""
-    from _pytest.config import findpaths
-
-    names: list[str] = list(
-        getattr(findpaths, "CONFIG_LOADERS_BY_NAME", None)  # pytest 9 (pytest.toml)
-        or ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
-    )
-    for base in (start, *start.parents):
-        for name in names:
-            path = base / name
-            if path.is_file() and findpaths.load_config_dict_from_file(path) is not None:
-                return path
-    return None
 
 
 def settings_from_config(config: pytest.Config) -> Settings:

@@ -30,9 +30,9 @@ import pytest
 from ._io import overwrite_problem, relative
 from .controller import Reporter
 from .errors import ConfigError, OverwriteError
+from .ini_check import check_ini_read
 from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     Settings,
-    check_ini_read,
     pytest_addoption,
     settings_from_config,
 )
