@@ -8,7 +8,8 @@ blocks of at most CHUNK_ENTRIES numbers, so the resampling's working memory does
 with the number of resamples and, beyond a few temporary copies of the values, not with the
 number of queries (a million queries cost a few O(n) passes). What is kept does: the paired
 test keeps counts, the bootstrap one mean per resample and metric (8 bytes each: 2,000
-resamples of 7 metrics are 112 KB, 200,000 of 15 are 24 MB), which its percentiles need:
+resamples of 7 metrics are 112 KB, 200,000 of 15 are 24 MB, and a copy while the
+percentiles are taken), which its percentiles need:
 
 - interval of a mean (``bootstrap_ci``): percentile bootstrap up to BOOTSTRAP_MAX_QUERIES
   queries, the normal interval above;
@@ -61,7 +62,8 @@ def bootstrap_ci(
     - "bootstrap" (n <= BOOTSTRAP_MAX_QUERIES): percentile bootstrap, one resample set for
       all arrays, seeded. Resamples are drawn in blocks of rows (at most CHUNK_ENTRIES draws
       each) from one generator stream, so the intervals equal those of drawing all resamples
-      at once, while the extra memory is one block plus ``resamples`` x metrics means.
+      at once, while the extra memory is one block plus ``resamples`` x metrics means
+      (twice those while their percentiles are taken: ``np.quantile`` sorts a copy).
     - "normal" (larger n): mean +- z * sd / sqrt(n), clipped to the values' range; what the
       bootstrap converges to (see BOOTSTRAP_MAX_QUERIES), in one pass per array.
     """
