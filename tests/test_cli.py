@@ -297,6 +297,11 @@ def test_diff_bad_reports_are_clear(tmp_path: Path, capsys: pytest.CaptureFixtur
     broken.write_text('{"evaluations": [}', encoding="utf-8")
     status, _, err = run(capsys, "diff", str(good), str(broken))
     assert status == 1 and f"{broken}: not JSON (line 1, column 18); give the file" in err
+    text = good.read_text(encoding="utf-8")
+    for cut in ('{"evaluations": [{"golden": "abc', '{"evaluations": tr', text[: len(text) // 2]):
+        broken.write_text(cut, encoding="utf-8")  # cut inside a string, a literal, anywhere
+        status, _, err = run(capsys, "diff", str(good), str(broken))
+        assert status == 1 and f"{broken}: ends before its JSON does (line" in err, err
     other = write(tmp_path / "other.json", {"something": "else"})
     status, _, err = run(capsys, "diff", str(other), str(good))
     assert status == 1 and "not a pytest-retrieval report" in err

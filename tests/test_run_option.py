@@ -595,8 +595,30 @@ def _ini_layout(root: Path) -> Path:
             None,
         ),
         ("", ["--retrieval-run", "x.trec"], None),  # inside: the project's ini is read
+        ("", ["--basetemp", "../bt", "--retrieval-run", "../data/x.trec"], "pytest.ini"),
+        ("", ["-k", "sub", "--retrieval-run", "../data/x.trec"], "pytest.ini"),
+        ("--retrieval-report ../bt/r.json", ["--retrieval-report=r.json"], "pytest.ini"),
+        ("", ["--rootdir", "../other", "--retrieval-run", "../data/x.trec"], "pytest.ini"),
+        ("", ["--ignore", "sub", "--retrieval-run", "x.trec"], None),  # sub/tox.ini: no path
+        ("", ["@sub", "--config-file=../pytest.ini", "--retrieval-run", "../x.trec"], None),
+        ("", ["@sub", "-c../pytest.ini", "--retrieval-run", "../x.trec"], None),
     ],
-    ids=["addopts", "rootdir", "nested-ini", "c-in-addopts", "c-attached", "test-path", "inside"],
+    ids=[
+        "addopts",
+        "rootdir",
+        "nested-ini",
+        "c-in-addopts",
+        "c-attached",
+        "test-path",
+        "inside",
+        "basetemp-value",
+        "k-value",
+        "addopts-overridden",
+        "rootdir-value",
+        "ignore-value",
+        "config-file-nested",
+        "c-attached-nested",
+    ],
 )
 def test_the_ini_check_replays_pytests_choice(
     pytester: pytest.Pytester,
@@ -614,7 +636,10 @@ def test_the_ini_check_replays_pytests_choice(
     shutil.copy(pytester.path / "data" / "x.trec", project / "x.trec")
     (project / "sub" / "tox.ini").write_text("[pytest]\n", encoding="utf-8")
     (project / "ci.ini").write_text("[pytest]\nretrieval_golden = golden.json\n", "utf-8")
-    monkeypatch.chdir(project)
+    (pytester.path / "bt").mkdir()
+    (pytester.path / "bt" / "r.json").write_text("{}", encoding="utf-8")
+    monkeypatch.chdir(project / args[0][1:] if args[:1] and args[0].startswith("@") else project)
+    args = [arg for arg in args if not arg.startswith("@")]
     monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
     result = pytester.runpytest(*args)
     if unread is None:
@@ -623,5 +648,39 @@ def test_the_ini_check_replays_pytests_choice(
     else:
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines(
-            [f"ERROR: --retrieval-run *: pytest took * so it did not read {unread} *"]
+            [f"ERROR: --retrieval-* *: pytest took * so it did not read {unread} (rootdir: *"]
         )
+
+
+def test_the_ini_check_under_a_workspace_pyproject_without_pytest_settings(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pyproject.toml without pytest settings above everything (a monorepo's): pytest 8.1+
+    takes it for the rootdir's config, earlier ones take none; refused on either."""
+    project = _ini_layout(pytester.path)
+    (pytester.path / "pyproject.toml").write_text('[project]\nname = "w"\n', encoding="utf-8")
+    monkeypatch.chdir(project)
+    result = pytester.runpytest("--retrieval-run", "../data/x.trec")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --retrieval-run ../data/x.trec: * did not read pytest.ini *"]
+    )
+
+
+def test_the_command_a_note_prints_for_a_run_outside_runs_as_printed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A path outside the working directory is written with ``=`` in the fix a note prints:
+    after a space, pytest would leave the project's ini file unread (refused)."""
+    project = _ini_layout(pytester.path)
+    monkeypatch.chdir(project)
+    first = pytester.runpytest("--retrieval-run=../data/x.trec")
+    assert first.ret == 0
+    fix = (
+        "pytest --retrieval-golden golden.json --retrieval-run=../data/x.trec "
+        "--retrieval-update-baseline"
+    )
+    first.stdout.fnmatch_lines([f"*record one on main with: {fix}"])
+    recorded = pytester.runpytest(*shlex.split(fix)[1:])
+    assert recorded.ret == 0, recorded.stderr.str()
+    assert (project / "golden.json.baseline.json").exists()

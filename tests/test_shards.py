@@ -866,3 +866,5 @@ def test_merged_judge_summaries_weigh_the_agreement_of_every_part() -> None:
     assert (total["sampled"], total["calls"]) == (40, 120)
     assert (total["samples"], total["text_budget"]) == (3, 4000)
     assert _add_summaries([{"agreement": None, "sampled": 0}])["agreement"] is None  # type: ignore[index]
+    older = [{"calls": 3}, {"agreement": 1.0, "sampled": 2, "calls": 3}]  # one without the key
+    assert _add_summaries(older) == {"calls": 6, "agreement": 1.0, "sampled": 2}

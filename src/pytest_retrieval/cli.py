@@ -1200,7 +1200,8 @@ def _json_object(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise CliError(f"{path}: not JSON (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
-        end = "ends before its JSON does" if exc.pos >= len(exc.doc.rstrip()) else "not JSON"
+        # our files are one JSON object: one that does not end with "}" was cut short
+        end = "not JSON" if exc.doc.rstrip().endswith("}") else "ends before its JSON does"
         raise CliError(
             f"{path}: {end} (line {exc.lineno}, column {exc.colno}); give the file as "
             "pytest-retrieval wrote it (one cut short by an interrupted run, write or upload: "

@@ -171,7 +171,7 @@ def _add_summaries(summaries: Sequence[dict[str, Any] | None]) -> dict[str, Any]
     if "pairs" in total and "graded" in total:
         total["coverage"] = total["graded"] / total["pairs"] if total["pairs"] else 1.0
     if "agreement" in total:  # the mean over the hits asked more than once, of every part
-        agreed = [(s["agreement"], s.get("sampled") or 0) for s in present]
+        agreed = [(s.get("agreement"), s.get("sampled") or 0) for s in present]
         weight = sum(n for a, n in agreed if a is not None)
         total["agreement"] = (
             sum(a * n for a, n in agreed if a is not None) / weight if weight else None

@@ -1,23 +1,24 @@
 """Whether pytest left the project's ini file unread because of one of our options' values.
 
-pytest picks its rootdir and ini file before it knows a plugin's options, from every word on
-the command line (and in ``PYTEST_ADDOPTS``) that names an existing path: in ``pytest
---retrieval-run ../x.trec`` it takes ``../x.trec`` for a test path, the folder that it and
-the working directory share becomes the rootdir, and the project's ini file -- its golden
-set, thresholds, baseline settings -- goes unread, silently. Written ``--retrieval-run=
-../x.trec`` it does not. :func:`check_ini_read` replays pytest's choice with and without our
-options' values (``findpaths.determine_setup``'s rules) and says so when they differ, only
-when the replay with them matches what pytest did (``-c``, ``--rootdir`` and other pytest
-versions' rules are then left to pytest).
+pytest picks its rootdir and ini file before it knows a plugin's options: every word on the
+command line (and in ``PYTEST_ADDOPTS``) that its own options do not use up and that names
+an existing path counts as a test path. In ``pytest --retrieval-run ../x.trec`` it takes
+``../x.trec`` for one, the folder that it and the working directory share becomes the
+rootdir, and the project's ini file -- its golden set, thresholds, baseline settings -- goes
+unread, silently. Written ``--retrieval-run=../x.trec`` it does not. :func:`check_ini_read`
+replays pytest's choice (``findpaths.determine_setup``'s rules) with and without our
+options' values and says so when they differ; it says nothing when ``-c`` names the file,
+or when its replay with the values is not what pytest did (another plugin's option with a
+value after a space, another version's rules).
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,34 +27,37 @@ from .errors import ConfigError
 
 #: pytest's config file names, in its order of preference (pytest 9 adds pytest.toml)
 _NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+#: argparse actions that take no value
+_FLAGS = {"store_true", "store_false", "store_const", "append_const", "count", "help", "version"}
+#: options that name the ini file: pytest reads that one, whatever the paths
+_NAMING_INI = {"-c", "--config-file", "--inifile"}
 
 
 def check_ini_read(config: pytest.Config) -> None:
     """A ConfigError naming the ini file pytest left unread because of one of our options'
     values given after a space, and the fix (``=``)."""
-    tokens = [
+    words = [
         *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
         *(str(arg) for arg in config.invocation_params.args),
     ]
-    ours: dict[int, str] = {}  # position of a value -> its option
-    for position, (option, value) in enumerate(itertools.pairwise(tokens), 1):
-        if not option.startswith("--retrieval-") or "=" in option or value.startswith("-"):
-            continue
-        given = config.getoption(option[2:].replace("-", "_"), None)
-        if value == given or (isinstance(given, list) and value in given):
-            ours[position] = option  # not a flag with a test path after it
-    if not ours:
+    if not any(word.startswith("--retrieval-") for word in words):
+        return
+    kinds = _option_kinds(config)
+    if kinds is None:
+        return  # pytest's parser is not what it was: nothing to replay with
+    free, ours, named = _read_words(words, kinds)
+    if named & _NAMING_INI or not ours:
         return
     here = config.invocation_params.dir
-    rootdir_given = any(token.split("=", 1)[0] == "--rootdir" for token in tokens)
-    if _ini_pytest_picks(tokens, here, rootdir_given) != config.inipath:
-        return  # pytest chose otherwise (-c, another version's rules): nothing to say
-    rest = [token for position, token in enumerate(tokens) if position not in ours]
-    unread = _ini_pytest_picks(rest, here, rootdir_given)
+    rootdir_given = "--rootdir" in named
+    paths_with = sorted([*free, *ours])
+    if _ini_pytest_picks([words[p] for p in paths_with], here, rootdir_given) != config.inipath:
+        return  # pytest chose otherwise than the replay: nothing to say
+    unread = _ini_pytest_picks([words[p] for p in free], here, rootdir_given)
     if unread is None or unread == config.inipath or not _holds_settings(unread):
         return
-    position = next((p for p in ours if _existing(tokens[p], here)), next(iter(ours)))
-    option, value = ours[position], tokens[position]
+    position = next((p for p in ours if _existing(words[p], here)), next(iter(ours)))
+    option, value = ours[position], words[position]
     raise ConfigError(
         f"{option} {value}: pytest took {value} for a test path when it looked for its ini "
         f"file (before it knows plugins' options), so it did not read {relative(unread, here)} "
@@ -61,11 +65,66 @@ def check_ini_read(config: pytest.Config) -> None:
     )
 
 
-def _ini_pytest_picks(tokens: Sequence[str], here: Path, rootdir_given: bool) -> Path | None:
-    """The config file pytest picks for these words when none is named: the first from the
-    folder common to the paths among them up, else (no setup.py on the way, no --rootdir)
-    the first up from each path's folder."""
-    folders = [path if path.is_dir() else path.parent for path in _paths(tokens, here)]
+def _option_kinds(config: pytest.Config) -> dict[str, str] | None:
+    """Every option pytest knows now -> "flag", "one", "optional" (nargs ?) or "many"."""
+    parser: Any = getattr(config, "_parser", None)
+    try:
+        groups = [parser._anonymous, *parser._groups]
+        kinds = {}
+        for group in groups:
+            for option in group.options:
+                attrs = option.attrs()
+                action, nargs = attrs.get("action"), attrs.get("nargs")
+                if action in _FLAGS or nargs == 0:
+                    kind = "flag"
+                else:
+                    kind = {"?": "optional", "*": "many", "+": "many"}.get(nargs, "one")
+                for name in option.names():
+                    kinds[name] = kind
+    except (AttributeError, TypeError):
+        return None
+    return kinds
+
+
+def _read_words(
+    words: Sequence[str], kinds: dict[str, str]
+) -> tuple[list[int], dict[int, str], set[str]]:
+    """The positions of the words that are no option's value (pytest's test paths), those
+    of our options' values given after a space (-> their option), and the options named."""
+    free: list[int] = []
+    ours: dict[int, str] = {}
+    named: set[str] = set()
+    position = 0
+    while position < len(words):
+        word = words[position]
+        position += 1
+        if word == "--":
+            free += range(position, len(words))
+            break
+        if not word.startswith("-") or word == "-":
+            free.append(position - 1)
+            continue
+        long = word.startswith("--")
+        name = word.split("=", 1)[0] if long else word[:2]
+        named.add(name)
+        kind = kinds.get(name, "flag")
+        if kind == "flag" or (long and "=" in word) or (not long and len(word) > 2):
+            continue  # a flag, or its value attached
+        while position < len(words) and not words[position].startswith("-"):
+            if name.startswith("--retrieval-"):
+                ours[position] = name
+            position += 1
+            if kind != "many":
+                break
+    return free, ours, named
+
+
+def _ini_pytest_picks(paths: Sequence[str], here: Path, rootdir_given: bool) -> Path | None:
+    """The config file pytest picks for these test paths when none is named: the first from
+    the folder common to them up, else (no setup.py on the way, no --rootdir) the first up
+    from each path's folder."""
+    existing = [path for path in (_existing(word, here) for word in paths) if path is not None]
+    folders = [path if path.is_dir() else path.parent for path in existing]
     try:
         common = Path(os.path.commonpath(folders)) if folders else here
     except ValueError:  # paths on two drives: pytest's own replay differs, say nothing
@@ -81,19 +140,8 @@ def _ini_pytest_picks(tokens: Sequence[str], here: Path, rootdir_given: bool) ->
     return found
 
 
-def _paths(tokens: Sequence[str], here: Path) -> list[Path]:
-    """The words pytest takes for paths: not options, existing (a node id's file part)."""
-    found = []
-    for token in tokens:
-        if not token.startswith("-"):
-            path = _existing(token, here)
-            if path is not None:
-                found.append(path)
-    return found
-
-
-def _existing(token: str, here: Path) -> Path | None:
-    path = Path(os.path.abspath(here / token.split("::")[0]))
+def _existing(word: str, here: Path) -> Path | None:
+    path = Path(os.path.abspath(here / word.split("::")[0]))
     try:
         return path if path.exists() else None
     except OSError:  # a name too long for a path: not one
@@ -102,7 +150,7 @@ def _existing(token: str, here: Path) -> Path | None:
 
 def _first_config(starts: Sequence[Path]) -> Path | None:
     """pytest's ``locate_config``: from each start up, the first file with pytest settings;
-    else the first pyproject.toml seen (pytest 8.1+ takes it for its rootdir)."""
+    else, from pytest 8.1, the first pyproject.toml seen (it takes that for its rootdir)."""
     from _pytest.config import findpaths
 
     names: list[str] = list(getattr(findpaths, "CONFIG_LOADERS_BY_NAME", None) or _NAMES)
@@ -116,7 +164,7 @@ def _first_config(starts: Sequence[Path]) -> Path | None:
                         pyproject = path
                     if findpaths.load_config_dict_from_file(path) is not None:
                         return path
-    return pyproject
+    return pyproject if pytest.version_tuple[:2] >= (8, 1) else None
 
 
 def _holds_settings(path: Path) -> bool:

@@ -125,6 +125,13 @@ def read_run(path: str | Path) -> Run:
             named_json = _name(source) in (".json", *_JSONL_NAMES)
             if head in ("{", "[") or (head and named_json):  # named so: JSON, whatever it holds
                 document = head + text.read()
+                if head not in ("{", "[") and len(document.split("\n", 1)[0].split()) == 6:
+                    raise RunFileError(
+                        source,
+                        "line 1",
+                        "a TREC run line in a file named as JSON",
+                        f"rename it (e.g. {source.stem}.trec): a {_name(source)} run is JSON",
+                    )
                 return _read_json(source, document, _name(source) in _JSONL_NAMES)
             if not head:
                 raise RunFileError(source, "", "is empty", f"write one hit a line: {TREC_LAYOUT}")

@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .._io import relative
+from .._io import leads_out, relative
 
 if TYPE_CHECKING:
     from ..results import EvaluationResult
@@ -98,7 +98,13 @@ def command(result: EvaluationResult, extra: str) -> str:
         words += ["--retriever", shlex.quote(result.retriever_id)]
         words += ["--baseline", shown] if shown else []
         return " ".join([*words, "--update-baseline"])
-    words = ["pytest --retrieval-golden", golden]
-    words += ["--retrieval-run", run] if run else []
-    words += ["--retrieval-baseline", shown] if shown else []
+    words = ["pytest", _option("--retrieval-golden", golden)]
+    words += [_option("--retrieval-run", run)] if run else []
+    words += [_option("--retrieval-baseline", shown)] if shown else []
     return " ".join([*words, extra])
+
+
+def _option(name: str, path: str) -> str:
+    """``name path``, or ``name=path`` for a path outside the working directory: after a
+    space pytest would take it for a test path when it looks for its ini file."""
+    return f"{name}={path}" if leads_out(path.strip("'")) else f"{name} {path}"
