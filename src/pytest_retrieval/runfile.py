@@ -595,7 +595,7 @@ def trec_scores(ids: Sequence[str], scores: Mapping[str, float]) -> tuple[list[f
         if all(a > b for a, b in pairwise(single)):  # strictly falling in 32 bits: as given
             return cast("list[float]", own), False
     written: list[float] = []
-    changed = False
+    changed = overflow = False
     for position, (doc, given) in enumerate(zip(ids, own, strict=True)):
         mine = given if given is not None and math.isfinite(given) else None
         if not written:
@@ -609,8 +609,10 @@ def trec_scores(ids: Sequence[str], scores: Mapping[str, float]) -> tuple[list[f
         else:
             value = _single_below(above)
             changed = changed or mine is not None
+            # no 32-bit float below the one above (it is -3.4e38 or -inf): they may tie
+            overflow = overflow or not _single(value) < _single(above)
         written.append(value)
-    if all(map(_ranks_after, written[1:], ids[1:], written, ids)):
+    if not overflow or all(map(_ranks_after, written[1:], ids[1:], written, ids)):
         return written, changed
     # past a 32-bit float's range (+-3.4e38) scores are infinite there and tie: n..1
     written = [float(len(ids) - position) for position in range(len(ids))]
