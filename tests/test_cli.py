@@ -298,7 +298,8 @@ def test_diff_bad_reports_are_clear(tmp_path: Path, capsys: pytest.CaptureFixtur
     status, _, err = run(capsys, "diff", str(good), str(broken))
     assert status == 1 and f"{broken}: not JSON (line 1, column 18); give the file" in err
     text = good.read_text(encoding="utf-8")
-    for cut in ('{"evaluations": [{"golden": "abc', '{"evaluations": tr', text[: len(text) // 2]):
+    cuts = ('{"evaluations": [{"golden": "abc', '{"evaluations": tr', '{"a": {"b": 1}')
+    for cut in (*cuts, text[: len(text) // 2]):
         broken.write_text(cut, encoding="utf-8")  # cut inside a string, a literal, anywhere
         status, _, err = run(capsys, "diff", str(good), str(broken))
         assert status == 1 and f"{broken}: ends before its JSON does (line" in err, err
