@@ -6,10 +6,10 @@ size: a 0.62 recall@10 from 40 queries and from 4,000 are different claims.
 Each statistic resamples only where its closed form is not yet accurate, and resamples in
 blocks of at most CHUNK_ENTRIES numbers, so the resampling's working memory does not grow
 with the number of resamples and, beyond a few temporary copies of the values, not with the
-number of queries (a million queries cost a few O(n) passes). What is kept does: the paired
-test keeps counts, the bootstrap one mean per resample and metric (8 bytes each: 2,000
-resamples of 7 metrics are 112 KB, 200,000 of 15 are 24 MB, and a copy while the
-percentiles are taken), which its percentiles need:
+number of queries (a million queries cost a few O(n) passes). What a statistic keeps can:
+the paired test keeps counts only, but the bootstrap keeps one mean per resample and metric
+for its percentiles (8 bytes each: 2,000 resamples of 7 metrics are 112 KB, 200,000 of 15
+are 24 MB, twice that while the percentiles are taken). Which statistic runs:
 
 - interval of a mean (``bootstrap_ci``): percentile bootstrap up to BOOTSTRAP_MAX_QUERIES
   queries, the normal interval above;
