@@ -504,7 +504,7 @@ def test_golden_queries_a_run_lacks_are_a_warning_in_every_output(
     ("option", "value", "ini"),
     [
         ("--retrieval-run", "../x.trec", "[pytest]\nretrieval_golden = golden.json\n"),
-        ("--retrieval-golden", "../golden.json", "[pytest]\nretrieval_threshold = recall@3=0.9\n"),
+        ("--retrieval-golden", "../golden.json", "[pytest]\nretrieval_thresholds = recall@3=0.9\n"),
         ("--retrieval-run", "{outside}/x.trec", "[tool:pytest]\nretrieval_golden = golden.json\n"),
     ],
     ids=["run", "golden", "absolute-setup-cfg"],
