@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,6 +258,16 @@ def test_baseline_records_the_judge_and_a_changed_judge_is_not_compared(
             "*otr@3 *judge changed*",
         ]
     )
+    # the fix it prints re-records under the judge that ran: run as printed, then compared
+    fix = (
+        "pytest --retrieval-golden golden.json --retrieval-judge --retrieval-judge-min-score "
+        "0.9 --retrieval-update-baseline"
+    )
+    changed.stdout.fnmatch_lines([f"*re-record with {fix}"])
+    pytester.runpytest(*shlex.split(fix)[1:]).assert_outcomes(passed=1)
+    again = pytester.runpytest(*judge, "--retrieval-judge-min-score", "0.9")
+    assert "judge changed" not in again.stdout.str()
+    again.stdout.fnmatch_lines(["*otr@3 *ok*"])
 
 
 def test_batch_api_fills_the_cache_for_an_offline_run(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .._io import relative
 from ..metrics import parse_metric
 from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, Reason, Verdict
-from .text import ci, command, delta, metric_value, num, p_value, short
+from .text import ci, command, delta, judge_options, metric_value, num, p_value, short
 
 if TYPE_CHECKING:
     from ..compare import ABGroup
@@ -543,7 +543,7 @@ def _comparison_notes(result: EvaluationResult, comparison: Comparison) -> list[
                 "warn",
                 f"the judge changed since the baseline ({what}): its metrics are not compared; "
                 "re-record with",
-                command(result, "--retrieval-judge --retrieval-update-baseline"),
+                command(result, f"{judge_options(result)} --retrieval-update-baseline"),
             )
         )
     if comparison.stale:

@@ -27,7 +27,18 @@ from .rows import (
     unjudged_note,
     worst_queries,
 )
-from .text import ci, command, delta, metric_value, num, p_value, short, text_table, title
+from .text import (
+    ci,
+    command,
+    delta,
+    judge_options,
+    metric_value,
+    num,
+    p_value,
+    short,
+    text_table,
+    title,
+)
 
 if TYPE_CHECKING:
     from ..compare import ABGroup
@@ -162,7 +173,7 @@ def regression_lines(
         what = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in comparison.judge_changed.items())
         lines.append(
             f"    the judge changed since the baseline ({what}): its metrics are not compared"
-            + fix("; re-record with", "--retrieval-judge --retrieval-update-baseline")
+            + fix("; re-record with", f"{judge_options(result)} --retrieval-update-baseline")
         )
     if comparison.stale:
         lines.append(

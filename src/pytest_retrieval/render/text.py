@@ -104,6 +104,29 @@ def command(result: EvaluationResult, extra: str) -> str:
     return " ".join([*words, extra])
 
 
+def judge_options(result: EvaluationResult) -> str:
+    """``--retrieval-judge`` and the options that make the judge that labelled ``result``
+    (those that change its labels and are not at their defaults): a baseline recorded with
+    them is compared with this run."""
+    from ..judge_options import DEFAULT_JUDGE_MODEL
+
+    judge = result.judge or {}
+    words = ["--retrieval-judge"]
+    for option, key, default in (
+        ("--retrieval-judge-model", "model", DEFAULT_JUDGE_MODEL),
+        ("--retrieval-judge-scale", "scale", "binary"),
+        ("--retrieval-judge-min-score", "min_score", 0.5),
+        ("--retrieval-judge-samples", "samples", 1),
+        ("--retrieval-judge-text-budget", "text_budget", 4000),
+    ):
+        value = judge.get(key, default)
+        if value != default and value is not None:
+            words += [option, shlex.quote(f"{value:g}" if isinstance(value, float) else str(value))]
+    if judge.get("scale") == "0-3" and result.relevance_level != 2:
+        words += ["--retrieval-judge-relevance-level", str(result.relevance_level)]
+    return " ".join(words)
+
+
 def _option(name: str, path: str) -> str:
     """``name path``, or ``name=path`` for a path outside the working directory: after a
     space pytest would take it for a test path when it looks for its ini file."""
