@@ -85,7 +85,7 @@ def test_record_compare_regress_update_improve(
     missing.stdout.fnmatch_lines(
         [
             "*no baseline for synthetic::retriever in golden.json.baseline.json; record one on "
-            "main with: pytest --retrieval-golden golden.json --retrieval-update-baseline*"
+            "main with: pytest --retrieval-golden=golden.json --retrieval-update-baseline*"
         ]
     )
 
@@ -130,7 +130,7 @@ def test_record_compare_regress_update_improve(
         [
             "*recall@10*0.8000*1.0000*+0.2000*improved*",
             "*improved significantly beyond the allowance (recall@10 +0.2000*ratchet the baseline "
-            "up with pytest --retrieval-golden golden.json --retrieval-update-baseline*",
+            "up with pytest --retrieval-golden=golden.json --retrieval-update-baseline*",
         ]
     )
 
@@ -222,7 +222,7 @@ def test_stale_baseline_is_reported_not_compared(
     result.stdout.fnmatch_lines(
         [
             "*STALE baseline: no query of the golden set is unchanged since the baseline was "
-            "recorded. Not compared. Refresh it with: pytest --retrieval-golden golden.json "
+            "recorded. Not compared. Refresh it with: pytest --retrieval-golden=golden.json "
             "--retrieval-update-baseline*"
         ]
     )

@@ -303,6 +303,10 @@ def test_diff_bad_reports_are_clear(tmp_path: Path, capsys: pytest.CaptureFixtur
         broken.write_text(cut, encoding="utf-8")  # cut inside a string, a literal, anywhere
         status, _, err = run(capsys, "diff", str(good), str(broken))
         assert status == 1 and f"{broken}: ends before its JSON does (line" in err, err
+    for other in ("# Retrieval report\n", "q1 Q0 d1 1 1.0 run\n", "<testsuites/>\n"):
+        broken.write_text(other, encoding="utf-8")  # another kind of file: not cut short
+        status, _, err = run(capsys, "diff", str(good), str(broken))
+        assert status == 1 and f"{broken}: not JSON (line 1, column 1)" in err, err
     other = write(tmp_path / "other.json", {"something": "else"})
     status, _, err = run(capsys, "diff", str(other), str(good))
     assert status == 1 and "not a pytest-retrieval report" in err

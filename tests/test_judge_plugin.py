@@ -260,7 +260,7 @@ def test_baseline_records_the_judge_and_a_changed_judge_is_not_compared(
     )
     # the fix it prints re-records under the judge that ran: run as printed, then compared
     fix = (
-        "pytest --retrieval-golden golden.json --retrieval-judge --retrieval-judge-min-score "
+        "pytest --retrieval-golden=golden.json --retrieval-judge --retrieval-judge-min-score "
         "0.9 --retrieval-update-baseline"
     )
     changed.stdout.fnmatch_lines([f"*re-record with {fix}"])
@@ -367,3 +367,30 @@ def test_each_evaluation_reports_its_own_judge_counts(
     out = result.stdout.str()
     assert out.count(": 12 calls, 0 cache hits, 1440 tokens") == 1  # the first set
     assert out.count(": 0 calls, 12 cache hits, 0 tokens") == 1  # the second, same hits
+
+
+def test_the_re_record_command_names_a_custom_prompt_and_an_exact_min_score(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    """Run as printed after a judge change, the fix records that judge: its prompt file and
+    its minimum score to the last digit."""
+    pytester.makeconftest(TEXT_RETRIEVER)
+    write_golden(pytester)
+    judge = ["--retrieval-golden", "golden.json", "--retrieval-judge"]
+    pytester.runpytest(*judge, "--retrieval-update-baseline").assert_outcomes(passed=1)
+    (pytester.path / "prompts").mkdir()
+    prompt = pytester.path / "prompts" / "mine.txt"
+    prompt.write_text(
+        "Is the document about the query?\nQuery: {query}\nDocument: {document}\n",
+        encoding="utf-8",
+    )
+    options = ["--retrieval-judge-prompt", "prompts/mine.txt", "--retrieval-judge-min-score"]
+    changed = pytester.runpytest(*judge, *options, "0.1234567")
+    fix = (
+        "pytest --retrieval-golden=golden.json --retrieval-judge --retrieval-judge-min-score "
+        "0.1234567 --retrieval-judge-prompt=prompts/mine.txt --retrieval-update-baseline"
+    )
+    changed.stdout.fnmatch_lines([f"*re-record with {fix}"])
+    pytester.runpytest(*shlex.split(fix)[1:]).assert_outcomes(passed=1)
+    again = pytester.runpytest(*judge, *options, "0.1234567")
+    assert "judge changed" not in again.stdout.str()

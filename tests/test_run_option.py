@@ -336,7 +336,7 @@ def test_the_no_baseline_note_of_a_run_file_records_its_baseline(
     )
     assert first.ret == 0
     fix = (
-        "pytest --retrieval-golden golden.json --retrieval-run nightly.trec "
+        "pytest --retrieval-golden=golden.json --retrieval-run=nightly.trec "
         "--retrieval-update-baseline"
     )
     first.stdout.fnmatch_lines(
@@ -373,7 +373,7 @@ def test_the_no_baseline_note_of_a_run_file_records_its_baseline(
     shutil.copy(pytester.path / "nightly.trec", pytester.path / "my run.trec")  # quoted
     assert main(["eval", "golden.json", "my run.trec"]) == 0
     fix = (
-        "pytest --retrieval-golden golden.json --retrieval-run 'my run.trec' "
+        "pytest --retrieval-golden=golden.json --retrieval-run='my run.trec' "
         "--retrieval-update-baseline"
     )
     assert f"record one on main with: {fix}" in capsys.readouterr().out
@@ -385,8 +385,8 @@ def test_the_no_baseline_note_of_a_run_file_records_its_baseline(
         "--retrieval-baseline", "p.json",
     )  # fmt: skip
     other.stdout.fnmatch_lines(
-        ["*record one on main with: pytest --retrieval-golden golden.json --retrieval-run "
-         "nightly.trec --retrieval-baseline p.json --retrieval-update-baseline"]
+        ["*record one on main with: pytest --retrieval-golden=golden.json --retrieval-run="
+         "nightly.trec --retrieval-baseline=p.json --retrieval-update-baseline"]
     )  # fmt: skip
 
 
@@ -602,6 +602,12 @@ def _ini_layout(root: Path) -> Path:
         ("", ["--ignore", "sub", "--retrieval-run", "x.trec"], None),  # sub/tox.ini: no path
         ("", ["@sub", "--config-file=../pytest.ini", "--retrieval-run", "../x.trec"], None),
         ("", ["@sub", "-c../pytest.ini", "--retrieval-run", "../x.trec"], None),
+        ("", ["-q", "sub", "--retrieval-run", "sub/x.trec"], "-"),  # -q: a flag (7.4 too)
+        (
+            "",
+            ["--retrieval-golden=golden.json", "--", "--retrieval-run", "../data/x.trec"],
+            "pytest.ini",
+        ),
     ],
     ids=[
         "addopts",
@@ -618,6 +624,8 @@ def _ini_layout(root: Path) -> Path:
         "ignore-value",
         "config-file-nested",
         "c-attached-nested",
+        "q-flag",
+        "after-double-dash",
     ],
 )
 def test_the_ini_check_replays_pytests_choice(
@@ -642,9 +650,10 @@ def test_the_ini_check_replays_pytests_choice(
     args = [arg for arg in args if not arg.startswith("@")]
     monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
     result = pytester.runpytest(*args)
-    if unread is None:
-        assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stderr
+    if unread in (None, "-"):  # "-": sub/tox.ini is read either way (no golden set there)
         assert "pytest took" not in result.stderr.str()
+        if unread is None:
+            assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stderr
     else:
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines(
@@ -677,10 +686,83 @@ def test_the_command_a_note_prints_for_a_run_outside_runs_as_printed(
     first = pytester.runpytest("--retrieval-run=../data/x.trec")
     assert first.ret == 0
     fix = (
-        "pytest --retrieval-golden golden.json --retrieval-run=../data/x.trec "
+        "pytest --retrieval-golden=golden.json --retrieval-run=../data/x.trec "
         "--retrieval-update-baseline"
     )
     first.stdout.fnmatch_lines([f"*record one on main with: {fix}"])
     recorded = pytester.runpytest(*shlex.split(fix)[1:])
     assert recorded.ret == 0, recorded.stderr.str()
     assert (project / "golden.json.baseline.json").exists()
+
+
+def test_the_ini_check_names_pytest_addopts_when_the_value_is_there(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = _ini_layout(pytester.path)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--retrieval-run ../data/x.trec")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --retrieval-run ../data/x.trec in PYTEST_ADDOPTS: pytest took * write "
+            "--retrieval-run=../data/x.trec in PYTEST_ADDOPTS"
+        ]
+    )
+
+
+def test_the_command_a_note_prints_for_a_golden_set_beside_its_own_ini_runs_as_printed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A golden set in a folder with an ini file of its own (a monorepo's package): after a
+    space pytest would read that one, so every path in a printed command has ``=``."""
+    project = _ini_layout(pytester.path)
+    (project / "evals").mkdir()
+    (project / "golden.json").rename(project / "evals" / "golden.json")
+    (project / "evals" / "pytest.ini").write_text("[pytest]\nmarkers = evals\n", "utf-8")
+    (project / "pytest.ini").write_text(
+        "[pytest]\nretrieval_golden = evals/golden.json\n", encoding="utf-8"
+    )
+    (project / "conftest.py").write_text(
+        "import pytest\n\n@pytest.fixture(scope='session')\ndef retriever():\n"
+        "    return lambda query, k: ['d1']\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(project)
+    first = pytester.runpytest()
+    fix = "pytest --retrieval-golden=evals/golden.json --retrieval-update-baseline"
+    first.stdout.fnmatch_lines([f"*record one on main with: {fix}"])
+    recorded = pytester.runpytest(*shlex.split(fix)[1:])
+    assert recorded.ret == 0, recorded.stderr.str()
+    assert (project / "evals" / "golden.json.baseline.json").exists()
+
+
+def test_a_word_after_update_baseline_is_its_mode_and_the_message_says_so(
+    pytester: pytest.Pytester,
+) -> None:
+    result = pytester.runpytest("--retrieval-update-baseline", "tests")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*argument --retrieval-update-baseline: 'tests' is not safe or force; a word after "
+            "--retrieval-update-baseline is its mode: put test paths before the option, or "
+            "write --retrieval-update-baseline=safe"
+        ]
+    )
+
+
+def test_a_run_without_a_golden_set_where_the_ini_names_one_says_why(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = _ini_layout(pytester.path)
+    (project / "test_a.py").write_text("def test_a(): pass\n", encoding="utf-8")
+    monkeypatch.chdir(project)
+    result = pytester.runpytest("test_a.py", "--retrieval-run=../data/x.trec")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --retrieval-run: no golden set to evaluate the run on: those of "
+            "retrieval_golden in the ini are evaluated when pytest is given a folder that "
+            "holds them, and the paths given do not; pass --retrieval-golden PATH"
+        ]
+    )

@@ -1200,10 +1200,12 @@ def _json_object(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise CliError(f"{path}: not JSON (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
-        # our files are one JSON object: one that does not end with "}", or stops at its end
-        # or inside a string, was cut short
+        # our files are one JSON object: one that starts as one but does not end with "}",
+        # or stops at its end or inside a string, was cut short
         text = exc.doc.rstrip()
-        cut = not text.endswith("}") or exc.pos >= len(text) or "Unterminated" in exc.msg
+        cut = exc.pos > 0 and (
+            not text.endswith("}") or exc.pos >= len(text) or "Unterminated" in exc.msg
+        )
         end = "ends before its JSON does" if cut else "not JSON"
         raise CliError(
             f"{path}: {end} (line {exc.lineno}, column {exc.colno}); give the file as "

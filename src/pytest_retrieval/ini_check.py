@@ -27,8 +27,6 @@ from .errors import ConfigError
 
 #: pytest's config file names, in its order of preference (pytest 9 adds pytest.toml)
 _NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
-#: argparse actions that take no value
-_FLAGS = {"store_true", "store_false", "store_const", "append_const", "count", "help", "version"}
 #: options that name the ini file: pytest reads that one, whatever the paths
 _NAMING_INI = {"-c", "--config-file", "--inifile"}
 
@@ -36,10 +34,8 @@ _NAMING_INI = {"-c", "--config-file", "--inifile"}
 def check_ini_read(config: pytest.Config) -> None:
     """A ConfigError naming the ini file pytest left unread because of one of our options'
     values given after a space, and the fix (``=``)."""
-    words = [
-        *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
-        *(str(arg) for arg in config.invocation_params.args),
-    ]
+    from_env = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    words = [*from_env, *(str(arg) for arg in config.invocation_params.args)]
     if not any(word.startswith("--retrieval-") for word in words):
         return
     kinds = _option_kinds(config)
@@ -58,31 +54,32 @@ def check_ini_read(config: pytest.Config) -> None:
         return
     position = next((p for p in ours if _existing(words[p], here)), next(iter(ours)))
     option, value = ours[position], words[position]
+    where = " in PYTEST_ADDOPTS" if position < len(from_env) else ""
     raise ConfigError(
-        f"{option} {value}: pytest took {value} for a test path when it looked for its ini "
-        f"file (before it knows plugins' options), so it did not read {relative(unread, here)} "
-        f"(rootdir: {config.rootpath}); write {shlex.quote(f'{option}={value}')}"
+        f"{option} {value}{where}: pytest took {value} for a test path when it looked for its "
+        f"ini file (before it knows plugins' options), so it did not read "
+        f"{relative(unread, here)} (rootdir: {config.rootpath}); write "
+        f"{shlex.quote(f'{option}={value}')}{where}"
     )
 
 
 def _option_kinds(config: pytest.Config) -> dict[str, str] | None:
-    """Every option pytest knows now -> "flag", "one", "optional" (nargs ?) or "many"."""
-    parser: Any = getattr(config, "_parser", None)
-    try:
-        groups = [parser._anonymous, *parser._groups]
-        kinds = {}
-        for group in groups:
-            for option in group.options:
-                attrs = option.attrs()
-                action, nargs = attrs.get("action"), attrs.get("nargs")
-                if action in _FLAGS or nargs == 0:
-                    kind = "flag"
-                else:
-                    kind = {"?": "optional", "*": "many", "+": "many"}.get(nargs, "one")
-                for name in option.names():
-                    kinds[name] = kind
-    except (AttributeError, TypeError):
+    """Every option pytest knows now -> "flag", "one", "optional" (nargs ?) or "many", read
+    from its argparse parser's own actions (an action class such as pytest 7's ``-q``
+    says only there that it takes no value)."""
+    parser: Any = getattr(getattr(config, "_parser", None), "optparser", None)
+    actions = getattr(parser, "_option_string_actions", None)
+    if not isinstance(actions, dict):
         return None
+    kinds = {}
+    for name, action in actions.items():
+        nargs = getattr(action, "nargs", None)
+        if nargs == 0:
+            kinds[name] = "flag"
+        elif nargs is None or nargs == 1:
+            kinds[name] = "one"
+        else:
+            kinds[name] = "optional" if nargs == "?" else "many"
     return kinds
 
 
@@ -99,8 +96,7 @@ def _read_words(
         word = words[position]
         position += 1
         if word == "--":
-            free += range(position, len(words))
-            break
+            continue  # pytest still reads options after it
         if not word.startswith("-") or word == "-":
             free.append(position - 1)
             continue

@@ -28,6 +28,7 @@ from .validators import (
     shard_arg,
     split_min_arg,
     threshold_arg,
+    update_mode,
 )
 
 if TYPE_CHECKING:
@@ -124,7 +125,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--retrieval-update-baseline",
         nargs="?",
         const="safe",
-        choices=["safe", "force"],
+        type=update_mode,
+        metavar="{safe,force}",
         default=None,
         help="record this run as the baseline (refused on a partial run or failed retriever "
         "calls unless =force)",

@@ -429,6 +429,12 @@ def check_runs(config: pytest.Config, state: SessionState) -> None:
     from .runfile import runs_for
 
     if not state.anchors:
+        if config.getini("retrieval_golden"):  # set, but not where pytest was pointed
+            raise ConfigError(
+                "--retrieval-run: no golden set to evaluate the run on: those of "
+                "retrieval_golden in the ini are evaluated when pytest is given a folder that "
+                "holds them, and the paths given do not; pass --retrieval-golden PATH"
+            )
         raise ConfigError(
             "--retrieval-run: no golden set to evaluate the run on; pass --retrieval-golden "
             "PATH or set retrieval_golden in the [pytest] ini section"

@@ -142,3 +142,14 @@ def retriever_id_arg(text: str) -> str:
             "leave the option out (the run file's name)"
         )
     return text
+
+
+def update_mode(text: str) -> str:
+    """``--retrieval-update-baseline``'s mode. A test path after the option is read as its
+    mode (argparse's ``nargs="?"``): say so, and where to put it."""
+    if text in ("safe", "force"):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not safe or force; a word after --retrieval-update-baseline is its mode: "
+        "put test paths before the option, or write --retrieval-update-baseline=safe"
+    )

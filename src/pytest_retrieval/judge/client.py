@@ -497,6 +497,10 @@ class Judge:
             "relevance_level": self.config.relevance_level,
             "samples": self.config.samples,
             "text_budget": self.config.text_budget_chars,
+            # where a custom prompt is (its version is a hash): the re-record command names it
+            "prompt_file": None
+            if self.config.prompt_file is None
+            else str(self.config.prompt_file),
             "agreement": sum(agreement) / len(agreement) if agreement else None,
             "unanimous": sum(1 for a in agreement if a == 1.0),
             "sampled": len(agreement),  # hits asked more than once that got an answer

@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .._io import leads_out, relative
+from .._io import relative
 
 if TYPE_CHECKING:
     from ..results import EvaluationResult
@@ -121,13 +121,17 @@ def judge_options(result: EvaluationResult) -> str:
     ):
         value = judge.get(key, default)
         if value != default and value is not None:
-            words += [option, shlex.quote(f"{value:g}" if isinstance(value, float) else str(value))]
+            words += [option, shlex.quote(repr(value) if isinstance(value, float) else str(value))]
     if judge.get("scale") == "0-3" and result.relevance_level != 2:
         words += ["--retrieval-judge-relevance-level", str(result.relevance_level)]
+    if judge.get("prompt_file"):
+        words.append(
+            _option("--retrieval-judge-prompt", shlex.quote(relative(judge["prompt_file"])))
+        )
     return " ".join(words)
 
 
 def _option(name: str, path: str) -> str:
-    """``name path``, or ``name=path`` for a path outside the working directory: after a
-    space pytest would take it for a test path when it looks for its ini file."""
-    return f"{name}={path}" if leads_out(path.strip("'")) else f"{name} {path}"
+    """``name=path``: after a space pytest would take the path for a test path when it looks
+    for its ini file (and read another one, or none: :mod:`..ini_check`)."""
+    return f"{name}={path}"
