@@ -108,21 +108,21 @@ def judge_options(result: EvaluationResult) -> str:
     """``--retrieval-judge`` and the options that make the judge that labelled ``result``
     (those that change its labels and are not at their defaults): a baseline recorded with
     them is compared with this run."""
-    from ..judge_options import DEFAULT_JUDGE_MODEL
+    from ..judge.client import JudgeConfig
 
-    judge = result.judge or {}
+    judge, defaults = result.judge or {}, JudgeConfig()  # the judge's defaults: one place
     words = ["--retrieval-judge"]
     for option, key, default in (
-        ("--retrieval-judge-model", "model", DEFAULT_JUDGE_MODEL),
-        ("--retrieval-judge-scale", "scale", "binary"),
-        ("--retrieval-judge-min-score", "min_score", 0.5),
-        ("--retrieval-judge-samples", "samples", 1),
-        ("--retrieval-judge-text-budget", "text_budget", 4000),
+        ("--retrieval-judge-model", "model", defaults.model),
+        ("--retrieval-judge-scale", "scale", defaults.scale),
+        ("--retrieval-judge-min-score", "min_score", defaults.min_score),
+        ("--retrieval-judge-samples", "samples", defaults.samples),
+        ("--retrieval-judge-text-budget", "text_budget", defaults.text_budget_chars),
     ):
         value = judge.get(key, default)
         if value != default and value is not None:
             words += [option, shlex.quote(repr(value) if isinstance(value, float) else str(value))]
-    if judge.get("scale") == "0-3" and result.relevance_level != 2:
+    if judge.get("scale") == "0-3" and result.relevance_level != defaults.relevance_level:
         words += ["--retrieval-judge-relevance-level", str(result.relevance_level)]
     if judge.get("prompt_file"):
         words.append(
