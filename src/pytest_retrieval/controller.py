@@ -64,8 +64,13 @@ class Reporter:
         if str(report.outcome) == "rerun" or report.nodeid in self.rerun:  # rerunfailures
             self._drop_attempt(report)
             return
+        wired = getattr(report, "retrieval", None) or []  # a worker's, as JSON text
+        if wired:
+            from .results import from_wire
+
+            wired = list(map(from_wire, wired))
         payloads: list[EvaluationResult | dict[str, Any]] = [
-            *(getattr(report, "retrieval", None) or []),
+            *wired,
             *(getattr(report, "retrieval_results", None) or []),
         ]
         self.reported.add(report.nodeid)

@@ -10,8 +10,8 @@ level that covers the file are visible, node ids are re-runnable and ``-k``/``-m
 for any test. Golden sets named on the command line (and, when pytest was given no paths, those
 in ini) are added to pytest's arguments unless a given path already covers them.
 
-Data flow under xdist: each worker runs evaluations and attaches their JSON-able results to
-the test report (``report.retrieval``); the controller, which receives every report, is the
+Data flow under xdist: each worker runs evaluations and attaches their results to the test
+report as JSON text (``report.retrieval``); the controller, which receives every report, is the
 only process that prints summaries and writes outputs.
 """
 
@@ -544,10 +544,10 @@ def pytest_runtest_makereport(
         ]
     results = item.stash.get(RESULTS, [])
     if call.when == "call" and results:
-        if is_worker(item.config):  # xdist ships reports as JSON to the controller
-            report.retrieval = [  # type: ignore[attr-defined]
-                dict(result.to_dict(), nodeid=item.nodeid) for result in results
-            ]
+        if is_worker(item.config):  # xdist ships reports to the controller
+            from .results import to_wire
+
+            report.retrieval = list(map(to_wire, results))  # type: ignore[attr-defined]
             report.retrieval_order = item.config.stash[STATE].order.get(  # type: ignore[attr-defined]
                 item.nodeid
             )

@@ -8,6 +8,7 @@ read by every renderer. Nothing here decides anything; derived copies are made w
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -20,7 +21,7 @@ from numpy.typing import NDArray
 
 from ._gc import paused_gc
 from ._io import relative
-from .hits import error_key
+from .hits import NUL, Ranking, error_key
 from .metrics import DEFAULT_RELEVANCE_LEVEL, Metric, parse_metric
 from .verdicts import REGRESSION, UNDECIDED, Reason, Verdict
 
@@ -89,14 +90,16 @@ class QueryResult:
         """Its error's kind (:func:`~pytest_retrieval.hits.error_key`); "" without one."""
         return "" if self.error is None else error_key(self.error)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, rankings: bool = False) -> dict[str, Any]:
         """Its report entry; the optional judge, eRAG, criteria, text and score keys only
-        when set (a million-query report is 16% smaller; ``from_dict`` reads them absent)."""
+        when set (a million-query report is 16% smaller; ``from_dict`` reads them absent).
+        ``rankings``: ``returned`` as it is, a :class:`~.hits.Ranking` not split (for
+        :func:`to_wire`)."""
         entry = {
             "id": self.id,
             "query": self.query,
             "tags": list(self.tags),
-            "returned": tuple(self.returned),
+            "returned": self.returned if rankings else tuple(self.returned),
             "relevant": self.relevant,
             "metrics": self.metrics,
             "latency_ms": round(self.latency_ms, 3),
@@ -287,12 +290,14 @@ class QueryTable(Sequence[QueryResult]):
             return sum(columns.duplicates.values())
         return sum(q.duplicates for q in self.rows)
 
-    def entries(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
-        """The report entries (:meth:`QueryResult.to_dict`) of rows ``start:stop``, made
-        from the columns without building the QueryResults."""
+    def entries(
+        self, start: int = 0, stop: int | None = None, *, rankings: bool = False
+    ) -> list[dict[str, Any]]:
+        """The report entries (:meth:`QueryResult.to_dict`, ``rankings`` passed on) of rows
+        ``start:stop``, made from the columns without building the QueryResults."""
         c = self._columns
         if c is None or self._built is not None:
-            return [q.to_dict() for q in self.rows[start:stop]]
+            return [q.to_dict(rankings=rankings) for q in self.rows[start:stop]]
         rows = range(len(self))[start:stop]
         start, stop = rows.start, rows.stop
         names = list(c.values)
@@ -303,7 +308,7 @@ class QueryTable(Sequence[QueryResult]):
                 "id": qid,
                 "query": text,
                 "tags": list(tags),
-                "returned": tuple(returned),
+                "returned": returned if rankings else tuple(returned),
                 "relevant": relevant,
                 "metrics": dict(zip(names, row, strict=True)),
                 "latency_ms": round(ms, 3),
@@ -1023,6 +1028,14 @@ class EvaluationResult:
         }
 
 
+def _returned(stored: Sequence[str] | str) -> Sequence[str]:
+    """A ranking as a report stores it (a list of ids), or as :func:`to_wire` does (a
+    Ranking's joined string: ids never hold the NUL that joins them)."""
+    if isinstance(stored, str):
+        return Ranking(stored, stored.count(NUL) + 1 if stored else 0)
+    return tuple(stored)
+
+
 def _nan(value: float | None) -> float:
     return float("nan") if value is None else float(value)
 
@@ -1049,6 +1062,33 @@ def verdict_from_dict(data: Mapping[str, Any]) -> Verdict:
     return Verdict(_reasons(stored["reasons"]), _reasons(stored.get("warnings", [])), outcomes)
 
 
+def to_wire(result: EvaluationResult) -> str:
+    """``result``'s report entry as one JSON string, for the test report an xdist worker
+    sends to the controller. execnet's serializer, in Python, walks each object of a nested
+    entry: 100,000 queries x 100 hits took over a minute and 3 GB; one string crosses whole.
+    A :class:`~.hits.Ranking` is written as its one joined string, not as 100 strings. NaN
+    and infinities are written as JS spells them (``allow_nan``), so every float comes back
+    as it was: this text is for :func:`from_wire`, not for a JSON file."""
+    with paused_gc():
+        entry = result.to_dict(queries=False)
+        entry["queries"] = result.table.entries(rankings=True)
+        return json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=_joined)
+
+
+def _joined(value: object) -> str:
+    """What JSON writes for a Ranking (``json.dumps``' ``default``; nothing else reaches it)."""
+    if isinstance(value, Ranking):
+        return value.joined
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def from_wire(text: str) -> dict[str, Any]:
+    """The report entry :func:`to_wire` wrote (``EvaluationResult.from_dict`` reads it)."""
+    with paused_gc():
+        entry: dict[str, Any] = json.loads(text)
+    return entry
+
+
 def result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
     """Rebuild an :class:`EvaluationResult` from its report entry (``to_dict``)."""
     with paused_gc():
@@ -1064,7 +1104,7 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
             query=q["query"],
             tags=tuple(q["tags"]),
             relevant=dict(q["relevant"]),
-            returned=tuple(q["returned"]),
+            returned=_returned(q["returned"]),
             metrics={name: _nan(v) for name, v in q["metrics"].items()},
             latency_ms=_nan(q["latency_ms"]),
             error=q["error"],
