@@ -171,6 +171,26 @@ def test_a_split_records_the_same_baseline(pytester: pytest.Pytester) -> None:
     assert len(split_baseline["entries"]["golden.json::good"]["queries"]) == 120
 
 
+@pytest.mark.parametrize("minimum", ["0", "0.99"])
+def test_a_threshold_on_a_tag_one_part_lacks_is_decided_on_the_whole(
+    pytester: pytest.Pytester, minimum: str
+) -> None:
+    """Only q7 has the tag: one part has none of it. The threshold is the whole set's."""
+    golden = json.loads(json.dumps(GOLDEN))
+    golden["queries"][7]["tags"].append("rare")
+    golden["thresholds"] = {"recall@3[rare]": float(minimum)}
+    pytester.makeconftest(RETRIEVERS)
+    write_golden(pytester, golden)
+    serial = pytester.runpytest_subprocess(*GOLDEN_ARGS, *SERIAL, "--retrieval-report", "s.json")
+    split = pytester.runpytest_subprocess(*GOLDEN_ARGS, *SPLIT, "--retrieval-report", "n.json")
+    assert serial.ret == split.ret, split.stdout.str()
+    assert split.ret == (0 if minimum == "0" else 1), split.stdout.str()
+    assert "incomplete" not in split.stdout.str()
+    assert steady(report(pytester, "n.json")) == steady(report(pytester, "s.json"))
+    (outcome, *_) = report(pytester, "n.json")["evaluations"][0]["thresholds"]
+    assert outcome["metric"] == "recall@3[rare]" and outcome["passed"] == (minimum == "0")
+
+
 def test_a_part_that_errors_fails_the_evaluation_instead_of_merging_the_rest(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

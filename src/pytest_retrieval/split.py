@@ -28,7 +28,7 @@ that reason -- the gate did not run, so no output may say it passed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,7 +122,8 @@ def run_part(
     part: Shard,
 ) -> None:
     """Evaluate ``part``'s queries of the golden set: the result goes to the controller in
-    the test report, undecided; its item passes."""
+    the test report, undecided; its item passes. The thresholds' metrics are computed, the
+    thresholds are not applied: a tag they name may have no query in this part."""
     from .runtest import run_evaluation
 
     golden = state.golden(golden_path)
@@ -130,7 +131,14 @@ def run_part(
     callspec = request.node.callspec
     retriever_id = _whole_param_id(str(callspec.id), part) or state.settings.fixture
     run_evaluation(
-        request, retriever, subset, thresholds, state, retriever_id=retriever_id, part_of=golden
+        request,
+        retriever,
+        subset,
+        [],
+        state,
+        metrics=[t.metric.name for t in thresholds],
+        retriever_id=retriever_id,
+        part_of=golden,
     )
     request.node.user_properties.append(
         (
@@ -272,11 +280,13 @@ def _part_id(item: PartItem) -> str:
 def _merge(
     golden: GoldenSet, payloads: Sequence[EvaluationResult | dict[str, Any]], state: SessionState
 ) -> EvaluationResult:
-    """The parts as one evaluation of ``golden``, compared with its baseline and decided as
-    a run without -n decides (the golden-set test gives no marker settings)."""
+    """The parts as one evaluation of ``golden``, with its thresholds, compared with its
+    baseline and decided as a run without -n decides (the golden-set test gives no marker
+    settings)."""
     from .evaluation import merge_parts
     from .results import EvaluationResult
     from .runtest import attach_baseline
+    from .session import layered_thresholds
 
     parts = [
         r if isinstance(r, EvaluationResult) else EvaluationResult.from_dict(r) for r in payloads
@@ -288,4 +298,5 @@ def _merge(
             f"their {len(result.queries)} queries are not the {len(order)} of "
             f"{relative(golden.source)}; was the file changed during the run?"
         )
+    result = replace(result, thresholds=layered_thresholds(state.settings, golden))
     return attach_baseline(result, golden, state, {})
