@@ -595,6 +595,10 @@ def test_combine_where_the_shards_baseline_is_not_found_is_refused(
         "hold it: run combine in the folder the shards ran pytest in, or pass the baseline they "
         "used with --baseline"
     )
+    # recording there would write a new baseline beside the shards' (and pass): refused too
+    message = refused(capsys, elsewhere, *parts, "--update-baseline")
+    assert message.endswith("(recording here would write a new file beside it)")
+    assert not (elsewhere / "golden.json.baseline.json").exists()
     # as the refusal advises: the shards' baseline passed, compared with it (a regression fails)
     status, out, _ = combine(
         capsys, *parts, "--baseline", str(partials.path / "golden.json.baseline.json")

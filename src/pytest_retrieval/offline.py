@@ -184,28 +184,30 @@ def gate(wholes: Sequence[Whole], *, recording: bool) -> Gated:
     groups compared, as the plugin does. A baseline file that cannot be read raises
     :class:`~.errors.BaselineError`; one without the entry the shards found raises
     :class:`~.errors.ConfigError`."""
-    from .baseline import entry_key, find, read
+    from .baseline import entry_key, find
     from .compare import UnknownReference, ab_groups
 
     files: dict[Path, dict[str, BaselineEntry]] = {}
     results, found = [], {}
     for index, whole in enumerate(wholes):
         entries = None
-        if not recording:
+        if not recording or whole.entry_expected:  # recording: still the shards' file?
             if whole.baseline not in files:
-                files[whole.baseline] = read(whole.baseline)
-            entries = files[whole.baseline]
-            entry = find(entries, whole.key, whole.result.golden_name, whole.result.retriever_id)
-            if entry is not None:
+                files[whole.baseline] = _stored(whole.baseline, recording)
+            stored = files[whole.baseline]
+            entry = find(stored, whole.key, whole.result.golden_name, whole.result.retriever_id)
+            if entry is not None and not recording:
                 found[index] = entry
-            elif whole.entry_expected:
+            elif entry is None and whole.entry_expected and stored is not _UNREADABLE:
                 raise ConfigError(
                     f"{whole.nodeid}: the shards found their baseline entry "
                     f"{entry_key(whole.key, whole.result.retriever_id)} in "
                     f"{whole.settings.baseline!r}, but {whole.baseline} does not hold it: run "
                     "combine in the folder the shards ran pytest in, or pass the baseline they "
                     "used with --baseline"
+                    + (" (recording here would write a new file beside it)" if recording else "")
                 )
+            entries = None if recording else stored
         s = whole.settings
         results.append(
             compare_with_baseline(
@@ -228,6 +230,24 @@ def gate(wholes: Sequence[Whole], *, recording: bool) -> Gated:
         except UnknownReference as exc:
             gated.reasons.append(Reason(USAGE, str(exc)))
     return gated
+
+
+#: what :func:`_stored` gives for a baseline file a recording run cannot read (it replaces it)
+_UNREADABLE: dict[str, BaselineEntry] = {}
+
+
+def _stored(path: Path, recording: bool) -> dict[str, BaselineEntry]:
+    """The entries of the baseline file at ``path`` (none: no file). Recording, a file that
+    cannot be read gives :data:`_UNREADABLE`: recording replaces it, as the plugin does."""
+    from .baseline import read
+    from .errors import BaselineError
+
+    try:
+        return read(path)
+    except BaselineError:
+        if recording:
+            return _UNREADABLE
+        raise
 
 
 def record(gated: Gated, wholes: Sequence[Whole], *, force: bool, root: Path) -> None:
