@@ -143,6 +143,42 @@ def test_the_files_a_golden_set_reads_are_inputs_too(pytester: pytest.Pytester) 
     assert tree(pytester.path) == before
 
 
+def test_the_corpus_a_json_golden_set_names_and_the_ini_file_are_inputs_too(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its ``"corpus"`` is known once the golden set is read: pytest, eval and combine."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "docs").mkdir()
+    (pytester.path / "docs" / "corpus.jsonl").write_text('{"_id": "d1", "text": "apple"}\n')
+    (pytester.path / "golden.json").write_text(
+        json.dumps({**GOLDEN, "corpus": "docs/corpus.jsonl"}), encoding="utf-8"
+    )
+    (pytester.path / "in.trec").write_text(RUN, encoding="utf-8")
+    shard = ["--retrieval-shard", "1/1", "--retrieval-report", "p1.json"]
+    assert pytester.runpytest("--retrieval-golden", "golden.json", *shard).ret == 0
+    before = tree(pytester.path)
+    for option, output in [
+        ("--retrieval-report", "docs/corpus.jsonl"),
+        ("--retrieval-export-run", "./docs/corpus.jsonl"),
+        ("--retrieval-markdown", "tox.ini"),  # what makeini writes
+    ]:
+        result = pytester.runpytest("--retrieval-golden", "golden.json", option, output)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+        what = "the ini file pytest read" if output == "tox.ini" else "the corpus of the"
+        shown = output.removeprefix("./")
+        result.stderr.fnmatch_lines([f"ERROR: {option} {shown} is {what}*"])
+    capsys.readouterr()
+    for argv in (
+        ["eval", "golden.json", "in.trec", "--report", "docs/corpus.jsonl"],
+        ["combine", "p1.json", "--html", "docs/corpus.jsonl"],
+    ):
+        assert main(argv) == 2
+        message = "docs/corpus.jsonl is the corpus of the golden set golden.json: writing it"
+        assert message in capsys.readouterr().err
+    assert tree(pytester.path) == before
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

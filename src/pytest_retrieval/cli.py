@@ -1298,7 +1298,7 @@ def _add_combine(commands: Any) -> None:
 
 
 def _combine(args: argparse.Namespace) -> int:
-    from .formats import golden_inputs
+    from .formats import corpus_input, declared_corpus, golden_inputs
     from .shards import ShardError, combine, malformed, read_partial
 
     outputs = _offline_outputs(args, [("a shard's partial report", p) for p in args.partial])
@@ -1318,7 +1318,11 @@ def _combine(args: argparse.Namespace) -> int:
     goldens |= {Path(w.result.golden_source) for w in wholes}
     _check_overwrites(  # the golden sets and baselines the shards named, found only now
         args,
-        [item for golden in sorted(goldens) for item in golden_inputs(golden)],
+        [
+            item
+            for golden in sorted(goldens)
+            for item in [*golden_inputs(golden), *corpus_input(golden, declared_corpus(golden))]
+        ],
         [("the baseline", path) for path in dict.fromkeys(w.baseline for w in wholes)],
     )
     shards = partials[0].shard.count
@@ -1419,7 +1423,7 @@ def _eval(args: argparse.Namespace) -> int:
     from .baseline import default_path, golden_key
     from .baseline import default_path as baseline_of
     from .evaluation import evaluate
-    from .formats import golden_inputs
+    from .formats import corpus_input, golden_inputs
     from .gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
     from .golden import load_golden
     from .offline import GateSettings, Whole
@@ -1438,6 +1442,10 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         _inputs(args, ["run"], ["golden"])  # a run never produced: the outputs say so
         golden = load_golden(source)
+    except (ConfigError, UsageError) as exc:
+        return _refuse(args, outputs, str(exc))
+    _check_overwrites(args, corpus_input(args.golden, golden.corpus), [])  # named inside it
+    try:
         thresholds = merge(
             from_mapping(golden.thresholds, f"{golden.source} thresholds"),
             [parse_assignment(text, "--threshold") for text in args.threshold],

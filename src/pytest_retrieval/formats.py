@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ._gc import paused_gc
+from ._io import relative
 from .errors import GoldenError
 
 #: the largest judgment grade (0-3 or 0-4 are usual; 100 allows percentage-like scales)
@@ -86,6 +87,27 @@ def golden_inputs(golden: Path) -> list[tuple[str, Path | None]]:
     """:func:`golden_files`, each named for :func:`~._io.overwrite_problem`'s message."""
     first, *others = golden_files(golden)
     return [("the golden set", first), *((f"a file of the golden set {golden}", f) for f in others)]
+
+
+def corpus_input(golden: Path, corpus: str | None) -> list[tuple[str, Path | None]]:
+    """The corpus a JSON golden set names (its ``"corpus"``, known once it is loaded), named
+    for :func:`~._io.overwrite_problem`'s message; none without one."""
+    if corpus is None:
+        return []
+    return [(f"the corpus of the golden set {relative(golden)}", Path(corpus))]
+
+
+def declared_corpus(source: Path) -> str | None:
+    """The ``"corpus"`` a JSON golden set's settings name, resolved (None: none, or not a
+    JSON object; the loaders report any fault). For a guard that does not load the set."""
+    if source.suffix.lower() != ".json" or not source.is_file():
+        return None
+    try:
+        document = json.loads(read_text(source))
+    except (ValueError, RecursionError):  # GoldenError is one
+        return None
+    corpus = document.get("corpus") if isinstance(document, dict) else None
+    return str((source.parent / corpus).resolve()) if isinstance(corpus, str) and corpus else None
 
 
 def read_text(source: Path) -> str:

@@ -122,7 +122,8 @@ def _configure(config: pytest.Config) -> None:
     if not is_worker(config):
         check_ini_read(config)
     settings = settings_from_config(config)
-    problem = overwrite_problem(_outputs(config, settings), _inputs(settings))
+    read = [*_inputs(settings), ("the ini file pytest read", config.inipath)]
+    problem = overwrite_problem(_outputs(config, settings), read)
     if problem is not None:
         raise OverwriteError(problem)
     state = SessionState(settings)
@@ -130,6 +131,14 @@ def _configure(config: pytest.Config) -> None:
     for anchor, path in _schedule(config, settings, state):
         state.anchors[anchor] = path
         golden = state.golden(path)
+        if golden.corpus is not None:  # named inside the golden set: known only now
+            from .formats import corpus_input
+
+            problem = overwrite_problem(
+                _outputs(config, settings), corpus_input(path, golden.corpus)
+            )
+            if problem is not None:
+                raise OverwriteError(problem)
         problem = None if is_worker(config) else corpus_check(golden, settings)
         if problem is not None:
             config.issue_config_time_warning(pytest.PytestWarning(problem), stacklevel=2)
