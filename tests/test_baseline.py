@@ -302,6 +302,34 @@ def test_bad_baseline_file(
     assert [entry.golden_name for entry in read(baseline).values()] == ["synthetic"]
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        ("run.trec", "q1 Q0 d1 1 2.0 bm25\n", "not JSON (at line 1, column 1"),
+        ("test_user.py", "def test_x():\n    pass\n", "not JSON (at line 1, column 1"),
+        ("other.json", '{"hello": 1}', "not a pytest-retrieval baseline"),
+    ],
+)
+def test_recording_never_replaces_a_file_that_is_not_a_baseline(
+    moded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, name: str, content: str, problem: str
+) -> None:
+    """A file named by --retrieval-baseline by mistake is someone's: refused even when the
+    update is asked for, where a damaged baseline is replaced (test_bad_baseline_file)."""
+    target = moded.path / name
+    target.write_text(content)
+    checked = _run(moded, "main", monkeypatch, "--retrieval-baseline", name)
+    assert checked.ret == pytest.ExitCode.USAGE_ERROR
+    recorded = _run(
+        moded, "main", monkeypatch, "--retrieval-baseline", name, "--retrieval-update-baseline"
+    )
+    assert recorded.ret == pytest.ExitCode.TESTS_FAILED
+    output = checked.stdout.str() + checked.stderr.str() + recorded.stdout.str()
+    assert f"baseline NOT updated: baseline {target}: {problem}" in output
+    assert "fix: name a baseline file as the baseline (--retrieval-baseline;" in output
+    assert "re-record it with --retrieval-update-baseline" not in output
+    assert target.read_text() == content
+
+
 def test_hand_edited_value_is_named(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
     path.write_text(

@@ -142,7 +142,10 @@ def default_path(golden_source: str | Path) -> Path:
     source = Path(golden_source)
     if source.suffix == ".tsv" and source.parent.name == "qrels":  # a BEIR split
         source = source.parent.parent
-    return source.with_name(source.name + ".baseline.json")
+    return source.with_name(source.name + _SUFFIX)
+
+
+_SUFFIX = ".baseline.json"
 
 
 # ---------------------------------------------------------------------------- reading
@@ -163,14 +166,16 @@ def read(path: Path) -> dict[str, BaselineEntry]:
     try:
         document = _parse(text)
     except json.JSONDecodeError as exc:
+        place = f"at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        if not is_ours(path, text):
+            raise _foreign(path, f"not JSON ({place})") from None
         where = "corrupt" if text.rstrip().endswith("}") else "truncated"
-        raise BaselineError(
-            path, f"{where} JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
+        raise BaselineError(path, f"{where} JSON {place}") from None
     except _Invalid as exc:
         raise BaselineError(path, str(exc)) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise BaselineError(path, f'not a pytest-retrieval baseline (no "format": "{FORMAT}")')
+        problem = f'not a pytest-retrieval baseline (no "format": "{FORMAT}")'
+        raise (BaselineError(path, problem) if is_ours(path, text) else _foreign(path, problem))
     root = _Field(document, ())
     key = ""
     try:
@@ -193,6 +198,23 @@ def read(path: Path) -> dict[str, BaselineEntry]:
         where = f"entry {key!r} is malformed at " if exc.pointer.startswith("/entries/") else ""
         raise BaselineError(path, f"{where}{exc}") from None
     return parsed
+
+
+def is_ours(path: Path, text: str) -> bool:
+    """The file is a baseline, even damaged (a merge conflict, a cut): it says it is one,
+    or is named as the default baseline is (``*.baseline.json``), or is empty. What
+    recording may replace; anything else is someone's file (a run file, a test)."""
+    return not text.strip() or f'"format": "{FORMAT}"' in text or path.name.endswith(_SUFFIX)
+
+
+def _foreign(path: Path, problem: str) -> BaselineError:
+    return BaselineError(
+        path,
+        problem,
+        fix="name a baseline file as the baseline (--retrieval-baseline; --baseline for "
+        "pytest-retrieval eval and combine): recording does not replace a file that is not "
+        "one; without the option, the baseline is GOLDEN.baseline.json beside the golden set",
+    )
 
 
 _MISSING = object()
@@ -527,8 +549,8 @@ def update(path: Path, new_entries: Sequence[BaselineEntry], *, replace_corrupt:
         try:
             entries = read(path)
         except BaselineError:
-            if not replace_corrupt:
-                raise
+            if not replace_corrupt or not is_ours(path, _text(path)):
+                raise  # someone's file (a run file, a test) is not replaced, even asked to
             entries = {}
         for entry in new_entries:
             if entry.golden_key:
@@ -537,6 +559,14 @@ def update(path: Path, new_entries: Sequence[BaselineEntry], *, replace_corrupt:
                     del entries[legacy.key]
             entries[entry.key] = entry
         atomic_write(path, render(entries))
+
+
+def _text(path: Path) -> str:
+    """The file's text, bytes that are not UTF-8 replaced ("" when it cannot be read)."""
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _described(entry: BaselineEntry) -> str:
