@@ -40,6 +40,19 @@ def test_hit_shapes() -> None:
     assert run.duplicates == 1
 
 
+def test_numpy_scores_are_kept() -> None:
+    """FAISS and most vector stores give float32 scores: not a Python float, still a score."""
+    np = pytest.importorskip("numpy")
+    hits = [
+        {"id": "a", "score": np.float32(0.75)},
+        Doc("b", "bee", np.float64(0.5)),  # type: ignore[arg-type]
+        {"id": "c", "score": np.int64(3)},
+        {"id": "d", "score": True},  # a bool is not a score
+        {"id": "e", "score": "0.1"},  # nor is text
+    ]
+    assert normalize_hits(hits, k=5).scores == {"a": 0.75, "b": 0.5, "c": 3.0}
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [

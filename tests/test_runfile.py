@@ -195,6 +195,8 @@ BAD: list[tuple[str, str | bytes, str]] = [
     ("r.trec", "q1 0 d1 1\n", "is this the golden set's qrels?"),
     ("r.trec", "q1 Q0 d1 1 0.5 t extra\n", "line 1: 7 fields"),
     ("r.trec", "\nq1 Q0 d1 1 high t\n", "line 2: score 'high' (the 5th field) is not a number"),
+    ("r.trec", "q1 Q0 d1 1 1_0 t\n", "score '1_0' (the 5th field) is not a number written in AS"),
+    ("r.trec", "q1 Q0 d1 1 \u0661\u0660 t\n", "score '\u0661\u0660' (the 5th field) is not a"),
     ("r.trec", "q1 Q0 d1 1 nan t\n", "line 1: score 'nan' is not a finite number"),
     ("r.trec", "q1 Q0 d1 1 -inf t\n", "line 1: score '-inf' is not a finite number"),
     (

@@ -13,6 +13,7 @@ import re
 import sys
 from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any, overload
 
 #: longest error message kept (an HTTP error can carry a whole response body)
@@ -189,7 +190,7 @@ def normalize_hits(raw: Any, k: int, judged: Collection[str] | None = None) -> Q
         ids.append(doc_id)
         if isinstance(text, str):
             texts[doc_id] = text
-        if isinstance(score, int | float) and not isinstance(score, bool):
+        if isinstance(score, Real) and not isinstance(score, bool):  # numpy's float32 too
             scores[doc_id] = float(score)
     top = tuple(ids)
     ranks = None if judged is None else _ranks(top, judged, seen)

@@ -202,11 +202,14 @@ def _read_trec(source: Path, text: IO[str]) -> Run:
         qid, _, doc, _, score_text, _ = fields
         try:
             score = float(score_text)
+            if "_" in score_text or not score_text.isascii():  # 1_0: trec_eval reads 1
+                raise ValueError(score_text)
         except ValueError:
             raise RunFileError(
                 source,
                 f"line {number}",
-                f"score {score_text!r} (the 5th field) is not a number",
+                f"score {score_text!r} (the 5th field) is not a number written in ASCII "
+                "digits (trec_eval reads the digits before a '_' or any other character)",
                 f"write {TREC_LAYOUT}, with the retriever's score (higher ranks first)",
             ) from None
         if not -inf < score < inf:
