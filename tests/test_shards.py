@@ -657,6 +657,32 @@ def test_combine_records_several_evaluations_into_one_baseline(
     )
 
 
+def test_shards_that_left_an_evaluation_out_record_no_baseline(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A single run with -k leaving "dense" out records nothing; shards run alike neither."""
+    make_project(pytester, size=40)
+    baseline = pytester.path / "golden.json.baseline.json"
+    single = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "-k", "bm25", "--retrieval-update-baseline"
+    )
+    single.stdout.fnmatch_lines(["*baseline NOT updated for golden.json: this run is partial*"])
+    assert not baseline.exists()
+    shards = run_shards(pytester, "-k", "bm25", count=2)
+    assert [s.ret for s in shards] == [0, 0]
+    shards[0].stdout.fnmatch_lines(
+        ["*golden.json: this shard ran part of it (1 of 2 evaluations of golden.json were "
+         "deselected or did not run (golden.json::retrieval[[]dense[]]))*"]
+    )  # fmt: skip
+    status, out, _ = combine(capsys, "part1.json", "part2.json", "--update-baseline")
+    assert status == 1 and not baseline.exists()
+    assert "baseline NOT updated: the shards ran part of the evaluations (part1.json: " in out
+    status, out, _ = combine(capsys, "part1.json", "part2.json")  # the gate itself runs
+    assert status == 0 and "bm25" in out
+    status, out, _ = combine(capsys, "part1.json", "part2.json", "--update-baseline=force")
+    assert status == 0 and "baseline written: golden.json.baseline.json (golden.json::bm25)" in out
+
+
 def test_shards_of_different_versions_are_refused(
     partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

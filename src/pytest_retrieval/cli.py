@@ -1336,7 +1336,8 @@ def _combine(args: argparse.Namespace) -> int:
             "(retrieval_eval calls are not sharded; run the shards with --retrieval-only)"
         )
     try:
-        return _gate_offline(args, wholes, outputs, note)
+        unrun = [line for partial in partials for line in partial.unrun]
+        return _gate_offline(args, wholes, outputs, note, unrun)
     except MALFORMED:  # a value of the wrong type, found on the way
         error = malformed(documents)
         if error is None:
@@ -1541,7 +1542,11 @@ def _refuse(args: argparse.Namespace, outputs: Any, message: str) -> int:
 
 
 def _gate_offline(
-    args: argparse.Namespace, wholes: Sequence[Any], outputs: Any, note: str = ""
+    args: argparse.Namespace,
+    wholes: Sequence[Any],
+    outputs: Any,
+    note: str = "",
+    unrun: Sequence[str] = (),
 ) -> int:
     """Gate the wholes (baseline comparison, A/B, verdict), record the baseline when asked,
     write the outputs and print the summary; the exit status of the verdict."""
@@ -1557,7 +1562,8 @@ def _gate_offline(
     if note:
         gated.notes.append(note)
     if args.update_baseline is not None:
-        record(gated, wholes, force=args.update_baseline == "force", root=start)
+        force = args.update_baseline == "force"
+        record(gated, wholes, force=force, root=start, unrun=unrun)
     problems = write_outputs(
         replace(outputs, cases=tuple(w.nodeid for w in wholes)),
         gated.results,

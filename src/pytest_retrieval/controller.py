@@ -166,7 +166,24 @@ class Reporter:
         does with a ``retrieval_eval`` result is that test's decision: its outcome counts.)"""
         from .verdicts import session_verdict
 
-        return session_verdict(self.results(self.golden_ids()), [*self.stopped(), *self.reasons])
+        return session_verdict(
+            self.results(self.golden_ids()), [*self.stopped(), *self.reasons], self._unrun_shard()
+        )
+
+    def _unrun_shard(self) -> list[Reason]:
+        """Under --retrieval-shard, a warning for each golden set this shard did not run whole
+        (evaluations deselected, a sample): its partial report says so, and ``combine``
+        records no baseline from it, as this run would not."""
+        if self.state.settings.shard is None:
+            return []
+        return [
+            Reason(
+                PARTIAL_RUN,
+                f"{relative(source)}: this shard ran part of it ({'; '.join(why)}): combine "
+                "records no baseline from it unless forced (--update-baseline=force)",
+            )
+            for source, why in self.unrun().items()
+        ]
 
     def stopped(self) -> list[Reason]:
         """Why golden-set evaluations did not run, in the words the terminal shows: usage
@@ -238,6 +255,7 @@ class Reporter:
             from .shards import shard_notes
 
             self.notes += shard_notes(self.results(self.golden_ids()), settings.report)
+            self.notes += [f"warning: {w.message}" for w in self._unrun_shard()]
         if settings.export_run is not None:  # here, on the controller: workers never race
             from .runtest import export_runs
 
@@ -384,7 +402,19 @@ class Reporter:
 
     def partial(self) -> dict[str, list[str]]:
         """Golden set source -> why this run cannot stand for the whole set (absent when it
-        can). Decided from the items: was each evaluation of the set collected and run?"""
+        can): :meth:`unrun`, and failed retriever calls."""
+        reasons = self.unrun()
+        for result in self.results():
+            if result.errors:
+                reasons.setdefault(result.golden_source, []).append(
+                    f"{len(result.errors)} failed retriever calls in {result.golden_name} "
+                    f"[{result.retriever_id}]"
+                )
+        return reasons
+
+    def unrun(self) -> dict[str, list[str]]:
+        """Golden set source -> why not all of it ran (absent when all did). Decided from
+        the items: was each evaluation of the set collected and run? And on a sample?"""
         reasons: dict[str, list[str]] = {}
         for path, ids in self.state.expected.items():
             golden = self.state.goldens.get(path)
@@ -398,12 +428,6 @@ class Reporter:
                 )
             if golden.sampled_from is not None:
                 reasons.setdefault(golden.source, []).append("--retrieval-sample")
-        for result in self.results():
-            if result.errors:
-                reasons.setdefault(result.golden_source, []).append(
-                    f"{len(result.errors)} failed retriever calls in {result.golden_name} "
-                    f"[{result.retriever_id}]"
-                )
         return reasons
 
     def _update_baselines(self, session: pytest.Session) -> None:

@@ -250,12 +250,31 @@ def _stored(path: Path, recording: bool) -> dict[str, BaselineEntry]:
         raise
 
 
-def record(gated: Gated, wholes: Sequence[Whole], *, force: bool, root: Path) -> None:
+def record(
+    gated: Gated,
+    wholes: Sequence[Whole],
+    *,
+    force: bool,
+    root: Path,
+    unrun: Sequence[str] = (),
+) -> None:
     """Record each whole as its baseline entry, as ``--retrieval-update-baseline`` does: a
     golden set with failed retriever calls is refused (a partial-run reason) unless
-    ``force``; the others are recorded. Notes and problems go into ``gated``."""
+    ``force``; the others are recorded. ``unrun``: why the shards left evaluations out
+    (nothing is recorded then, unless ``force``). Notes and problems go into ``gated``."""
     from ._io import git_info, now
 
+    if unrun and not force:
+        gated.reasons.append(
+            Reason(
+                PARTIAL_RUN,
+                "baseline NOT updated: the shards ran part of the evaluations ("
+                + "; ".join(unrun)
+                + "). Run every shard without -k, -m or --lf leaving an evaluation out, or "
+                "force it with --update-baseline=force",
+            )
+        )
+        return
     failed = [r for r in gated.results if r.errors and not force]
     partial = {r.golden_source for r in failed}
     if failed:

@@ -225,6 +225,9 @@ class Partial:
     left_out: int = 0
     version: str = ""  # the pytest-retrieval that wrote it
     commit: str = ""  # the git commit its shard ran on ("": not in a repository)
+    #: why its shard ran only part of a golden set's evaluations (-k, a sample): its
+    #: verdict's partial-run warnings, which keep ``combine`` from recording a baseline
+    unrun: tuple[str, ...] = ()
 
 
 RERUN = "run every shard on the same commit with the same options"
@@ -234,7 +237,7 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
     """A partial report (``--retrieval-shard ... --retrieval-report``), checked: it holds
     evaluations, each a part of one shard, and its session failed for no other reason."""
     from .results import result_from_dict
-    from .verdicts import session_verdict
+    from .verdicts import PARTIAL_RUN, session_verdict
 
     verdict = document.get("verdict") or {}
     stopped = [f"{r.get('kind')}: {r.get('message')}" for r in verdict.get("reasons") or []]
@@ -279,7 +282,13 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
     version = str(document.get("plugin_version", ""))
     git = document.get("git")
     commit = str(git.get("commit") or "") if isinstance(git, dict) else ""
-    return Partial(path, Shard(*shards[0]), parts, len(results) - len(parts), version, commit)
+    unrun = tuple(
+        f"{path}: {w.get('message')}"
+        for w in verdict.get("warnings") or []
+        if isinstance(w, dict) and w.get("kind") == PARTIAL_RUN
+    )
+    shard = Shard(*shards[0])
+    return Partial(path, shard, parts, len(results) - len(parts), version, commit, unrun)
 
 
 #: the types of a query's fields in a report, as its schema has them (None: JSON null)

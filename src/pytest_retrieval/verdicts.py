@@ -83,11 +83,14 @@ class Verdict:
 UNDECIDED = Verdict(reasons=(Reason("undecided", "no verdict was computed"),), decided=False)
 
 
-def session_verdict(results: Sequence[EvaluationResult], own: Sequence[Reason]) -> Verdict:
+def session_verdict(
+    results: Sequence[EvaluationResult], own: Sequence[Reason], warned: Sequence[Reason] = ()
+) -> Verdict:
     """The session's verdict: its own reasons (a baseline not written, an output that could
-    not be written, ...) and each evaluation's, named by golden set and retriever."""
+    not be written, ...) and warnings, and each evaluation's, named by golden set and
+    retriever."""
     reasons = list(own)
-    warnings: list[Reason] = []
+    warnings: list[Reason] = list(warned)
     for result in results:
         label = f"{result.golden_name} [{result.retriever_id}]: "
         reasons += [Reason(r.kind, label + r.message, r.metric) for r in result.verdict.reasons]
