@@ -821,6 +821,36 @@ def test_a_partial_report_with_a_value_of_the_wrong_type_is_refused_where_it_is(
     assert not (partials.path / "golden.json.baseline.json").exists()  # nothing recorded
 
 
+@pytest.mark.parametrize("version", [99, "1", True, None])
+def test_a_partial_report_of_another_format_version_is_refused(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str], version: Any
+) -> None:
+    path = partials.path / "part2.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["version"] = version
+    path.write_text(json.dumps(document), encoding="utf-8")
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json")
+    assert message == (
+        f"part2.json, /version: {version!r} is not the report format this pytest-retrieval "
+        "reads (1); run the shards and combine with one pytest-retrieval"
+    )
+
+
+def test_a_position_outside_the_golden_set_is_refused(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Positions give the golden order; one edited past the end moved a query silently."""
+    path = partials.path / "part2.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["evaluations"][0]["part"]["positions"][0] = 100000
+    path.write_text(json.dumps(document), encoding="utf-8")
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json")
+    assert message.startswith(
+        "golden.json [bm25]: the shards hold 40 queries at 40 places (1 not a "
+        "position in it), but the golden set has 40"
+    ), message
+
+
 def test_shards_of_different_commits_are_refused(
     partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -236,9 +236,16 @@ RERUN = "run every shard on the same commit with the same options"
 def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
     """A partial report (``--retrieval-shard ... --retrieval-report``), checked: it holds
     evaluations, each a part of one shard, and its session failed for no other reason."""
+    from .render.json import REPORT_VERSION
     from .results import result_from_dict
     from .verdicts import PARTIAL_RUN, session_verdict
 
+    version = document.get("version")
+    if type(version) is not int or version != REPORT_VERSION:
+        raise ShardError(
+            f"{path}, /version: {version!r} is not the report format this pytest-retrieval "
+            f"reads ({REPORT_VERSION}); run the shards and combine with one pytest-retrieval"
+        )
     verdict = document.get("verdict") or {}
     stopped = [f"{r.get('kind')}: {r.get('message')}" for r in verdict.get("reasons") or []]
     entries = document["evaluations"]
@@ -473,11 +480,13 @@ def _whole(
                 )
             order.append((position, query.id))
     total = stamps[0].total
-    places = len({p for p, _ in order})
-    if len(order) != total or places != total:
+    places = {p for p, _ in order}
+    if len(order) != total or places != set(range(total)):
+        outside = len(places - set(range(total)))
         raise ShardError(
-            f"{label}: the shards hold {len(order)} queries at {places} places, but the golden "
-            f"set has {total}; {RERUN}"
+            f"{label}: the shards hold {len(order)} queries at {len(places)} places"
+            + (f" ({outside} not a position in it)" if outside else "")
+            + f", but the golden set has {total}; {RERUN}"
         )
     try:
         merged = merge_parts(parts, [qid for _, qid in sorted(order)])
