@@ -43,6 +43,8 @@ def retriever(request):
     part = callspec.params.get("retrieval_part") if callspec else None
     if part is not None and str(part.index + 1) == os.environ.get("FAIL_PART"):
         raise RuntimeError("index shard did not load")
+    if part is not None and str(part.index + 1) == os.environ.get("CRASH_PART"):
+        os._exit(3)  # the worker dies (out of memory, a segfault in a native index)
     return ranker(request.param)
 """
 GOLDEN = {
@@ -189,6 +191,20 @@ def test_a_threshold_on_a_tag_one_part_lacks_is_decided_on_the_whole(
     assert steady(report(pytester, "n.json")) == steady(report(pytester, "s.json"))
     (outcome, *_) = report(pytester, "n.json")["evaluations"][0]["thresholds"]
     assert outcome["metric"] == "recall@3[rare]" and outcome["passed"] == (minimum == "0")
+
+
+def test_a_crashed_worker_is_named_as_such(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project(pytester)
+    monkeypatch.setenv("CRASH_PART", "2")
+    result = pytester.runpytest_subprocess(*GOLDEN_ARGS, *SPLIT)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    text = result.stdout.str()
+    assert "at ???" not in text  # xdist's placeholder for "when" in a crash report
+    result.stdout.fnmatch_lines(
+        ["*golden.json::retrieval[[]*part2/2[]] failed before it produced an evaluation: *crashed*"]
+    )
 
 
 def test_a_part_that_errors_fails_the_evaluation_instead_of_merging_the_rest(

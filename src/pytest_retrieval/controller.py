@@ -75,7 +75,8 @@ class Reporter:
         ]
         self.reported.add(report.nodeid)
         if report.failed and not payloads:  # e.g. the retriever fixture raised in setup
-            when = "" if report.when == "call" else f" at {report.when}"
+            # (a crashed xdist worker's report has "???" for when: no phase to name)
+            when = f" at {report.when}" if report.when in ("setup", "teardown") else ""
             self.broken.setdefault(report.nodeid, (when, _error_text(report)))
         if report.when != "call":
             return
