@@ -246,3 +246,21 @@ def test_a_missing_input_is_said_in_the_outputs_asked_for(
     assert report["passed"] is False
     assert [r["message"] for r in report["verdict"]["reasons"]] == [expected]
     assert expected in (project.path / "o.xml").read_text(encoding="utf-8")
+
+
+def test_eval_warns_of_tied_scores_as_pytest_does(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (pytester.path / "golden.json").write_text(
+        json.dumps({"name": "g", "queries": [{"id": "q1", "query": "a", "relevant": ["d1"]}]})
+    )
+    (pytester.path / "run.trec").write_text("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.5 t\n")
+    warning = (
+        "run file run.trec: 1 query has tied scores; among ties the hits are ranked by doc id, "
+        "descending, as trec_eval ranks them (the rank column is not read)"
+    )
+    status, _, err = evaluate(capsys, "golden.json", "run.trec")
+    assert status == 0 and f"pytest-retrieval eval: warning: {warning}" in err
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-run", "run.trec")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([f"*PytestWarning: {warning}"])

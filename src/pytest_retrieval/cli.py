@@ -1428,7 +1428,7 @@ def _eval(args: argparse.Namespace) -> int:
     from .gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
     from .golden import load_golden
     from .offline import GateSettings, Whole
-    from .runfile import missing_queries, read_run, runs_for
+    from .runfile import missing_queries, read_run, runs_for, ties_warning
 
     outputs = _offline_outputs(
         args,
@@ -1459,6 +1459,8 @@ def _eval(args: argparse.Namespace) -> int:
             args.max_drop,
         )
         run = read_run(args.run)
+        if run.tied:
+            print(f"pytest-retrieval eval: warning: {ties_warning(run)}", file=sys.stderr)
         retriever_id = args.retriever or run.name
         result = evaluate(
             None,

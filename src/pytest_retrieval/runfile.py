@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from ._gc import paused_gc
+from ._io import relative
 from .errors import ConfigError
 from .hits import QueryRun
 from .metrics import trec_order
@@ -100,6 +101,15 @@ class Run:
     def name(self) -> str:
         """The retriever id of this run (:func:`run_name`); baselines are keyed by it."""
         return run_name(self.path)
+
+
+def ties_warning(run: Run) -> str:
+    """What pytest and ``eval`` warn of a run with tied scores (``run.tied`` queries)."""
+    queries = "query has" if run.tied == 1 else "queries have"
+    return (
+        f"run file {relative(run.path)}: {run.tied} {queries} tied scores; among ties the hits "
+        "are ranked by doc id, descending, as trec_eval ranks them (the rank column is not read)"
+    )
 
 
 def run_name(path: Path) -> str:

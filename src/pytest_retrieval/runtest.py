@@ -426,7 +426,7 @@ def check_runs(config: pytest.Config, state: SessionState) -> None:
     lacks (they score 0: the verdict warns of them) and tied scores are warnings."""
     if not state.settings.runs:
         return
-    from .runfile import runs_for
+    from .runfile import runs_for, ties_warning
 
     if not state.anchors:
         if config.getini("retrieval_golden"):  # set, but not where pytest was pointed
@@ -451,15 +451,7 @@ def check_runs(config: pytest.Config, state: SessionState) -> None:
         named[run.name] = run.path
     for run in runs:
         if run.tied:
-            config.issue_config_time_warning(
-                pytest.PytestWarning(
-                    f"run file {run.path}: {run.tied} "
-                    f"{'query has' if run.tied == 1 else 'queries have'} tied scores; among ties "
-                    "the hits are ranked by doc id, descending, as trec_eval ranks them (the "
-                    "rank column is not read)"
-                ),
-                stacklevel=2,
-            )
+            config.issue_config_time_warning(pytest.PytestWarning(ties_warning(run)), stacklevel=2)
         for path in state.anchors.values():
             golden = state.golden(path)
             runs_for(golden, run)  # no query in common: a usage error
