@@ -150,6 +150,28 @@ def test_a_run_given_as_the_golden_set_says_what_it_is(
     assert "pytest-retrieval eval GOLDEN RUN: the golden set first" in err
 
 
+def test_json_files_given_in_each_others_place_say_what_they_are(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JSON run as the golden set, a golden set or a report as the run: named, with the fix
+    (they were "'queries' is a required property" and "/name: a query's hits are ...")."""
+    project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "single.json")
+    run = run_file(project.path / "single.json", project.path / "bm25.json")
+    status, _, err = evaluate(capsys, str(run), "golden.json")
+    assert status == 2
+    assert f"{run}, /: a run file ({{query id: hits}}), not a golden set" in err
+    assert "fix: pass the golden set where one goes and this file as the run" in err
+    swapped = [
+        ("golden.json", "a golden set (it has queries)"),
+        ("single.json", "a pytest-retrieval report (it has evaluations)"),
+    ]
+    for given, what in swapped:
+        status, _, err = evaluate(capsys, "golden.json", given)
+        assert status == 2
+        assert f"run file {given}, /: {what}, not a run" in err
+        assert "eval the golden set comes first: eval GOLDEN RUN" in err
+
+
 def test_an_empty_retriever_id_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
         main(["eval", "golden.json", "run.trec", "--retriever", " "])
@@ -213,7 +235,7 @@ def test_eval_gates_with_its_own_settings(
             "no query has the tag 'x'",
         ),
         (["golden.json", "bm25.json", "--report", "."], "argument --report: '.' is a folder"),
-        (["golden.json", "golden.json"], "error: run file golden.json, /name: a query's hits"),
+        (["golden.json", "golden.json"], "error: run file golden.json, /: a golden set (it has"),
     ],
     ids=["no-run", "unknown-tag", "report-folder", "not-a-run"],
 )

@@ -1321,7 +1321,10 @@ def _combine(args: argparse.Namespace) -> int:
         [
             item
             for golden in sorted(goldens)
-            for item in [*golden_inputs(golden), *corpus_input(golden, declared_corpus(golden))]
+            for item in [
+                *golden_inputs(golden),
+                *corpus_input(relative(golden), declared_corpus(golden)),
+            ]
         ],
         [("the baseline", path) for path in dict.fromkeys(w.baseline for w in wholes)],
     )
@@ -1445,7 +1448,7 @@ def _eval(args: argparse.Namespace) -> int:
         golden = load_golden(source)
     except (ConfigError, UsageError) as exc:
         return _refuse(args, outputs, str(exc))
-    _check_overwrites(args, corpus_input(args.golden, golden.corpus), [])  # named inside it
+    _check_overwrites(args, corpus_input(relative(args.golden), golden.corpus), [])  # in it
     try:
         thresholds = merge(
             from_mapping(golden.thresholds, f"{golden.source} thresholds"),

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from ._gc import paused_gc
-from ._io import relative
 from .errors import GoldenError
 
 #: the largest judgment grade (0-3 or 0-4 are usual; 100 allows percentage-like scales)
@@ -89,12 +88,13 @@ def golden_inputs(golden: Path) -> list[tuple[str, Path | None]]:
     return [("the golden set", first), *((f"a file of the golden set {golden}", f) for f in others)]
 
 
-def corpus_input(golden: Path, corpus: str | None) -> list[tuple[str, Path | None]]:
+def corpus_input(golden: str, corpus: str | None) -> list[tuple[str, Path | None]]:
     """The corpus a JSON golden set names (its ``"corpus"``, known once it is loaded), named
-    for :func:`~._io.overwrite_problem`'s message; none without one."""
+    for :func:`~._io.overwrite_problem`'s message (``golden``: the set as shown); none
+    without one."""
     if corpus is None:
         return []
-    return [(f"the corpus of the golden set {relative(golden)}", Path(corpus))]
+    return [(f"the corpus of the golden set {golden}", Path(corpus))]
 
 
 def declared_corpus(source: Path) -> str | None:

@@ -23,6 +23,7 @@ per-query values, where they were.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Collection, Container, Mapping, Sequence
@@ -286,6 +287,18 @@ def _check_settings(source: Path, document: dict[str, Any]) -> None:
     vouches for them: importing jsonschema alone takes 0.17 s, a third of a small run."""
     if _plain_settings(document):
         return
+    if (
+        "queries" not in document
+        and document
+        and all(map(_is_hits, itertools.islice(document.values(), 20)))
+    ):  # {qid: hits}: the arguments swapped
+        raise GoldenError(
+            source,
+            "/",
+            "a run file ({query id: hits}), not a golden set: it has no 'queries'",
+            "pass the golden set where one goes and this file as the run: pytest-retrieval "
+            "eval GOLDEN RUN, or pytest --retrieval-golden GOLDEN --retrieval-run RUN",
+        )
     from jsonschema import Draft202012Validator
 
     schema = golden_schema()
@@ -632,6 +645,13 @@ def _specific(error: Any) -> Any:
     return max(fitting[0], key=lambda e: len(e.absolute_path))
 
 
+def _is_hits(value: Any) -> bool:
+    """A run's hits of a query: ``{doc: score}`` or ``[doc, ...]``."""
+    if isinstance(value, dict):
+        return all(isinstance(v, int | float) for v in value.values())
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
 _FIXES = {
     "query": 'add a non-empty "query" string with the text sent to the retriever',
     "relevant": 'write "relevant": ["doc-1", "doc-2"] or graded {"doc-1": 3, "doc-2": 1}',
@@ -647,6 +667,8 @@ _FIXES = {
     "max_drop": 'write max_drop as {"recall@10": 0.02} (absolute) or {"ndcg@10": "2%"} '
     "(relative to the baseline)",
     "name": "use a non-empty string",
+    "queries": 'a golden set holds "queries": [{"id": "q1", "query": "...", "relevant": '
+    '["doc-1"]}, ...]',
 }
 
 

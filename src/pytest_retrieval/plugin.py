@@ -135,7 +135,7 @@ def _configure(config: pytest.Config) -> None:
             from .formats import corpus_input
 
             problem = overwrite_problem(
-                _outputs(config, settings), corpus_input(path, golden.corpus)
+                _outputs(config, settings), corpus_input(relative(path), golden.corpus)
             )
             if problem is not None:
                 raise OverwriteError(problem)

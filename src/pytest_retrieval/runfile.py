@@ -321,6 +321,21 @@ def _from_document(source: Path, data: Any) -> Run:
             'write {"q1": {"d3": 12.5, "d1": 9.0}} or {"q1": ["d3", "d1"]}, or one '
             '{"id": "q1", "hits": [...]} a line in a .jsonl file',
         )
+    top = dict(data)  # a golden set's queries: a list of objects (lists of pairs, here)
+    entries = top.get("queries")
+    what = (
+        "a golden set" if isinstance(entries, list) and entries and isinstance(entries[0], list)
+        else "a pytest-retrieval report" if {"evaluations", "plugin_version"} <= set(top)
+        else None
+    )  # fmt: skip
+    if what is not None:
+        raise RunFileError(
+            source,
+            "/",
+            f"{what} (it has {'queries' if what == 'a golden set' else 'evaluations'}), not a run",
+            "give the run file (what the retriever returned, {qid: hits}); for pytest-retrieval "
+            "eval the golden set comes first: eval GOLDEN RUN",
+        )
     queries: dict[str, QueryRun] = {}
     tied = 0
     for qid, value in data:
