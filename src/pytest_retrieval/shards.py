@@ -86,20 +86,11 @@ def run_shard(
     """The golden-set test under ``--retrieval-shard``: this shard's queries evaluated and
     stamped as a part of ``golden`` (:func:`stamp`). Thresholds are not applied to a part,
     only recorded; the metrics they name are computed."""
-    from .runtest import RESULTS, record_properties, run_evaluation
+    from .runtest import RESULTS, record_properties
 
     shard = state.settings.shard
     assert shard is not None  # the plugin calls this only under --retrieval-shard
-    part, positions = cut(golden, shard)
-    result = run_evaluation(
-        request,
-        retriever,
-        part,
-        [],
-        state,
-        metrics=[t.metric.name for t in thresholds],
-        part_of=golden,
-    )
+    result, positions = evaluate_part(request, retriever, golden, shard, thresholds, state)
     stamped = stamp(
         result,
         shard,
@@ -115,6 +106,34 @@ def run_shard(
     results[next(i for i, r in enumerate(results) if r is result)] = stamped
     record_properties(request.node, stamped, len(results))
     return stamped
+
+
+def evaluate_part(
+    request: pytest.FixtureRequest,
+    retriever: Any,
+    golden: GoldenSet,
+    shard: Shard,
+    thresholds: list[Threshold],
+    state: SessionState,
+    retriever_id: str | None = None,
+) -> tuple[EvaluationResult, tuple[int, ...]]:
+    """``shard``'s queries of ``golden`` evaluated, and their positions in it: the
+    thresholds' metrics computed, the thresholds not applied -- a part decides nothing (the
+    whole is decided once merged), and a tag they name may have no query in it."""
+    from .runtest import run_evaluation
+
+    part, positions = cut(golden, shard)
+    result = run_evaluation(
+        request,
+        retriever,
+        part,
+        [],
+        state,
+        metrics=[t.metric.name for t in thresholds],
+        retriever_id=retriever_id,
+        part_of=golden,
+    )
+    return result, positions
 
 
 def stamp(

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._io import relative
-from .shards import Shard, cut, shard_of
+from .shards import Shard, evaluate_part, shard_of
 
 if TYPE_CHECKING:
     from .golden import GoldenSet
@@ -121,29 +121,16 @@ def run_part(
     state: SessionState,
     part: Shard,
 ) -> None:
-    """Evaluate ``part``'s queries of the golden set: the result goes to the controller in
-    the test report, undecided; its item passes. The thresholds' metrics are computed, the
-    thresholds are not applied: a tag they name may have no query in this part."""
-    from .runtest import run_evaluation
-
+    """Evaluate ``part``'s queries of the golden set (:func:`~.shards.evaluate_part`): the
+    result goes to the controller in the test report, undecided; its item passes."""
     golden = state.golden(golden_path)
-    subset, _ = cut(golden, part)
     callspec = request.node.callspec
     retriever_id = _whole_param_id(str(callspec.id), part) or state.settings.fixture
-    run_evaluation(
-        request,
-        retriever,
-        subset,
-        [],
-        state,
-        metrics=[t.metric.name for t in thresholds],
-        retriever_id=retriever_id,
-        part_of=golden,
-    )
+    _, positions = evaluate_part(request, retriever, golden, part, thresholds, state, retriever_id)
     request.node.user_properties.append(
         (
             "retrieval.part",
-            f"{part_id(part)}: {len(subset)} of {len(golden)} queries (merged and decided on "
+            f"{part_id(part)}: {len(positions)} of {len(golden)} queries (merged and decided on "
             "the controller)",
         )
     )
