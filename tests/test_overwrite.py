@@ -179,6 +179,33 @@ def test_the_corpus_a_json_golden_set_names_and_the_ini_file_are_inputs_too(
     assert tree(pytester.path) == before
 
 
+def test_a_golden_set_that_does_not_load_keeps_its_corpus(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The outputs of a failed start say why, but not over the corpus the set names."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    (pytester.path / "corpus.jsonl").write_text('{"_id": "d1", "text": "apple"}\n')
+    broken = {**GOLDEN, "corpus": "corpus.jsonl"}
+    broken["queries"] = [*GOLDEN["queries"], {"id": "bad", "query": "x", "relevant": "oops"}]
+    (pytester.path / "golden.json").write_text(json.dumps(broken), encoding="utf-8")
+    (pytester.path / "in.trec").write_text(RUN, encoding="utf-8")
+    before = tree(pytester.path)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-report",
+                                "corpus.jsonl", "--retrieval-html", "page.html")  # fmt: skip
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "corpus.jsonl NOT written: it is a file of the golden set golden.json" in (
+        result.stdout.str() + result.stderr.str()
+    )
+    assert "golden.json" in (pytester.path / "page.html").read_text()  # the other: written
+    (pytester.path / "page.html").unlink()
+    capsys.readouterr()
+    assert main(["eval", "golden.json", "in.trec", "--report", "corpus.jsonl"]) == 2
+    assert "corpus.jsonl NOT written: it is a file of the golden set golden.json" in (
+        capsys.readouterr().err
+    )
+    assert tree(pytester.path) == before
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

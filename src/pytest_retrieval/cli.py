@@ -1540,7 +1540,9 @@ def _refuse(args: argparse.Namespace, outputs: Any, message: str) -> int:
     from .offline import refused
 
     start = Path.cwd()
-    for problem in refused(outputs, message, root=start, start=start):
+    golden = getattr(args, "golden", None)  # eval's: its corpus is not overwritten either
+    goldens = [golden] if isinstance(golden, Path) else []
+    for problem in refused(outputs, message, root=start, start=start, goldens=goldens):
         print(f"pytest-retrieval {args.command_name}: {problem.message}", file=sys.stderr)
     print(f"pytest-retrieval {args.command_name}: error: {message}", file=sys.stderr)
     return 2

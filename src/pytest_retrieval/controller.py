@@ -487,6 +487,7 @@ def write_outputs(
     groups: Sequence[Any] = (),
     baselines: Callable[[], Mapping[int, Any]] | None = None,
     step_summary: bool = True,
+    goldens: Sequence[Path] = (),
 ) -> list[Reason]:
     """The session's outputs (:func:`.offline.write_outputs`: JSON, Markdown and the GitHub
     step summary unless not ``step_summary``, HTML), paths relative to where pytest started.
@@ -502,6 +503,7 @@ def write_outputs(
         groups=groups,
         baselines=baselines,
         step_summary=step_summary,
+        goldens=goldens,
     )
 
 
@@ -514,7 +516,21 @@ def startup_failed(
     terminal shows. ``given``: the options parsed so far, when ``config.option`` is not
     filled yet. Returns an output reason for each file that could not be written."""
     verdict = Verdict((Reason(USAGE, message),))
-    return write_outputs(config, output_paths(config, given), [], verdict)
+    goldens = _named_goldens(config, given)
+    return write_outputs(config, output_paths(config, given), [], verdict, goldens=goldens)
+
+
+def _named_goldens(config: pytest.Config, given: argparse.Namespace | None) -> list[Path]:
+    """The golden sets the options or ini name, as far as they were read (never raises):
+    a failed start's outputs overwrite none of their files."""
+    options = config.option if given is None else given
+    named = getattr(options, "retrieval_golden", None) or []
+    try:
+        named = named or list(config.getini("retrieval_golden"))
+    except ValueError:  # the ini key is not known yet (the plugin's options were not added)
+        return []
+    start = config.invocation_params.dir
+    return [start / path for path in map(Path, named)]
 
 
 def _error_text(report: pytest.TestReport | pytest.CollectReport) -> str:

@@ -362,13 +362,19 @@ class Outputs:
     cases: tuple[str, ...] = ()
 
 
-def read_by(results: Sequence[EvaluationResult]) -> dict[Path, str]:
+def read_by(results: Sequence[EvaluationResult], goldens: Sequence[Path] = ()) -> dict[Path, str]:
     """The files the evaluations read (golden sets and their files, baselines, run files),
     resolved, with why no output may overwrite them: the last guard, at writing time, for
-    what start-up could not check (a golden set named in a test's marker)."""
-    from .formats import golden_files
+    what start-up could not check (a golden set named in a test's marker). ``goldens``: the
+    golden sets of a session that stopped before it evaluated any (one that does not load),
+    with the corpus each names."""
+    from .formats import declared_corpus, golden_files
 
     read: dict[Path, str] = {}
+    for golden in goldens:
+        corpus = declared_corpus(golden)
+        for path in [*golden_files(golden), *([Path(corpus)] if corpus else [])]:
+            read.setdefault(path.resolve(), f"it is a file of the golden set {relative(golden)}")
     for result in results:
         for path in golden_files(Path(result.golden_source)):
             read.setdefault(path.resolve(), f"it is a file of the golden set {result.golden_name}")
@@ -389,6 +395,7 @@ def write_outputs(
     groups: Sequence[ABGroup] = (),
     baselines: Callable[[], Mapping[int, BaselineEntry]] | None = None,
     step_summary: bool = True,
+    goldens: Sequence[Path] = (),
 ) -> list[Reason]:
     """JSON, Markdown (appended to ``$GITHUB_STEP_SUMMARY`` too, unless not
     ``step_summary``), HTML and JUnit, each only when asked for, each stamped with the same
@@ -434,7 +441,7 @@ def write_outputs(
         cases = outputs.cases
         renderers.append((outputs.junit, lambda: junit_xml(results, verdict, cases, created)))
     problems: list[Reason] = []
-    read = read_by(results)
+    read = read_by(results, goldens)
     for path, render in renderers:
         target = path if path.is_absolute() else start / path
         clash = read.get(target.resolve())
@@ -562,10 +569,13 @@ def _address(nodeid: str) -> list[str]:
     return [re.sub(r"\.py$", "", path.replace("/", ".")), *names]
 
 
-def refused(outputs: Outputs, message: str, *, root: Path, start: Path) -> list[Reason]:
+def refused(
+    outputs: Outputs, message: str, *, root: Path, start: Path, goldens: Sequence[Path] = ()
+) -> list[Reason]:
     """The outputs of an offline gate that could not run (inputs that cannot be combined, a
     baseline file that does not read): no evaluation, a failed verdict saying why, as the
-    plugin writes them after a usage error. Returns the files that could not be written."""
-    return write_outputs(
-        replace(outputs, cases=()), [], Verdict((Reason(USAGE, message),)), root=root, start=start
-    )
+    plugin writes them after a usage error (none over a file of the ``goldens``). Returns
+    the files that could not be written."""
+    verdict = Verdict((Reason(USAGE, message),))
+    outputs = replace(outputs, cases=())
+    return write_outputs(outputs, [], verdict, root=root, start=start, goldens=goldens)
