@@ -172,6 +172,28 @@ def test_json_files_given_in_each_others_place_say_what_they_are(
         assert "eval the golden set comes first: eval GOLDEN RUN" in err
 
 
+def test_what_only_looks_like_the_other_file_is_read_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose query is named "queries" (hits as objects) is a run; a golden object with
+    settings but no "queries" is a golden set missing them, not a run."""
+    monkeypatch.chdir(tmp_path)
+    queries = [{"id": "queries", "query": "a", "relevant": ["d1"]}]
+    queries.append({"id": "q2", "query": "b", "relevant": ["d2"]})
+    Path("g.json").write_text(json.dumps({"name": "g", "queries": queries}))
+    Path("run.json").write_text(
+        json.dumps({"q2": [{"id": "d2", "score": 1.0}], "queries": [{"id": "d1", "score": 2.0}]})
+    )
+    status, out, _ = evaluate(capsys, "g.json", "run.json", "--metric", "recall@1")
+    assert status == 0 and "recall@1      1.0000" in out
+    Path("s.json").write_text(
+        json.dumps({"metrics": ["recall@5"], "thresholds": {"recall@5": 0.5}})
+    )
+    status, _, err = evaluate(capsys, "s.json", "run.json")
+    assert status == 2 and "s.json, /: 'queries' is a required property" in err
+    assert "not a golden set" not in err
+
+
 def test_an_empty_retriever_id_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
         main(["eval", "golden.json", "run.trec", "--retriever", " "])

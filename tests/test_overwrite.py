@@ -6,6 +6,7 @@ session stopped."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -177,6 +178,18 @@ def test_the_corpus_a_json_golden_set_names_and_the_ini_file_are_inputs_too(
         message = "docs/corpus.jsonl is the corpus of the golden set golden.json: writing it"
         assert message in capsys.readouterr().err
     assert tree(pytester.path) == before
+
+
+def test_an_ini_file_that_is_no_file_is_not_an_input(pytester: pytest.Pytester) -> None:
+    """``-c /dev/null`` (a common way to run without the project's ini) with an output to
+    /dev/null: nothing is overwritten, so nothing is refused."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    (pytester.path / "golden.json").write_text(json.dumps(GOLDEN), encoding="utf-8")
+    result = pytester.runpytest_subprocess(
+        "-c", os.devnull, "--rootdir", str(pytester.path), "--retrieval-golden", "golden.json",
+        "--junitxml", os.devnull,
+    )  # fmt: skip
+    assert result.ret == 0, result.stderr.str()
 
 
 def test_a_golden_set_that_does_not_load_keeps_its_corpus(

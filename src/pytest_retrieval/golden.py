@@ -290,6 +290,7 @@ def _check_settings(source: Path, document: dict[str, Any]) -> None:
     if (
         "queries" not in document
         and document
+        and not document.keys() & _SETTINGS
         and all(map(_is_hits, itertools.islice(document.values(), 20)))
     ):  # {qid: hits}: the arguments swapped
         raise GoldenError(

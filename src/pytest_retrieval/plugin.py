@@ -122,7 +122,8 @@ def _configure(config: pytest.Config) -> None:
     if not is_worker(config):
         check_ini_read(config)
     settings = settings_from_config(config)
-    read = [*_inputs(settings), ("the ini file pytest read", config.inipath)]
+    ini = config.inipath if config.inipath and config.inipath.is_file() else None  # -c /dev/null
+    read = [*_inputs(settings), ("the ini file pytest read", ini)]
     problem = overwrite_problem(_outputs(config, settings), read)
     if problem is not None:
         raise OverwriteError(problem)

@@ -321,10 +321,9 @@ def _from_document(source: Path, data: Any) -> Run:
             'write {"q1": {"d3": 12.5, "d1": 9.0}} or {"q1": ["d3", "d1"]}, or one '
             '{"id": "q1", "hits": [...]} a line in a .jsonl file',
         )
-    top = dict(data)  # a golden set's queries: a list of objects (lists of pairs, here)
-    entries = top.get("queries")
+    top = dict(data)
     what = (
-        "a golden set" if isinstance(entries, list) and entries and isinstance(entries[0], list)
+        "a golden set" if _golden_entries(top.get("queries"))
         else "a pytest-retrieval report" if {"evaluations", "plugin_version"} <= set(top)
         else None
     )  # fmt: skip
@@ -350,6 +349,15 @@ def _from_document(source: Path, data: Any) -> Run:
     if not queries:
         raise RunFileError(source, "/", "holds no queries", "write {qid: hits, ...}")
     return Run(source, "json", queries, tied)
+
+
+def _golden_entries(value: Any) -> bool:
+    """``value`` is a golden set's ``queries`` (objects with a "query", parsed as lists of
+    pairs), not the hits of a query named "queries" (ids, or objects with an "id")."""
+    first = value[0] if isinstance(value, list) and value else None
+    return isinstance(first, list) and any(
+        isinstance(pair, tuple) and pair[0] == "query" for pair in first
+    )
 
 
 def _read_jsonl(source: Path, document: str) -> Run:
