@@ -269,6 +269,12 @@ RESTORE = "fix: restore it from git"
         ('{"format": "pytest-retrieval-baseline", "version": 1, "entr', "truncated JSON", RESTORE),
         ("{not json}", "corrupt JSON at line 1, column 2", RESTORE),
         (
+            '{\n  "format": "pytest-retrieval-baseline",\n<<<<<<< HEAD\n  "version": 1,\n'
+            '=======\n  "version": 1, "entries": {}\n>>>>>>> main\n}\n',
+            "git merge-conflict markers (<<<<<<< at line 3)",
+            "fix: re-record it with --retrieval-update-baseline on the merged code",
+        ),
+        (
             '{"format": "pytest-retrieval-baseline", "version": 99, "entries": {}}',
             "/version: format version 99 is newer than this pytest-retrieval understands",
             "fix: upgrade pytest-retrieval",
@@ -308,6 +314,7 @@ def test_bad_baseline_file(
         ("run.trec", "q1 Q0 d1 1 2.0 bm25\n", "not JSON (at line 1, column 1"),
         ("test_user.py", "def test_x():\n    pass\n", "not JSON (at line 1, column 1"),
         ("other.json", '{"hello": 1}', "not a pytest-retrieval baseline"),
+        ("test_quoting.py", 'BASE = {"format": "pytest-retrieval-baseline"}\n', "not JSON (at"),
     ],
 )
 def test_recording_never_replaces_a_file_that_is_not_a_baseline(
@@ -328,6 +335,24 @@ def test_recording_never_replaces_a_file_that_is_not_a_baseline(
     assert "fix: name a baseline file as the baseline (--retrieval-baseline;" in output
     assert "re-record it with --retrieval-update-baseline" not in output
     assert target.read_text() == content
+
+
+def test_a_damaged_baseline_under_another_name_is_still_replaced(
+    moded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written compactly and cut short, named by --retrieval-baseline: it says it is one."""
+    target = moded.path / "main.json"
+    target.write_text('{"format":"pytest-retrieval-baseline","version":1,"entries":{"g')
+    result = _run(
+        moded,
+        "main",
+        monkeypatch,
+        "--retrieval-baseline",
+        "main.json",
+        "--retrieval-update-baseline",
+    )
+    result.assert_outcomes(passed=1)
+    assert [entry.golden_name for entry in read(target).values()] == ["synthetic"]
 
 
 def test_hand_edited_value_is_named(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -169,6 +170,15 @@ def read(path: Path) -> dict[str, BaselineEntry]:
         place = f"at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         if not is_ours(path, text):
             raise _foreign(path, f"not JSON ({place})") from None
+        conflict = _CONFLICT.search(text)
+        if conflict is not None:
+            line = text.count("\n", 0, conflict.start()) + 1
+            raise BaselineError(
+                path,
+                f"git merge-conflict markers (<<<<<<< at line {line})",
+                fix=f"re-record it with --retrieval-update-baseline on the merged code (git "
+                f"checkout --theirs -- {path} keeps the other side's)",
+            ) from None
         where = "corrupt" if text.rstrip().endswith("}") else "truncated"
         raise BaselineError(path, f"{where} JSON {place}") from None
     except _Invalid as exc:
@@ -201,10 +211,18 @@ def read(path: Path) -> dict[str, BaselineEntry]:
 
 
 def is_ours(path: Path, text: str) -> bool:
-    """The file is a baseline, even damaged (a merge conflict, a cut): it says it is one,
-    or is named as the default baseline is (``*.baseline.json``), or is empty. What
-    recording may replace; anything else is someone's file (a run file, a test)."""
-    return not text.strip() or f'"format": "{FORMAT}"' in text or path.name.endswith(_SUFFIX)
+    """The file is a baseline, even damaged (a merge conflict, a cut): it is empty, or named
+    as the default baseline is (``*.baseline.json``), or a JSON object (or a conflict's
+    ``<<<<<<<``) whose text names the format. What recording may replace; anything else is
+    someone's file (a run file, a test that quotes the format)."""
+    if not text.strip() or path.name.endswith(_SUFFIX):
+        return True
+    return text.lstrip().startswith(("{", "<<<<<<<")) and _FORMAT_FIELD.search(text) is not None
+
+
+_FORMAT_FIELD = re.compile(rf'"format"\s*:\s*"{FORMAT}"')
+#: a git merge conflict's first marker, at the start of a line
+_CONFLICT = re.compile(r"^<<<<<<< ", re.MULTILINE)
 
 
 def _foreign(path: Path, problem: str) -> BaselineError:
