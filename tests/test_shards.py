@@ -657,30 +657,41 @@ def test_combine_records_several_evaluations_into_one_baseline(
     )
 
 
-def test_shards_that_left_an_evaluation_out_record_no_baseline(
+def test_shards_that_left_an_evaluation_out_record_only_the_whole_golden_sets(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A single run with -k leaving "dense" out records nothing; shards run alike neither."""
+    """-k leaves other.json's "dense" out: a single run records golden.json and refuses
+    other.json; the shards, run alike, say so and combine does the same."""
     make_project(pytester, size=40)
+    shutil.copy(pytester.path / "golden.json", pytester.path / "other.json")
+    both = ("--retrieval-golden", "golden.json", "--retrieval-golden", "other.json")
+    left_out = ("-k", "not (other and dense)")
     baseline = pytester.path / "golden.json.baseline.json"
-    single = pytester.runpytest(
-        "--retrieval-golden", "golden.json", "-k", "bm25", "--retrieval-update-baseline"
-    )
-    single.stdout.fnmatch_lines(["*baseline NOT updated for golden.json: this run is partial*"])
-    assert not baseline.exists()
-    shards = run_shards(pytester, "-k", "bm25", count=2)
+    single = pytester.runpytest(*both, *left_out, "--retrieval-update-baseline")
+    single.stdout.fnmatch_lines(["*baseline NOT updated for other.json: this run is partial*"])
+    single_entries = sorted(json.loads(baseline.read_text())["entries"])
+    assert single_entries == ["golden.json::bm25", "golden.json::dense"]
+    assert not (pytester.path / "other.json.baseline.json").exists()
+    baseline.unlink()
+    shards = run_shards(pytester, "--retrieval-golden", "other.json", *left_out, count=2)
     assert [s.ret for s in shards] == [0, 0]
     shards[0].stdout.fnmatch_lines(
-        ["*golden.json: this shard ran part of it (1 of 2 evaluations of golden.json were "
-         "deselected or did not run (golden.json::retrieval[[]dense[]]))*"]
+        ["*warning: other.json: this shard ran part of it (1 of 2 evaluations of other.json "
+         "were deselected or did not run (other.json::retrieval[[]dense[]])): combine records "
+         "no baseline from it unless forced (--update-baseline=force)"]
     )  # fmt: skip
     status, out, _ = combine(capsys, "part1.json", "part2.json", "--update-baseline")
-    assert status == 1 and not baseline.exists()
-    assert "baseline NOT updated: the shards ran part of the evaluations (part1.json: " in out
-    status, out, _ = combine(capsys, "part1.json", "part2.json")  # the gate itself runs
-    assert status == 0 and "bm25" in out
+    assert status == 1
+    assert (
+        "partial run: baseline NOT updated for other.json: this run is partial (1 of 2 "
+        "evaluations of other.json were deselected or did not run (other.json::retrieval"
+        "[dense])). Run every shard without -k, -m or --lf leaving an evaluation out, or force "
+        "it with --update-baseline=force"
+    ) in out
+    assert sorted(json.loads(baseline.read_text())["entries"]) == single_entries
+    assert not (pytester.path / "other.json.baseline.json").exists()
     status, out, _ = combine(capsys, "part1.json", "part2.json", "--update-baseline=force")
-    assert status == 0 and "baseline written: golden.json.baseline.json (golden.json::bm25)" in out
+    assert status == 0 and "baseline written: other.json.baseline.json (other.json::bm25)" in out
 
 
 def test_shards_of_different_versions_are_refused(

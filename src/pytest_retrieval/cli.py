@@ -24,7 +24,7 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -1339,7 +1339,11 @@ def _combine(args: argparse.Namespace) -> int:
             "(retrieval_eval calls are not sharded; run the shards with --retrieval-only)"
         )
     try:
-        unrun = [line for partial in partials for line in partial.unrun]
+        unrun: dict[str, list[str]] = {}
+        for partial in partials:
+            for golden, why in partial.unrun.items():
+                known = unrun.setdefault(golden, [])
+                known += [w for w in why if w not in known]
         return _gate_offline(args, wholes, outputs, note, unrun)
     except MALFORMED:  # a value of the wrong type, found on the way
         error = malformed(documents)
@@ -1553,7 +1557,7 @@ def _gate_offline(
     wholes: Sequence[Any],
     outputs: Any,
     note: str = "",
-    unrun: Sequence[str] = (),
+    unrun: Mapping[str, Sequence[str]] | None = None,
 ) -> int:
     """Gate the wholes (baseline comparison, A/B, verdict), record the baseline when asked,
     write the outputs and print the summary; the exit status of the verdict."""

@@ -256,39 +256,42 @@ def record(
     *,
     force: bool,
     root: Path,
-    unrun: Sequence[str] = (),
+    unrun: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
     """Record each whole as its baseline entry, as ``--retrieval-update-baseline`` does: a
-    golden set with failed retriever calls is refused (a partial-run reason) unless
-    ``force``; the others are recorded. ``unrun``: why the shards left evaluations out
-    (nothing is recorded then, unless ``force``). Notes and problems go into ``gated``."""
+    golden set with failed retriever calls, or that the shards ran only part of (``unrun``:
+    the golden set as they named it -> why), is refused (a partial-run reason) unless
+    ``force``; the others are recorded. Notes and problems go into ``gated``."""
     from ._io import git_info, now
 
-    if unrun and not force:
-        gated.reasons.append(
-            Reason(
-                PARTIAL_RUN,
-                "baseline NOT updated: the shards ran part of the evaluations ("
-                + "; ".join(unrun)
-                + "). Run every shard without -k, -m or --lf leaving an evaluation out, or "
-                "force it with --update-baseline=force",
-            )
-        )
-        return
-    failed = [r for r in gated.results if r.errors and not force]
-    partial = {r.golden_source for r in failed}
-    if failed:
+    partial: dict[str, list[str]] = {}
+    if not force:
+        named = {relative(w.result.golden_source): w.result.golden_source for w in wholes}
+        for golden, why in (unrun or {}).items():
+            # a name not found here (combine run elsewhere): refuse them all, to be safe
+            for source in [named[golden]] if golden in named else named.values():
+                partial.setdefault(source, []).extend(why)
+        for r in gated.results:
+            if r.errors:
+                partial.setdefault(r.golden_source, []).append(
+                    f"{len(r.errors)} failed retriever calls in {r.golden_name} [{r.retriever_id}]"
+                )
+    if partial:
+        fixes = ["fix the failed calls"] if any(r.errors for r in gated.results) else []
+        if unrun:
+            fixes.append("run every shard without -k, -m or --lf leaving an evaluation out")
+        fix = ", ".join(fixes)
         gated.reasons.append(
             Reason(
                 PARTIAL_RUN,
                 "baseline NOT updated for "
                 + ", ".join(sorted(relative(s) for s in partial))
                 + ": this run is partial ("
-                + "; ".join(
-                    f"{len(r.errors)} failed retriever calls in {r.golden_name} [{r.retriever_id}]"
-                    for r in failed
-                )
-                + "). Fix the failed calls, or force it with --update-baseline=force",
+                + "; ".join(dict.fromkeys(why for whys in partial.values() for why in whys))
+                + "). "
+                + fix[:1].upper()
+                + fix[1:]
+                + ", or force it with --update-baseline=force",
             )
         )
     chosen = [

@@ -24,8 +24,9 @@ import hashlib
 import itertools
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -244,12 +245,15 @@ class Partial:
     left_out: int = 0
     version: str = ""  # the pytest-retrieval that wrote it
     commit: str = ""  # the git commit its shard ran on ("": not in a repository)
-    #: why its shard ran only part of a golden set's evaluations (-k, a sample): its
-    #: verdict's partial-run warnings, which keep ``combine`` from recording a baseline
-    unrun: tuple[str, ...] = ()
+    #: golden set (as the shard named it) -> why its shard ran only part of its evaluations
+    #: (-k, a sample): its verdict's partial-run warnings (:data:`UNRUN`), which keep
+    #: ``combine`` from recording that golden set's baseline
+    unrun: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 RERUN = "run every shard on the same commit with the same options"
+#: a shard's partial-run warning (``Reporter._unrun_shard`` writes it): golden set, why
+UNRUN = re.compile(r"(.+?): this shard ran part of it \((.*)\): combine records no baseline .*")
 
 
 def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
@@ -308,11 +312,12 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
     version = str(document.get("plugin_version", ""))
     git = document.get("git")
     commit = str(git.get("commit") or "") if isinstance(git, dict) else ""
-    unrun = tuple(
-        f"{path}: {w.get('message')}"
-        for w in verdict.get("warnings") or []
-        if isinstance(w, dict) and w.get("kind") == PARTIAL_RUN
-    )
+    unrun: dict[str, tuple[str, ...]] = {}
+    for warning in verdict.get("warnings") or []:
+        if isinstance(warning, dict) and warning.get("kind") == PARTIAL_RUN:
+            found = UNRUN.fullmatch(str(warning.get("message")))
+            golden, why = found.groups() if found else ("", str(warning.get("message")))
+            unrun[golden] = (*unrun.get(golden, ()), why)  # "": no golden set named: all
     shard = Shard(*shards[0])
     return Partial(path, shard, parts, len(results) - len(parts), version, commit, unrun)
 
