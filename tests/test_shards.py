@@ -853,12 +853,22 @@ def test_a_position_outside_the_golden_set_is_refused(
     """Positions give the golden order; one edited past the end moved a query silently."""
     path = partials.path / "part2.json"
     document = json.loads(path.read_text(encoding="utf-8"))
-    document["evaluations"][0]["part"]["positions"][0] = 100000
+    original = document["evaluations"][0]["part"]["positions"][-1]
+    document["evaluations"][0]["part"]["positions"][-1] = 100000  # still in increasing order
     path.write_text(json.dumps(document), encoding="utf-8")
     message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json")
     assert message.startswith(
-        "golden.json [bm25]: the shards hold 40 queries at 40 places (1 not a "
-        "position in it), but the golden set has 40"
+        "golden.json [bm25]: the shards place a query at 100000, outside the golden set's 40 "
+        "positions (0 to 39)"
+    ), message
+    # two positions swapped within a part: its queries out of golden order
+    document["evaluations"][0]["part"]["positions"][-1] = original
+    positions = document["evaluations"][0]["part"]["positions"]
+    positions[0], positions[1] = positions[1], positions[0]
+    path.write_text(json.dumps(document), encoding="utf-8")
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json")
+    assert message.startswith(
+        "part2.json: golden.json [bm25]: its positions are not in increasing (golden) order"
     ), message
 
 

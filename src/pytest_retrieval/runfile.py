@@ -218,8 +218,8 @@ def _read_trec(source: Path, text: IO[str]) -> Run:
             raise RunFileError(
                 source,
                 f"line {number}",
-                f"score {score_text!r} (the 5th field) is not a number written in ASCII "
-                "digits (trec_eval reads the digits before a '_' or any other character)",
+                f"score {score_text!r} (the 5th field) is not a decimal number in ASCII digits "
+                "(such as 12.5 or -3e-2: trec_eval reads up to the first other character)",
                 f"write {TREC_LAYOUT}, with the retriever's score (higher ranks first)",
             ) from None
         if not -inf < score < inf:

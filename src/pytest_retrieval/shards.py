@@ -494,6 +494,11 @@ def _whole(
     for result, stamp_, partial in zip(parts, stamps, partials, strict=True):
         if len(stamp_.positions) != len(result.queries):
             raise ShardError(f"{partial.path}: {label}: its positions do not match its queries")
+        if any(a >= b for a, b in itertools.pairwise(stamp_.positions)):  # cut in golden order
+            raise ShardError(
+                f"{partial.path}: {label}: its positions are not in increasing (golden) order, "
+                f"as a shard writes them; {RERUN}"
+            )
         for position, query in zip(stamp_.positions, result.queries, strict=True):
             if shard_of(query.id, stamp_.count) != stamp_.index:
                 raise ShardError(
@@ -505,12 +510,16 @@ def _whole(
             order.append((position, query.id))
     total = stamps[0].total
     places = {p for p, _ in order}
-    if len(order) != total or places != set(range(total)):
-        outside = len(places - set(range(total)))
+    outside = sorted(places - set(range(total)))
+    if outside:
         raise ShardError(
-            f"{label}: the shards hold {len(order)} queries at {len(places)} places"
-            + (f" ({outside} not a position in it)" if outside else "")
-            + f", but the golden set has {total}; {RERUN}"
+            f"{label}: the shards place a query at {outside[0]}, outside the golden set's "
+            f"{total} positions (0 to {total - 1}); {RERUN}"
+        )
+    if len(order) != total or len(places) != total:
+        raise ShardError(
+            f"{label}: the shards hold {len(order)} queries at {len(places)} places, but the "
+            f"golden set has {total}; {RERUN}"
         )
     try:
         merged = merge_parts(parts, [qid for _, qid in sorted(order)])
