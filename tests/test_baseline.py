@@ -545,3 +545,26 @@ def test_writes_keep_permissions_and_leave_no_lock_file_beside_the_baseline(
     atomic_write(target, "{}\n")
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+
+
+def test_a_write_through_a_symlink_or_to_a_device_keeps_what_the_path_is(tmp_path: Path) -> None:
+    """--retrieval-report=/dev/null (run as root, a rename replaced the device with a file;
+    a named pipe stands for it here) and a report path that is a symlink (the link was
+    replaced by a plain file)."""
+    from pytest_retrieval._io import atomic_write
+
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "report.json"
+    link.symlink_to(real)
+    atomic_write(link, ["{", "}\n"])
+    assert link.is_symlink() and real.read_text() == "{}\n"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        atomic_write(fifo, "through the pipe\n")
+        assert os.read(reader, 100) == b"through the pipe\n"
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)  # still a pipe, not a file put in its place

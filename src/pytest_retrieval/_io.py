@@ -36,8 +36,15 @@ def atomic_write(path: Path, text: str | Iterable[str]) -> None:
 
     The new file gets the old one's permissions, or the usual umask-based ones for a new
     file (mkstemp alone would leave it readable by its owner only). Temp files of this
-    target left by a writer killed before its rename are removed first.
+    target left by a writer killed before its rename are removed first. A symlink is
+    written through (its target replaced, the link kept); a path that is not a regular
+    file (``/dev/null``, a named pipe) is written to as it is: a rename would replace it.
     """
+    path = path.resolve() if path.is_symlink() else path
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8", newline="") as stream:
+            stream.writelines([text] if isinstance(text, str) else text)
+        return
     _remove_stray_temp_files(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
