@@ -249,6 +249,26 @@ def test_combine_refuses_to_overwrite_what_the_shards_name(
     assert contents(project) == before
 
 
+def test_a_refused_combine_writes_over_nothing_the_shards_name(
+    pytester: pytest.Pytester, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing shard is refused before the golden set is known from the whole; the
+    refusal's outputs still skip the golden set and baseline the partial reports name."""
+    for i in (1, 2):
+        shard = ["--retrieval-shard", f"{i}/2", "--retrieval-report", f"p{i}.json"]
+        assert pytester.runpytest("--retrieval-golden", "golden.json", *shard).ret == 0
+    (project / "golden.json.baseline.json").write_text("{}", encoding="utf-8")
+    before = contents(project)
+    capsys.readouterr()
+    argv = ["combine", "p1.json", "--report", "golden.json", "--markdown"]
+    assert main([*argv, "golden.json.baseline.json"]) == 2
+    err = capsys.readouterr().err
+    assert "golden.json NOT written: it is a file of the golden set golden.json" in err
+    assert "golden.json.baseline.json NOT written: its inputs name it" in err
+    assert "error: shard 2/2 is missing (given: 1/2 p1.json)" in err
+    assert contents(project) == before
+
+
 def test_a_golden_set_named_in_a_test_is_not_overwritten_at_the_end(
     pytester: pytest.Pytester, project: Path
 ) -> None:

@@ -1299,21 +1299,23 @@ def _add_combine(commands: Any) -> None:
 
 def _combine(args: argparse.Namespace) -> int:
     from .formats import corpus_input, declared_corpus, golden_inputs
-    from .shards import ShardError, combine, malformed, read_partial
+    from .shards import ShardError, combine, malformed, named_by, read_partial
 
     outputs = _offline_outputs(args, [("a shard's partial report", p) for p in args.partial])
     start = Path.cwd()
+    documents: list[tuple[Path, Any]] = []
     try:
         _inputs(args, ["partial"])  # a shard that died before its upload: outputs say so
-        documents = [(path, _report_data(path)) for path in args.partial]  # one given twice too
+        for path in args.partial:  # one given twice too
+            documents.append((path, _report_data(path)))
         try:
             partials = [read_partial(path, document) for path, document in documents]
             wholes = combine(partials, baseline=args.baseline, start=start)
         except MALFORMED as exc:
             error = None if isinstance(exc, ShardError) else malformed(documents)
             raise error or exc from None
-    except (ShardError, CliError, UsageError) as exc:
-        return _refuse(args, outputs, str(exc))
+    except (ShardError, CliError, UsageError) as exc:  # none over a file the shards name
+        return _refuse(args, outputs, str(exc), named_by(documents, start))
     goldens = {start / r.part.golden for p in partials for r in p.results if r.part is not None}
     goldens |= {Path(w.result.golden_source) for w in wholes}
     _check_overwrites(  # the golden sets and baselines the shards named, found only now
@@ -1538,15 +1540,23 @@ def _check_overwrites(
 OUTPUT_OPTIONS = ("report", "markdown", "html", "junit_xml")
 
 
-def _refuse(args: argparse.Namespace, outputs: Any, message: str) -> int:
+def _refuse(
+    args: argparse.Namespace,
+    outputs: Any,
+    message: str,
+    named: tuple[list[Path], list[Path]] = ([], []),
+) -> int:
     """Inputs that cannot be gated: the outputs say why (as after a pytest usage error), and
-    so does stderr; exit status 2."""
+    so does stderr; exit status 2. ``named``: the golden sets and other files the inputs
+    name, which the outputs do not overwrite (eval's golden set is its argument)."""
     from .offline import refused
 
     start = Path.cwd()
+    goldens, others = named
     golden = getattr(args, "golden", None)  # eval's: its corpus is not overwritten either
-    goldens = [golden] if isinstance(golden, Path) else []
-    for problem in refused(outputs, message, root=start, start=start, goldens=goldens):
+    goldens = [*goldens, golden] if isinstance(golden, Path) else goldens
+    written = refused(outputs, message, root=start, start=start, goldens=goldens, others=others)
+    for problem in written:
         print(f"pytest-retrieval {args.command_name}: {problem.message}", file=sys.stderr)
     print(f"pytest-retrieval {args.command_name}: error: {message}", file=sys.stderr)
     return 2

@@ -365,15 +365,17 @@ class Outputs:
     cases: tuple[str, ...] = ()
 
 
-def read_by(results: Sequence[EvaluationResult], goldens: Sequence[Path] = ()) -> dict[Path, str]:
+def read_by(
+    results: Sequence[EvaluationResult], goldens: Sequence[Path] = (), others: Sequence[Path] = ()
+) -> dict[Path, str]:
     """The files the evaluations read (golden sets and their files, baselines, run files),
     resolved, with why no output may overwrite them: the last guard, at writing time, for
     what start-up could not check (a golden set named in a test's marker). ``goldens``: the
     golden sets of a session that stopped before it evaluated any (one that does not load),
-    with the corpus each names."""
+    with the corpus each names; ``others``: more files its inputs name (a baseline)."""
     from .formats import declared_corpus, golden_files
 
-    read: dict[Path, str] = {}
+    read: dict[Path, str] = {path.resolve(): "its inputs name it" for path in others}
     for golden in goldens:
         corpus = declared_corpus(golden)
         for path in [*golden_files(golden), *([Path(corpus)] if corpus else [])]:
@@ -399,6 +401,7 @@ def write_outputs(
     baselines: Callable[[], Mapping[int, BaselineEntry]] | None = None,
     step_summary: bool = True,
     goldens: Sequence[Path] = (),
+    others: Sequence[Path] = (),
 ) -> list[Reason]:
     """JSON, Markdown (appended to ``$GITHUB_STEP_SUMMARY`` too, unless not
     ``step_summary``), HTML and JUnit, each only when asked for, each stamped with the same
@@ -444,7 +447,7 @@ def write_outputs(
         cases = outputs.cases
         renderers.append((outputs.junit, lambda: junit_xml(results, verdict, cases, created)))
     problems: list[Reason] = []
-    read = read_by(results, goldens)
+    read = read_by(results, goldens, others)
     for path, render in renderers:
         target = path if path.is_absolute() else start / path
         clash = read.get(target.resolve())
@@ -573,12 +576,20 @@ def _address(nodeid: str) -> list[str]:
 
 
 def refused(
-    outputs: Outputs, message: str, *, root: Path, start: Path, goldens: Sequence[Path] = ()
+    outputs: Outputs,
+    message: str,
+    *,
+    root: Path,
+    start: Path,
+    goldens: Sequence[Path] = (),
+    others: Sequence[Path] = (),
 ) -> list[Reason]:
     """The outputs of an offline gate that could not run (inputs that cannot be combined, a
     baseline file that does not read): no evaluation, a failed verdict saying why, as the
-    plugin writes them after a usage error (none over a file of the ``goldens``). Returns
-    the files that could not be written."""
+    plugin writes them after a usage error (none over a file of the ``goldens`` or one of
+    the ``others``). Returns the files that could not be written."""
     verdict = Verdict((Reason(USAGE, message),))
     outputs = replace(outputs, cases=())
-    return write_outputs(outputs, [], verdict, root=root, start=start, goldens=goldens)
+    return write_outputs(
+        outputs, [], verdict, root=root, start=start, goldens=goldens, others=others
+    )

@@ -360,6 +360,25 @@ def _check_queries(queries: Any) -> None:
 _ABSENT = object()
 
 
+def named_by(documents: Iterable[tuple[Path, Any]], start: Path) -> tuple[list[Path], list[Path]]:
+    """The golden sets and baselines partial reports name, as read (nothing checked: they
+    may be the reason for a refusal), relative to ``start``: what no output may overwrite."""
+    goldens: list[Path] = []
+    baselines: list[Path] = []
+    for _, document in documents:
+        entries = document.get("evaluations") if isinstance(document, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            part = entry.get("part") if isinstance(entry, dict) else None
+            if not isinstance(part, dict):
+                continue
+            settings = part.get("settings")
+            baseline = settings.get("baseline") if isinstance(settings, dict) else None
+            for found, named in ((goldens, part.get("golden")), (baselines, baseline)):
+                if isinstance(named, str) and named:
+                    found.append(start / named)
+    return list(dict.fromkeys(goldens)), list(dict.fromkeys(baselines))
+
+
 def malformed(documents: Iterable[tuple[Path, Mapping[str, Any]]]) -> ShardError | None:
     """The first thing the report schema finds wrong in the partial reports (file -> its
     document), with its JSON pointer (None: nothing). Asked only when combining them
