@@ -692,6 +692,21 @@ def test_shards_that_left_an_evaluation_out_record_only_the_whole_golden_sets(
     assert not (pytester.path / "other.json.baseline.json").exists()
     status, out, _ = combine(capsys, "part1.json", "part2.json", "--update-baseline=force")
     assert status == 0 and "baseline written: other.json.baseline.json (other.json::bm25)" in out
+    # other.json left out whole: nothing of it to record, golden.json recorded, as one run
+    baseline.unlink()
+    (pytester.path / "other.json.baseline.json").unlink()
+    single = pytester.runpytest(*both, "-k", "not other", "--retrieval-update-baseline")
+    assert single.ret == 1
+    single.stdout.fnmatch_lines(["*baseline NOT updated for other.json: this run is partial (2*"])
+    assert sorted(json.loads(baseline.read_text())["entries"]) == single_entries
+    baseline.unlink()
+    shards = run_shards(pytester, "--retrieval-golden", "other.json", "-k", "not other", count=2)
+    assert [s.ret for s in shards] == [0, 0]
+    status, out, _ = combine(capsys, "part1.json", "part2.json", "--update-baseline")
+    assert status == 1
+    assert "baseline NOT updated for other.json: this run is partial (2 of 2 evaluations" in out
+    assert sorted(json.loads(baseline.read_text())["entries"]) == single_entries
+    assert not (pytester.path / "other.json.baseline.json").exists()
 
 
 def test_shards_of_different_versions_are_refused(

@@ -177,11 +177,15 @@ class Reporter:
         records no baseline from it, as this run would not."""
         if self.state.settings.shard is None:
             return []
+        from .shards import shard_name
+
+        start = self.config.invocation_params.dir
         return [
             Reason(
                 PARTIAL_RUN,
-                f"{relative(source)}: this shard ran part of it ({'; '.join(why)}): combine "
-                "records no baseline from it unless forced (--update-baseline=force)",
+                f"{shard_name(Path(source), start)}: this shard ran part of it "
+                f"({'; '.join(why)}): combine records no baseline from it unless forced "
+                "(--update-baseline=force)",
             )
             for source, why in self.unrun().items()
         ]

@@ -158,6 +158,8 @@ class Whole:
     #: the shards found this entry in their baseline: the file named here must hold it,
     #: else the whole would pass as "no baseline" (:func:`gate` refuses)
     entry_expected: bool = False
+    #: the golden set as the shards named it (:func:`~.shards.shard_name`; "": not sharded)
+    shard_golden: str = ""
 
 
 @dataclass
@@ -264,18 +266,23 @@ def record(
     ``force``; the others are recorded. Notes and problems go into ``gated``."""
     from ._io import git_info, now
 
-    partial: dict[str, list[str]] = {}
+    partial: dict[str, list[str]] = {}  # golden set, as shown -> why it is not recorded
+    refused: set[str] = set()  # their sources
     if not force:
-        named = {relative(w.result.golden_source): w.result.golden_source for w in wholes}
+        named = {w.shard_golden: w.result.golden_source for w in wholes}
         for golden, why in (unrun or {}).items():
-            # a name not found here (combine run elsewhere): refuse them all, to be safe
-            for source in [named[golden]] if golden in named else named.values():
-                partial.setdefault(source, []).extend(why)
+            # "": a warning not read as a shard writes it, so every golden set; a name with
+            # no whole: none of its evaluations ran (refused, with nothing to record)
+            sources = list(named.values()) if not golden else [named.get(golden, golden)]
+            for source in sources:
+                partial.setdefault(relative(source), []).extend(why)
+                refused.add(source)
         for r in gated.results:
             if r.errors:
-                partial.setdefault(r.golden_source, []).append(
+                partial.setdefault(relative(r.golden_source), []).append(
                     f"{len(r.errors)} failed retriever calls in {r.golden_name} [{r.retriever_id}]"
                 )
+                refused.add(r.golden_source)
     if partial:
         fixes = ["fix the failed calls"] if any(r.errors for r in gated.results) else []
         if unrun:
@@ -285,7 +292,7 @@ def record(
             Reason(
                 PARTIAL_RUN,
                 "baseline NOT updated for "
-                + ", ".join(sorted(relative(s) for s in partial))
+                + ", ".join(sorted(partial))
                 + ": this run is partial ("
                 + "; ".join(dict.fromkeys(why for whys in partial.values() for why in whys))
                 + "). "
@@ -297,7 +304,7 @@ def record(
     chosen = [
         (r, w.baseline, w.key)
         for r, w in zip(gated.results, wholes, strict=True)
-        if r.golden_source not in partial
+        if r.golden_source not in refused
     ]
     notes, problems = record_baselines(chosen, git_info(root), now())
     gated.notes += notes

@@ -97,7 +97,7 @@ def run_shard(
         shard,
         total=len(golden),
         positions=positions,
-        golden=_named(Path(golden.source), request.config.invocation_params.dir),
+        golden=shard_name(Path(golden.source), request.config.invocation_params.dir),
         nodeid=request.node.nodeid,
         settings=shard_settings(
             request.config.invocation_params.dir, golden, thresholds, state, result.retriever_id
@@ -193,16 +193,16 @@ def shard_settings(
         gate=chosen_gate(state, golden, {}),
         alpha=settings.alpha,
         strict_baseline=settings.strict_baseline,
-        baseline=_named(path, start),
+        baseline=shard_name(path, start),
         baseline_key=key,
         compare_to=settings.compare_to,
         baseline_seen=entry is not None,
     )
 
 
-def _named(path: Path, start: Path) -> str:
+def shard_name(path: Path, start: Path) -> str:
     """``path`` relative to ``start`` when it is inside it (CI jobs check the repository out
-    at different places), else absolute."""
+    at different places), else absolute: how a shard names its golden set and baseline."""
     shown = relative(os.path.abspath(path), os.path.abspath(start))
     return str(os.path.abspath(path)) if leads_out(shown) else Path(shown).as_posix()
 
@@ -553,7 +553,7 @@ def _whole(
     # the shards' own baseline (or one passed where their golden set is not found) must hold
     # the entry they found; another --baseline may rightly lack it (a first cached baseline)
     expected = bool(settings[0].baseline_seen) and (baseline is None or not golden.exists())
-    return Whole(merged, settings[0], path, key, stamps[0].nodeid, expected)
+    return Whole(merged, settings[0], path, key, stamps[0].nodeid, expected, stamps[0].golden)
 
 
 def _difference(
