@@ -315,6 +315,11 @@ def test_bad_baseline_file(
         ("test_user.py", "def test_x():\n    pass\n", "not JSON (at line 1, column 1"),
         ("other.json", '{"hello": 1}', "not a pytest-retrieval baseline"),
         ("test_quoting.py", 'BASE = {"format": "pytest-retrieval-baseline"}\n', "not JSON (at"),
+        (
+            "settings.json",
+            '{"tools": {"x": {"format": "pytest-retrieval-baseline"}}}',
+            "not a pytest-retrieval baseline",
+        ),
     ],
 )
 def test_recording_never_replaces_a_file_that_is_not_a_baseline(
@@ -568,3 +573,15 @@ def test_a_write_through_a_symlink_or_to_a_device_keeps_what_the_path_is(tmp_pat
     finally:
         os.close(reader)
     assert stat.S_ISFIFO(fifo.stat().st_mode)  # still a pipe, not a file put in its place
+
+
+def test_a_baseline_saved_with_a_byte_order_mark_reads(
+    moded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a Windows editor saves it; golden sets read with one too."""
+    _run(moded, "main", monkeypatch, "--retrieval-update-baseline").assert_outcomes(passed=1)
+    baseline = moded.path / "golden.json.baseline.json"
+    baseline.write_bytes(b"\xef\xbb\xbf" + baseline.read_bytes())
+    result = _run(moded, "main", monkeypatch)
+    result.assert_outcomes(passed=1)
+    assert "vs baseline" in result.stdout.str()

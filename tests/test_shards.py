@@ -825,6 +825,9 @@ def test_a_golden_set_in_a_folder_named_like_dotdot_is_inside_the_checkout(
         ("/evaluations/0/queries/0/tags", [1]),
         ("/evaluations/0/queries/0/duplicates", None),
         ("/evaluations/0/queries/0/error", 5),
+        ("/evaluations/0/part/positions/0", "0"),  # int() took these
+        ("/evaluations/0/part/positions/1", 1.5),
+        ("/evaluations/0/part/positions/0", False),
     ],
 )
 def test_a_partial_report_with_a_value_of_the_wrong_type_is_refused_where_it_is(
@@ -838,7 +841,7 @@ def test_a_partial_report_with_a_value_of_the_wrong_type_is_refused_where_it_is(
     place: Any = document
     for step in parents:
         place = place[int(step)] if isinstance(place, list) else place[step]
-    place[last] = value
+    place[int(last) if isinstance(place, list) else last] = value
     path.write_text(json.dumps(document), encoding="utf-8")
     parts = ["part1.json", "part2.json", "part3.json"]
     message = refused(capsys, partials.path, *parts, "--update-baseline")

@@ -159,7 +159,7 @@ def read(path: Path) -> dict[str, BaselineEntry]:
     its JSON pointer, never a traceback or a silently wrong comparison.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM, as Windows editors write
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
@@ -217,7 +217,11 @@ def is_ours(path: Path, text: str) -> bool:
     someone's file (a run file, a test that quotes the format)."""
     if not text.strip() or path.name.endswith(_SUFFIX):
         return True
-    return text.lstrip().startswith(("{", "<<<<<<<")) and _FORMAT_FIELD.search(text) is not None
+    try:
+        document = json.loads(text)
+    except ValueError:  # damaged: by its text
+        return text.lstrip().startswith(("{", "<<<<<<<")) and bool(_FORMAT_FIELD.search(text))
+    return isinstance(document, dict) and document.get("format") == FORMAT
 
 
 _FORMAT_FIELD = re.compile(rf'"format"\s*:\s*"{FORMAT}"')
@@ -582,7 +586,7 @@ def update(path: Path, new_entries: Sequence[BaselineEntry], *, replace_corrupt:
 def _text(path: Path) -> str:
     """The file's text, bytes that are not UTF-8 replaced ("" when it cannot be read)."""
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        return path.read_bytes().decode("utf-8-sig", errors="replace")
     except OSError:
         return ""
 

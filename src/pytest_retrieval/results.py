@@ -772,7 +772,7 @@ class Part:
             index=int(data["index"]),
             count=int(data["count"]),
             total=int(data["total"]),
-            positions=tuple(int(p) for p in data["positions"]),
+            positions=tuple(map(_whole, data["positions"])),
             golden=str(data["golden"]),
             nodeid=str(data["nodeid"]),
             settings=dict(data["settings"]),
@@ -1026,6 +1026,14 @@ class EvaluationResult:
             "erag": self.erag,
             "queries": self.table.entries() if queries else [],
         }
+
+
+def _whole(value: Any) -> int:
+    """A whole number as JSON gives it (2 or 2.0, as JSON Schema's "integer"; not "2", 2.5 or
+    false): a TypeError otherwise, for the caller's message."""
+    if type(value) is int or (type(value) is float and value.is_integer()):
+        return int(value)
+    raise TypeError(f"{value!r} is not a whole number")
 
 
 def _returned(stored: Sequence[str] | str) -> Sequence[str]:

@@ -282,8 +282,9 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
         _check_queries(entry.get("queries") if isinstance(entry, dict) else None)
     try:
         results = [result_from_dict(entry) for entry in entries]
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ShardError(f"{path}: a malformed evaluation entry ({exc!r})") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # where, if the schema says
+        where = malformed([(path, document)])
+        raise where or ShardError(f"{path}: a malformed evaluation entry ({exc!r})") from None
     parts = [r for r in results if r.part is not None]
     if not parts:
         raise ShardError(
