@@ -293,3 +293,28 @@ def test_a_golden_set_named_in_a_test_is_not_overwritten_at_the_end(
         found = rf"{shown} NOT written: {why}|NOT exported to {shown}: {why}"
         assert re.search(found, result.stdout.str()), result.stdout.str()
         assert contents(project) == before
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_the_corpus_of_a_golden_set_a_test_names_is_not_overwritten(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    """Known after start-up, loaded in this process or on a worker."""
+    if workers:
+        pytest.importorskip("xdist")
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    (pytester.path / "docs.jsonl").write_text('{"_id": "d1", "text": "apple"}\n')
+    golden = {**GOLDEN, "corpus": "docs.jsonl"}
+    (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+    pytester.makepyfile(
+        test_mine="""
+        def test_mine(retrieval_eval, retriever):
+            retrieval_eval(retriever, golden="golden.json")
+        """
+    )
+    before = tree(pytester.path)
+    result = pytester.runpytest_subprocess(*workers, "--retrieval-report", "docs.jsonl")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["*docs.jsonl NOT written: it is the corpus of the golden set*"])
+    after = tree(pytester.path)
+    assert [after[path] for path in before] == list(before.values())

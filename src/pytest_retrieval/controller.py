@@ -362,6 +362,7 @@ class Reporter:
             groups=self._groups(results),
             baselines=lambda: self._baselines(results),
             step_summary=settings.shard is None,
+            corpora={golden.source: golden.corpus for golden in self.state.goldens.values()},
         )
         for problem in problems:
             self._fail(session, problem)
@@ -492,6 +493,7 @@ def write_outputs(
     baselines: Callable[[], Mapping[int, Any]] | None = None,
     step_summary: bool = True,
     goldens: Sequence[Path] = (),
+    corpora: Mapping[str, str | None] | None = None,
 ) -> list[Reason]:
     """The session's outputs (:func:`.offline.write_outputs`: JSON, Markdown and the GitHub
     step summary unless not ``step_summary``, HTML), paths relative to where pytest started.
@@ -508,6 +510,7 @@ def write_outputs(
         baselines=baselines,
         step_summary=step_summary,
         goldens=goldens,
+        corpora=corpora,
     )
 
 

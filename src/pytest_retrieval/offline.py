@@ -373,16 +373,27 @@ class Outputs:
 
 
 def read_by(
-    results: Sequence[EvaluationResult], goldens: Sequence[Path] = (), others: Sequence[Path] = ()
+    results: Sequence[EvaluationResult],
+    goldens: Sequence[Path] = (),
+    others: Sequence[Path] = (),
+    corpora: Mapping[str, str | None] | None = None,
 ) -> dict[Path, str]:
     """The files the evaluations read (golden sets and their files, baselines, run files),
     resolved, with why no output may overwrite them: the last guard, at writing time, for
     what start-up could not check (a golden set named in a test's marker). ``goldens``: the
     golden sets of a session that stopped before it evaluated any (one that does not load),
-    with the corpus each names; ``others``: more files its inputs name (a baseline)."""
+    with the corpus each names; ``others``: more files its inputs name (a baseline);
+    ``corpora``: golden set source -> the corpus it names, as loaded (a source not in it is
+    read for it; None: the corpora were checked at start-up)."""
     from .formats import declared_corpus, golden_files
 
     read: dict[Path, str] = {path.resolve(): "its inputs name it" for path in others}
+    named = {r.golden_source: r.golden_name for r in results} if corpora is not None else {}
+    for source, name in named.items():
+        known = corpora or {}
+        corpus = known.get(source) if source in known else declared_corpus(Path(source))
+        if corpus:
+            read.setdefault(Path(corpus).resolve(), f"it is the corpus of the golden set {name}")
     for golden in goldens:
         corpus = declared_corpus(golden)
         for path in [*golden_files(golden), *([Path(corpus)] if corpus else [])]:
@@ -409,6 +420,7 @@ def write_outputs(
     step_summary: bool = True,
     goldens: Sequence[Path] = (),
     others: Sequence[Path] = (),
+    corpora: Mapping[str, str | None] | None = None,
 ) -> list[Reason]:
     """JSON, Markdown (appended to ``$GITHUB_STEP_SUMMARY`` too, unless not
     ``step_summary``), HTML and JUnit, each only when asked for, each stamped with the same
@@ -454,7 +466,7 @@ def write_outputs(
         cases = outputs.cases
         renderers.append((outputs.junit, lambda: junit_xml(results, verdict, cases, created)))
     problems: list[Reason] = []
-    read = read_by(results, goldens, others)
+    read = read_by(results, goldens, others, corpora)
     for path, render in renderers:
         target = path if path.is_absolute() else start / path
         clash = read.get(target.resolve())
