@@ -219,6 +219,17 @@ def test_a_golden_set_that_does_not_load_keeps_its_corpus(
     assert tree(pytester.path) == before
 
 
+def two_shards(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> dict[str, bytes]:
+    """p1.json and p2.json, the partial reports of 2 shards, and a baseline file beside the
+    golden set: the project's files, as they are before combine."""
+    for i in (1, 2):
+        shard = ["--retrieval-shard", f"{i}/2", "--retrieval-report", f"p{i}.json"]
+        assert pytester.runpytest("--retrieval-golden", "golden.json", *shard).ret == 0
+    (pytester.path / "golden.json.baseline.json").write_text("{}", encoding="utf-8")
+    capsys.readouterr()
+    return contents(pytester.path)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -238,12 +249,7 @@ def test_combine_refuses_to_overwrite_what_the_shards_name(
     message: str,
 ) -> None:
     """The golden set and baseline are named by the partial reports: checked once read."""
-    for i in (1, 2):
-        shard = ["--retrieval-shard", f"{i}/2", "--retrieval-report", f"p{i}.json"]
-        assert pytester.runpytest("--retrieval-golden", "golden.json", *shard).ret == 0
-    (project / "golden.json.baseline.json").write_text("{}", encoding="utf-8")
-    before = contents(project)
-    capsys.readouterr()
+    before = two_shards(pytester, capsys)
     assert main(["combine", "p1.json", "p2.json", *argv]) == 2
     assert message in capsys.readouterr().err
     assert contents(project) == before
@@ -254,12 +260,7 @@ def test_a_refused_combine_writes_over_nothing_the_shards_name(
 ) -> None:
     """A missing shard is refused before the golden set is known from the whole; the
     refusal's outputs still skip the golden set and baseline the partial reports name."""
-    for i in (1, 2):
-        shard = ["--retrieval-shard", f"{i}/2", "--retrieval-report", f"p{i}.json"]
-        assert pytester.runpytest("--retrieval-golden", "golden.json", *shard).ret == 0
-    (project / "golden.json.baseline.json").write_text("{}", encoding="utf-8")
-    before = contents(project)
-    capsys.readouterr()
+    before = two_shards(pytester, capsys)
     argv = ["combine", "p1.json", "--report", "golden.json", "--markdown"]
     assert main([*argv, "golden.json.baseline.json"]) == 2
     err = capsys.readouterr().err
