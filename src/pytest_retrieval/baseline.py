@@ -212,9 +212,10 @@ def read(path: Path) -> dict[str, BaselineEntry]:
 
 def is_ours(path: Path, text: str) -> bool:
     """The file is a baseline, even damaged (a merge conflict, a cut): it is empty, or named
-    as the default baseline is (``*.baseline.json``), or a JSON object (or a conflict's
-    ``<<<<<<<``) whose text names the format. What recording may replace; anything else is
-    someone's file (a run file, a test that quotes the format)."""
+    as the default baseline is (``*.baseline.json``), or JSON whose top level says it is
+    one, or damaged JSON (a ``{`` or a conflict's ``<<<<<<<`` first) that names the format.
+    What recording may replace; anything else is someone's file (a run file, a test that
+    quotes the format, a settings file that mentions it)."""
     if not text.strip() or path.name.endswith(_SUFFIX):
         return True
     try:
