@@ -255,18 +255,40 @@ def test_combine_refuses_to_overwrite_what_the_shards_name(
     assert contents(project) == before
 
 
+@pytest.mark.parametrize(
+    ("partials", "error"),
+    [
+        (["p1.json"], "shard 2/2 is missing (given: 1/2 {up}p1.json)"),
+        (["p1.json", "nope.json"], "no such file: '{up}nope.json'"),  # before p1.json's content
+        (["bad.json", "p2.json"], "{up}bad.json"),  # p2.json never read by the gate
+    ],
+    ids=["missing-shard", "missing-file", "unreadable-first"],
+)
+@pytest.mark.parametrize("where", [".", "sub"])
 def test_a_refused_combine_writes_over_nothing_the_shards_name(
-    pytester: pytest.Pytester, project: Path, capsys: pytest.CaptureFixture[str]
+    pytester: pytest.Pytester,
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    partials: list[str],
+    error: str,
+    where: str,
 ) -> None:
-    """A missing shard is refused before the golden set is known from the whole; the
-    refusal's outputs still skip the golden set and baseline the partial reports name."""
+    """Refused before the golden set is known from the whole (a shard missing, a report
+    that does not read), from the shards' folder or below it: the refusal's outputs still
+    skip the golden set and baseline the partial reports name."""
     before = two_shards(pytester, capsys)
-    argv = ["combine", "p1.json", "--report", "golden.json", "--markdown"]
-    assert main([*argv, "golden.json.baseline.json"]) == 2
+    (project / "bad.json").write_text("{bad", encoding="utf-8")
+    before["bad.json"] = b"{bad"
+    (project / "sub").mkdir()
+    monkeypatch.chdir(project / where)
+    up = "" if where == "." else "../"
+    argv = ["combine", *(up + name for name in partials), "--report", f"{up}golden.json"]
+    assert main([*argv, "--markdown", f"{up}golden.json.baseline.json"]) == 2
     err = capsys.readouterr().err
-    assert "golden.json NOT written: it is a file of the golden set golden.json" in err
+    assert "golden.json NOT written: it is a file of the golden set " in err
     assert "golden.json.baseline.json NOT written: its inputs name it" in err
-    assert "error: shard 2/2 is missing (given: 1/2 p1.json)" in err
+    assert error.format(up=up) in err
     assert contents(project) == before
 
 

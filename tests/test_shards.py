@@ -828,6 +828,8 @@ def test_a_golden_set_in_a_folder_named_like_dotdot_is_inside_the_checkout(
         ("/evaluations/0/part/positions/0", "0"),  # int() took these
         ("/evaluations/0/part/positions/1", 1.5),
         ("/evaluations/0/part/positions/0", False),
+        ("/evaluations/0/part/index", "2"),
+        ("/evaluations/0/part/count", 3.5),
     ],
 )
 def test_a_partial_report_with_a_value_of_the_wrong_type_is_refused_where_it_is(

@@ -406,6 +406,17 @@ def _add_diff(commands: Any) -> None:
     )
 
 
+def _readable(paths: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """The reports among ``paths`` that read, each with its document (the others skipped)."""
+    found = []
+    for path in paths:
+        try:
+            found.append((path, _report_data(path)))
+        except (CliError, OSError):
+            continue
+    return found
+
+
 def _report_data(path: Path) -> dict[str, Any]:
     """A JSON report's document, or one clear CliError (not JSON, not a report)."""
     data = _json_object(path)
@@ -1315,7 +1326,7 @@ def _combine(args: argparse.Namespace) -> int:
             error = None if isinstance(exc, ShardError) else malformed(documents)
             raise error or exc from None
     except (ShardError, CliError, UsageError) as exc:  # none over a file the shards name
-        return _refuse(args, outputs, str(exc), named_by(documents, start))
+        return _refuse(args, outputs, str(exc), named_by(_readable(args.partial), start))
     goldens = {start / r.part.golden for p in partials for r in p.results if r.part is not None}
     goldens |= {Path(w.result.golden_source) for w in wholes}
     _check_overwrites(  # the golden sets and baselines the shards named, found only now

@@ -769,9 +769,9 @@ class Part:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Part:
         return cls(
-            index=int(data["index"]),
-            count=int(data["count"]),
-            total=int(data["total"]),
+            index=_whole(data["index"]),
+            count=_whole(data["count"]),
+            total=_whole(data["total"]),
             positions=tuple(map(_whole, data["positions"])),
             golden=str(data["golden"]),
             nodeid=str(data["nodeid"]),

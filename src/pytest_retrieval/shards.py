@@ -363,21 +363,44 @@ _ABSENT = object()
 
 def named_by(documents: Iterable[tuple[Path, Any]], start: Path) -> tuple[list[Path], list[Path]]:
     """The golden sets and baselines partial reports name, as read (nothing checked: they
-    may be the reason for a refusal), relative to ``start``: what no output may overwrite."""
+    may be the reason for a refusal): as the shards named them, from ``start``, and where
+    the shards found them. What no output may overwrite."""
     goldens: list[Path] = []
     baselines: list[Path] = []
     for _, document in documents:
         entries = document.get("evaluations") if isinstance(document, dict) else None
         for entry in entries if isinstance(entries, list) else []:
-            part = entry.get("part") if isinstance(entry, dict) else None
-            if not isinstance(part, dict):
+            if not isinstance(entry, dict):
                 continue
-            settings = part.get("settings")
-            baseline = settings.get("baseline") if isinstance(settings, dict) else None
-            for found, named in ((goldens, part.get("golden")), (baselines, baseline)):
-                if isinstance(named, str) and named:
-                    found.append(start / named)
+            part = _object(entry.get("part"))
+            named, settings = part.get("golden"), _object(part.get("settings"))
+            source = _object(entry.get("golden")).get("source")
+            # the folder the shard ran in: its golden set's path less the name it gave it
+            origin = _origin(source, named) if isinstance(source, str) else None
+            for found, name in (
+                (goldens, named),
+                (goldens, source),
+                (baselines, settings.get("baseline")),
+            ):
+                if isinstance(name, str) and name:
+                    found += [start / name, *([origin / name] if origin else [])]
     return list(dict.fromkeys(goldens)), list(dict.fromkeys(baselines))
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a report read unchecked)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _origin(source: str, named: Any) -> Path | None:
+    """The folder ``source`` is ``named`` from (``/ci/repo/data/g.json`` named
+    ``data/g.json``: ``/ci/repo``), or None when the name is not its tail."""
+    if not isinstance(named, str) or not named or Path(named).is_absolute():
+        return None
+    whole, tail = Path(source).parts, Path(named).parts
+    if len(tail) >= len(whole) or whole[-len(tail) :] != tail:
+        return None
+    return Path(*whole[: -len(tail)])
 
 
 def malformed(documents: Iterable[tuple[Path, Mapping[str, Any]]]) -> ShardError | None:
