@@ -1555,7 +1555,7 @@ def _refuse(
     args: argparse.Namespace,
     outputs: Any,
     message: str,
-    named: tuple[list[Path], list[Path]] = ([], []),
+    named: tuple[Sequence[Path], Sequence[Path]] = ((), ()),
 ) -> int:
     """Inputs that cannot be gated: the outputs say why (as after a pytest usage error), and
     so does stderr; exit status 2. ``named``: the golden sets and other files the inputs
@@ -1565,7 +1565,7 @@ def _refuse(
     start = Path.cwd()
     goldens, others = named
     golden = getattr(args, "golden", None)  # eval's: its corpus is not overwritten either
-    goldens = [*goldens, golden] if isinstance(golden, Path) else goldens
+    goldens = [*goldens, *([golden] if isinstance(golden, Path) else [])]
     written = refused(outputs, message, root=start, start=start, goldens=goldens, others=others)
     for problem in written:
         print(f"pytest-retrieval {args.command_name}: {problem.message}", file=sys.stderr)

@@ -388,12 +388,13 @@ def read_by(
     from .formats import declared_corpus, golden_files
 
     read: dict[Path, str] = {path.resolve(): "its inputs name it" for path in others}
-    named = {r.golden_source: r.golden_name for r in results} if corpora is not None else {}
-    for source, name in named.items():
-        known = corpora or {}
-        corpus = known.get(source) if source in known else declared_corpus(Path(source))
-        if corpus:
-            read.setdefault(Path(corpus).resolve(), f"it is the corpus of the golden set {name}")
+    if corpora is not None:
+        for source, name in {r.golden_source: r.golden_name for r in results}.items():
+            corpus = corpora[source] if source in corpora else declared_corpus(Path(source))
+            if corpus:
+                read.setdefault(
+                    Path(corpus).resolve(), f"it is the corpus of the golden set {name}"
+                )
     for golden in goldens:
         corpus = declared_corpus(golden)
         for path in [*golden_files(golden), *([Path(corpus)] if corpus else [])]:
