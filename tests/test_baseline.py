@@ -314,7 +314,7 @@ def test_bad_baseline_file(
         ("run.trec", "q1 Q0 d1 1 2.0 bm25\n", "not JSON (at line 1, column 1"),
         ("test_user.py", "def test_x():\n    pass\n", "not JSON (at line 1, column 1"),
         ("other.json", '{"hello": 1}', "not a pytest-retrieval baseline"),
-        ("test_quoting.py", 'BASE = {"format": "pytest-retrieval-baseline"}\n', "not JSON (at"),
+        ("quoting.txt", 'BASE = {"format": "pytest-retrieval-baseline"}\n', "not JSON (at"),
         (
             "settings.json",
             '{"tools": {"x": {"format": "pytest-retrieval-baseline"}}}',
@@ -334,11 +334,16 @@ def test_recording_never_replaces_a_file_that_is_not_a_baseline(
     recorded = _run(
         moded, "main", monkeypatch, "--retrieval-baseline", name, "--retrieval-update-baseline"
     )
-    assert recorded.ret == pytest.ExitCode.TESTS_FAILED
-    output = checked.stdout.str() + checked.stderr.str() + recorded.stdout.str()
-    assert f"baseline NOT updated: baseline {target}: {problem}" in output
-    assert "fix: name a baseline file as the baseline (--retrieval-baseline;" in output
-    assert "re-record it with --retrieval-update-baseline" not in output
+    if name.endswith(".py"):  # a file of the project: refused before the run
+        assert recorded.ret == pytest.ExitCode.USAGE_ERROR
+        assert f"the baseline to record {name} is a file of the project" in recorded.stderr.str()
+    else:
+        assert recorded.ret == pytest.ExitCode.TESTS_FAILED
+        output = checked.stdout.str() + checked.stderr.str() + recorded.stdout.str()
+        assert f"baseline NOT updated: baseline {target}: {problem}" in output
+        assert "fix: name a baseline file as the baseline (--retrieval-baseline;" in output
+        assert "re-record it with --retrieval-update-baseline" not in output
+    assert f"ERROR: baseline {target}: {problem}" in checked.stderr.str()
     assert target.read_text() == content
 
 

@@ -341,3 +341,52 @@ def test_the_corpus_of_a_golden_set_a_test_names_is_not_overwritten(
     result.stdout.fnmatch_lines(["*docs.jsonl NOT written: it is the corpus of the golden set*"])
     after = tree(pytester.path)
     assert [after[path] for path in before] == list(before.values())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval", "golden.json", "in.trec", "--markdown", "tox.ini"],
+        ["eval", "golden.json", "in.trec", "--report", "conftest.py"],
+        ["combine", "p1.json", "--html", "pyproject.toml"],
+        ["combine", "p1.json", "--junit-xml", "setup.cfg"],
+    ],
+)
+def test_offline_outputs_never_replace_the_projects_source_or_configuration(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """``combine`` and ``eval`` run without pytest, so they do not know which ini file the
+    shards read: a Python file or a configuration file by pytest's names is never an
+    output's place (a slip of the shell's completion)."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
+    (pytester.path / "setup.cfg").write_text("[metadata]\nname = mine\n")
+    (pytester.path / "golden.json").write_text(json.dumps(GOLDEN), encoding="utf-8")
+    (pytester.path / "in.trec").write_text(RUN, encoding="utf-8")
+    shard = ["--retrieval-shard", "1/1", "--retrieval-report", "p1.json"]
+    assert pytester.runpytest("--retrieval-golden", "golden.json", *shard).ret == 0
+    before = tree(pytester.path)
+    capsys.readouterr()
+    assert main(argv) == 2
+    shown = argv[-1]
+    assert f"{shown} is a file of the project (its Python source or configuration): " in (
+        capsys.readouterr().err
+    )
+    assert tree(pytester.path) == before
+
+
+@pytest.mark.parametrize(
+    ("option", "output"),
+    [("--retrieval-report", "conftest.py"), ("--retrieval-html", "setup.cfg")],
+)
+def test_pytest_outputs_never_replace_the_projects_source_or_configuration(
+    pytester: pytest.Pytester, project: Path, option: str, output: str
+) -> None:
+    """Beyond the ini file pytest read: a conftest, a test, another tool's configuration."""
+    (project / "setup.cfg").write_text("[flake8]\nmax-line-length = 99\n")
+    before = tree(project)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", option, output)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {option} {output} is a file of the project *"])
+    assert tree(project) == before

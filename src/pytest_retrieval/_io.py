@@ -125,6 +125,12 @@ def overwrite_problem(
         if path is None:
             continue
         where, shown = path.resolve(), _shown(path)
+        if where not in read and is_project_file(where):
+            return (
+                f"{name} {shown} is a file of the project (its Python source or "
+                "configuration): writing it would overwrite that file; write the output to "
+                "another path"
+            )
         if where in read:
             return (
                 f"{name} {shown} is {read[where]}: writing it would overwrite that file; "
@@ -137,6 +143,17 @@ def overwrite_problem(
             )
         written[where] = name
     return None
+
+
+#: configuration files by the names pytest reads them under (and other tools too)
+CONFIGURATION = frozenset({"pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"})
+
+
+def is_project_file(path: Path) -> bool:
+    """Whether ``path`` is an existing Python file or a configuration file by pytest's
+    names: never an output's place, whatever pytest read (``combine`` and ``eval`` run
+    without pytest and cannot know its ini file)."""
+    return (path.suffix == ".py" or path.name in CONFIGURATION) and path.is_file()
 
 
 def relative(path: str | os.PathLike[str], start: str | os.PathLike[str] | None = None) -> str:
