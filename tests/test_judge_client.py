@@ -278,6 +278,27 @@ def test_a_corrupt_cache_file_is_set_aside_with_a_warning(tmp_path: Path) -> Non
     assert (folder / "judge.sqlite.corrupt").read_bytes().startswith(b"this is not")
 
 
+@pytest.mark.parametrize("value", ["not json", '{"on_topic": "yes"}'], ids=["text", "schema"])
+def test_an_unreadable_cache_row_is_asked_again_at_once(
+    server: JudgeServer, tmp_path: Path, value: str
+) -> None:
+    """A row that does not read (hand-edited, or written by another version) is a miss,
+    and the key is asked again -- not waited on till the deadline as if another process
+    were answering it."""
+    make(server, tmp_path).judge(pairs(3))
+    db = sqlite3.connect(tmp_path / "cache" / "judge.sqlite")
+    with db:
+        db.execute("UPDATE entries SET value = ? WHERE rowid = 1", (value,))
+    db.close()
+    started = time.monotonic()
+    verdicts = make(server, tmp_path, deadline=30).judge(pairs(3))
+    assert time.monotonic() - started < 10
+    assert [v.error for v in verdicts] == [None, None, None]
+    assert sorted(v.cached for v in verdicts) == [False, True, True]
+    again = make(server, tmp_path).judge(pairs(3))  # the row was replaced by the answer
+    assert all(v.cached for v in again)
+
+
 def test_a_cache_that_breaks_mid_run_turns_itself_off(tmp_path: Path) -> None:
     cache = JsonCache(tmp_path, "judge")
     cache.put("k", 1)

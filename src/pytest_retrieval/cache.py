@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -151,11 +151,17 @@ class JsonCache:
         except sqlite3.DatabaseError as exc:
             self._off(f"{self.path} broke while writing it ({exc}); delete it to start anew")
 
-    def claim(self, keys: Iterable[str], stale_after: float) -> set[str]:
-        """The ``keys`` this cache object may now ask for: not answered yet, and nobody else
-        holds them, or the holder died (same host, process gone) or has held them over
-        ``stale_after`` seconds. Checked and claimed in one transaction, so two processes
-        never both ask."""
+    def claim(
+        self,
+        keys: Iterable[str],
+        stale_after: float,
+        usable: Callable[[str, Any], bool] = lambda key, value: True,
+    ) -> set[str]:
+        """The ``keys`` this cache object may now ask for: not answered yet (no row, or one
+        that is not JSON or not ``usable``: a hand-edited row, another version's, is asked
+        again, not waited on), and nobody else holds them, or the holder died (same host,
+        process gone) or has held them over ``stale_after`` seconds. Checked and claimed in
+        one transaction, so two processes never both ask."""
         wanted = list(keys)
         if self.broken is not None:
             return set(wanted)
@@ -164,7 +170,8 @@ class JsonCache:
         try:
             with self._writing() as db:
                 for key in wanted:
-                    if db.execute("SELECT 1 FROM entries WHERE key = ?", (key,)).fetchone():
+                    found = db.execute("SELECT value FROM entries WHERE key = ?", (key,))
+                    if _answers(key, found.fetchone(), usable):
                         continue  # answered meanwhile: read it, do not ask again
                     row = db.execute(
                         "SELECT owner, at FROM claims WHERE key = ?", (key,)
@@ -196,6 +203,17 @@ class JsonCache:
         if self.broken is not None:
             return 0
         return int(self._db().execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+
+
+def _answers(key: str, row: tuple[str] | None, usable: Callable[[str, Any], bool]) -> bool:
+    """Whether an entries row holds a usable answer for ``key``."""
+    if row is None:
+        return False
+    try:
+        value = json.loads(row[0])
+    except ValueError:
+        return False
+    return usable(key, value)
 
 
 def _stale(claim: tuple[str, float], now: float, stale_after: float) -> bool:

@@ -672,12 +672,15 @@ class Judge:
                         self.counts["cache_hits"] += 1
                         self.counts["cache_misses"] -= 1
                         finish(key, answered)
-                    elif cache is not None and cache.claim([key], stale_after):
+                    elif cache is not None and cache.claim([key], stale_after, usable):
                         left.discard(key)
                         asked.append(asyncio.ensure_future(ask(key)))
             await asyncio.gather(*asked)
 
-        claimed = set(todo) if cache is None else cache.claim(todo, stale_after)
+        def usable(key: str, value: Any) -> bool:
+            return work.cached(key, value) is not None
+
+        claimed = set(todo) if cache is None else cache.claim(todo, stale_after, usable)
         mine = [key for key in todo if key in claimed]
         theirs = [key for key in todo if key not in claimed]
         tasks = [asyncio.ensure_future(ask(key)) for key in mine]
