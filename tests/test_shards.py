@@ -919,8 +919,9 @@ def test_shards_of_different_commits_are_refused(
         (["--retrieval-judge-min-score", "0.9"], "judge min_score 0.5 vs 0.9"),
         (["--retrieval-judge-samples", "3"], "judge samples 1 vs 3"),
         (["--retrieval-judge-text-budget", "3"], "judge text_budget 4000 vs 3"),
+        (["--retrieval-judge-min-coverage", "0.5"], "judge min_coverage 0.95 vs 0.5"),
     ],
-    ids=["model", "min-score", "samples", "text-budget"],
+    ids=["model", "min-score", "samples", "text-budget", "min-coverage"],
 )
 def test_shards_judged_by_another_judge_are_refused(
     pytester: pytest.Pytester,

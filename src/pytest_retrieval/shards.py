@@ -610,6 +610,9 @@ def _difference(
     a_judge, b_judge = judge_definition(a) or {}, judge_definition(b) or {}
     for key in dict.fromkeys([*a_judge, *b_judge]):
         pairs.append((f"judge {key}", a_judge.get(key), b_judge.get(key)))
+    # a gate setting, not a label's: the whole takes one part's, so all must agree
+    coverage = [(r.judge or {}).get("min_coverage") for r in (a, b)]
+    pairs.append(("judge min_coverage", *coverage))
     for what, mine, theirs in pairs:
         if mine != theirs:
             return f"{what} {mine!r} vs {theirs!r}"
