@@ -48,6 +48,28 @@ def test_judge_without_credentials_is_a_usage_error(
     assert "Traceback" not in result.stderr.str()
 
 
+@pytest.mark.parametrize("cache", ["jc/judge.sqlite", "jc/judge.sqlite/deeper"])
+def test_a_judge_cache_that_is_a_file_is_a_usage_error(
+    pytester: pytest.Pytester, server: JudgeServer, cache: str
+) -> None:
+    """The option names a folder (its judge.sqlite is made inside): naming the database
+    file itself was a FileExistsError traceback on every evaluation."""
+    pytester.makeconftest(TEXT_RETRIEVER)
+    write_golden(pytester)
+    (pytester.path / "jc").mkdir()
+    (pytester.path / "jc" / "judge.sqlite").write_bytes(b"SQLite format 3\x00")
+    result = pytester.runpytest_subprocess(
+        "--retrieval-golden", "golden.json", "--retrieval-judge", "--retrieval-judge-cache", cache
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--retrieval-judge: the cache folder *jc/judge.sqlite* a file, not a folder: name "
+         "the folder to keep the cache in (judge.sqlite is made inside it)*"]
+    )  # fmt: skip
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert (pytester.path / "jc" / "judge.sqlite").read_bytes() == b"SQLite format 3\x00"
+
+
 def test_cranfield_example_gets_otr_with_reasons(
     pytester: pytest.Pytester, server: JudgeServer
 ) -> None:

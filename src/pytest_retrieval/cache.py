@@ -39,6 +39,18 @@ class CacheWarning(UserWarning):
     """The cache file could not be used as it was (the run goes on)."""
 
 
+def folder_problem(folder: Path) -> str | None:
+    """Why ``folder`` cannot hold a cache (it, or a folder above it, is a file), else None:
+    said before a run, not as a FileExistsError on every evaluation."""
+    for place in (folder, *folder.parents):
+        if place.exists():
+            if place.is_dir():
+                return None
+            under = "" if place == folder else f" is under {place}, which"
+            return f"{folder}{under} is a file, not a folder"
+    return None
+
+
 class JsonCache:
     """``get``/``put`` JSON values by key in ``folder/name.sqlite``."""
 

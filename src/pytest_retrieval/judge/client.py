@@ -35,7 +35,7 @@ from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from .._loop import run_private
-from ..cache import JsonCache
+from ..cache import JsonCache, folder_problem
 from ..errors import ConfigError
 from .answers import (
     Observation,
@@ -157,6 +157,13 @@ class Judge:
             raise JudgeConfigError(
                 f"cannot read the prompt file {config.prompt_file}: {exc.strerror}"
             ) from None
+        if config.use_cache and config.cache_dir is not None:
+            problem = folder_problem(config.cache_dir)
+            if problem is not None:
+                raise JudgeConfigError(
+                    f"the cache folder {problem}: name the folder to keep the cache in "
+                    "(judge.sqlite is made inside it)"
+                )
         self._client_args = {} if config.cache_only else self._credentials()
         self._cache: JsonCache | None = None
         self.counts: Counter[str] = Counter()
