@@ -611,7 +611,7 @@ def _difference(
     for key in dict.fromkeys([*a_judge, *b_judge]):
         pairs.append((f"judge {key}", a_judge.get(key), b_judge.get(key)))
     # a gate setting, not a label's: the whole takes one part's, so all must agree
-    coverage = [(r.judge or {}).get("min_coverage") for r in (a, b)]
+    coverage = (a.judge or {}).get("min_coverage"), (b.judge or {}).get("min_coverage")
     pairs.append(("judge min_coverage", *coverage))
     for what, mine, theirs in pairs:
         if mine != theirs:
