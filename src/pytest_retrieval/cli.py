@@ -1443,7 +1443,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     from .baseline import default_path, golden_key
     from .baseline import default_path as baseline_of
-    from .evaluation import evaluate
+    from .evaluation import JUDGE_ADVICE, evaluate
     from .formats import corpus_input, golden_inputs
     from .gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
     from .golden import load_golden
@@ -1482,17 +1482,19 @@ def _eval(args: argparse.Namespace) -> int:
         if run.tied:
             print(f"pytest-retrieval eval: warning: {ties_warning(run)}", file=sys.stderr)
         retriever_id = args.retriever or run.name
+        gate = tuple(args.gate) if args.gate else golden.gate or None
         result = evaluate(
             None,
             golden,
             runs=runs_for(golden, run),
-            metrics=args.metric,
+            metrics=[*args.metric, *(gate or ())],  # computed even when nothing else names them
             thresholds=thresholds,
             k=args.k,
             retriever_id=retriever_id,
         )
     except (ConfigError, UsageError) as exc:
-        return _refuse(args, outputs, str(exc))
+        advice = "eval has none; gate it in a pytest run with --retrieval-run RUN --retrieval-judge"
+        return _refuse(args, outputs, str(exc).replace(JUDGE_ADVICE, advice))
     # as pytest names it
     result = replace(
         result, run_file=str(start / args.run), run_missing=missing_queries(golden, run)
@@ -1502,7 +1504,7 @@ def _eval(args: argparse.Namespace) -> int:
     settings = GateSettings(
         thresholds=tuple(thresholds),
         allowances=allowances,
-        gate=tuple(args.gate) if args.gate else golden.gate or None,
+        gate=gate,
         alpha=args.alpha,
         strict_baseline=args.strict_baseline,
         baseline=str(path),

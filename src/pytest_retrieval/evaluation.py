@@ -427,6 +427,10 @@ def _since(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any
     return summary
 
 
+#: how a judge metric gets its judge (``eval``, which has none, says otherwise)
+JUDGE_ADVICE = "run with --retrieval-judge"
+
+
 def _check_labels(
     golden: GoldenSet, wanted: Sequence[str], judge: Judge | None, downstream: Any
 ) -> None:
@@ -434,7 +438,7 @@ def _check_labels(
     for name in wanted:
         source = kernels.parse_metric(name).labels
         if source in {"on_topic", "llm_grade"} and judge is None:
-            raise gate.ThresholdError(f"{name} needs an LLM judge: run with --retrieval-judge")
+            raise gate.ThresholdError(f"{name} needs an LLM judge: {JUDGE_ADVICE}")
         if source == "llm_grade" and judge is not None and not judge.graded:
             raise gate.ThresholdError(
                 f"{name} needs graded verdicts: add --retrieval-judge-scale 0-3"

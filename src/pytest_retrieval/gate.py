@@ -354,9 +354,9 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
             if change.p_adjusted is not None:
                 why += f", p={change.p_adjusted:.4g} < {comparison.alpha:g}"
             reasons.append(Reason(REGRESSION, why + ")", change.metric))
-    stale = _stale(result)
-    if stale is not None:
-        (reasons if strict_baseline else warnings).append(stale)
+    for stale in (_stale(result), _not_in_baseline(result)):
+        if stale is not None:
+            (reasons if strict_baseline else warnings).append(stale)
     return replace(result, verdict=Verdict(tuple(reasons), tuple(warnings), outcomes))
 
 
@@ -395,6 +395,24 @@ def _stale(result: EvaluationResult) -> Reason | None:
             f"stale baseline {path}: {result.comparison.stale}; nothing gates a regression",
         )
     return None
+
+
+def _not_in_baseline(result: EvaluationResult) -> Reason | None:
+    """Gated metrics the compared baseline was recorded without: their regression cannot be
+    checked, which a gate must say rather than pass them as compared."""
+    comparison = result.comparison
+    if comparison is None or comparison.stale:
+        return None
+    lacking = [c.metric for c in comparison.changes if c.gated and c.verdict == "not in baseline"]
+    if not lacking:
+        return None
+    path = relative(result.baseline_path) if result.baseline_path else "the baseline file"
+    one = len(lacking) == 1
+    return Reason(
+        STALE_BASELINE,
+        f"stale baseline {path}: it has no {', '.join(lacking)}, which this run gates: "
+        f"{'its regression is' if one else 'their regressions are'} not checked",
+    )
 
 
 def _label_problems(result: EvaluationResult) -> list[Reason]:
