@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -590,3 +591,108 @@ def test_a_baseline_saved_with_a_byte_order_mark_reads(
     result = _run(moded, "main", monkeypatch)
     result.assert_outcomes(passed=1)
     assert "vs baseline" in result.stdout.str()
+
+
+def test_a_gated_metric_the_baseline_lacks_is_a_stale_baseline(
+    moded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--retrieval-gate ndcg@5`` against a baseline recorded without ndcg@5: nothing can
+    gate its regression, which a gate must say (a warning; a failure with the strict
+    flag), not pass as if compared -- in pytest and in ``eval``."""
+    from pytest_retrieval.cli import main
+
+    _run(moded, "main", monkeypatch, "--retrieval-update-baseline").assert_outcomes(passed=1)
+    gate = ["--retrieval-gate", "ndcg@5", "--retrieval-gate", "recall@10"]
+    warned = _run(moded, "degraded", monkeypatch, *gate, "--retrieval-gate", "mrr@10")
+    warned.assert_outcomes(failed=1)  # recall@10 and mrr@10 still compared: they regressed
+    warned.stdout.fnmatch_lines(
+        [
+            "*REGRESSION: recall@10 dropped*",
+            "*stale baseline golden.json.baseline.json: it has no ndcg@5, which this run "
+            "gates: its regression is not checked*; refresh it with --retrieval-update-baseline",
+        ]
+    )
+    strict = _run(moded, "main", monkeypatch, *gate, "--retrieval-strict-baseline")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*  stale baseline: stale baseline * it has no ndcg@5, which*"])
+    _run(moded, "main", monkeypatch, *gate).assert_outcomes(passed=1)  # a warning only
+
+    export = _run(moded, "main", monkeypatch, "--retrieval-export-run", "main.trec")
+    export.assert_outcomes(passed=1)
+    monkeypatch.chdir(moded.path)
+    capsys.readouterr()
+    argv = ["eval", "golden.json", "main.trec", "--retriever", "retriever", "--gate", "ndcg@5"]
+    assert main([*argv, "--strict-baseline"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"ndcg@5 +n/a +\d\.\d{4} .* not in baseline", out)  # computed now
+    assert "stale baseline: stale baseline golden.json.baseline.json: it has no ndcg@5" in out
+    assert main(argv) == 0
+
+
+@pytest.mark.parametrize("how", [["--gate", "otr@10"], ["--threshold", "otr@10=0.5"], []])
+def test_eval_refuses_a_judge_metric_it_cannot_compute(
+    moded: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    how: list[str],
+) -> None:
+    """``eval`` has no judge: an on-topic rate gated from the command line or the golden
+    file is refused with the way to gate it, never left out of a passing gate."""
+    from pytest_retrieval.cli import main
+
+    _run(moded, "main", monkeypatch, "--retrieval-export-run", "main.trec").assert_outcomes(
+        passed=1
+    )
+    if not how:
+        golden = json.loads((moded.path / "golden.json").read_text())
+        (moded.path / "golden.json").write_text(json.dumps({**golden, "gate": ["otr@10"]}))
+    monkeypatch.chdir(moded.path)
+    capsys.readouterr()
+    assert main(["eval", "golden.json", "main.trec", *how]) == 2
+    assert (
+        "otr@10 needs an LLM judge: eval has none; gate it in a pytest run with "
+        "--retrieval-run RUN --retrieval-judge"
+    ) in capsys.readouterr().err
+
+
+def test_a_run_file_records_no_latency_and_keeps_the_recorded_one(
+    moded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run file measured nothing: recording from one (``eval``, ``--retrieval-run``)
+    writes no latency where there was none, and keeps the latencies a live run recorded
+    -- not 0.0 ms, which made every later live run's latency look like a regression."""
+    from pytest_retrieval.cli import main
+
+    path = moded.path / "golden.json.baseline.json"
+    _run(moded, "main", monkeypatch, "--retrieval-export-run", "retriever.trec").assert_outcomes(
+        passed=1
+    )
+    monkeypatch.chdir(moded.path)
+    argv = [
+        "eval",
+        "golden.json",
+        "retriever.trec",
+        "--retriever",
+        "retriever",
+        "--update-baseline",
+    ]
+    assert main(argv) == 0
+    fresh = read(path)["golden.json::retriever"]
+    assert (fresh.latency_p50_ms, fresh.latency_p95_ms) == (None, None)
+    assert {q.latency_ms for q in fresh.queries.values()} == {None}
+    assert '"latency_ms": {\n' not in path.read_text() or '"p95": null' in path.read_text()
+
+    _run(moded, "main", monkeypatch, "--retrieval-update-baseline").assert_outcomes(passed=1)
+    live = read(path)["golden.json::retriever"]
+    assert live.latency_p95_ms is not None and live.latency_p95_ms > 0
+    capsys.readouterr()
+    assert main(argv) == 0  # a refresh from the run file
+    kept = read(path)["golden.json::retriever"]
+    assert (kept.latency_p50_ms, kept.latency_p95_ms) == (live.latency_p50_ms, live.latency_p95_ms)
+    assert [q.latency_ms for q in kept.queries.values()] == [
+        q.latency_ms for q in live.queries.values()
+    ]
+    again = _run(moded, "main", monkeypatch, "--retrieval-run", "retriever.trec",
+                 "--retrieval-update-baseline")  # fmt: skip
+    again.stdout.fnmatch_lines(["*baseline written: *(golden.json::retriever)*"])
+    assert read(path)["golden.json::retriever"].latency_p95_ms == live.latency_p95_ms

@@ -595,7 +595,8 @@ def entry_from_result(
     latency. When ``previous`` (the entry this one replaces) has latencies that this run does
     not significantly differ from, they are kept: a refresh of an unchanged retriever then
     rewrites nothing but ``created`` and the git info."""
-    keep = previous is not None and latency_unchanged(result, previous)
+    measured = not result.run_file  # a run file's latencies are none, not 0.0 ms
+    keep = previous is not None and (not measured or latency_unchanged(result, previous))
     old = previous.queries if previous is not None and keep else {}
     depth = _judge_depth(result.metrics)
     queries = {
@@ -603,12 +604,16 @@ def entry_from_result(
             q.fingerprint,
             dict(q.metrics),
             list(q.returned[: result.k]),
-            old[q.id].latency_ms if q.id in old else (None if q.error else q.latency_ms),
+            old[q.id].latency_ms
+            if q.id in old
+            else (None if q.error or not measured else q.latency_ms),
             result.judge_slots(q, depth) if depth else None,
         )
         for q in result.queries
     }
     p50, p95 = finite_or_none(result.latency_p50_ms), finite_or_none(result.latency_p95_ms)
+    if not measured:
+        p50 = p95 = None
     if keep and previous is not None:
         p50, p95 = previous.latency_p50_ms, previous.latency_p95_ms
     return BaselineEntry(
