@@ -641,3 +641,21 @@ def test_pairs_shared_by_two_golden_sets_under_xdist_are_judged_once(
     result.assert_outcomes(passed=2)
     asked = [(s.query, s.document) for s in server.requests]
     assert len(asked) == len(set(asked)) == pairs
+
+
+def test_the_bill_says_how_many_more_causes_it_does_not_list() -> None:
+    """Three causes are listed, the commonest first; the rest are counted, not dropped (the
+    JSON report's ``judge.causes`` has them all)."""
+    from types import SimpleNamespace
+
+    from pytest_retrieval.render.rows import judge_bill
+
+    causes = {"HTTP 500": 40, "timeout": 20, "no text to judge": 10, "HTTP 429": 7, "x": 3}
+    judge = {"model": "m", "graded": 20, "pairs": 100, "coverage": 0.2, "causes": causes}
+    lines = judge_bill(SimpleNamespace(judge=judge))  # type: ignore[arg-type]
+    assert [line for line in lines if line.startswith("ungraded")] == [
+        "ungraded 40x: HTTP 500",
+        "ungraded 20x: timeout",
+        "ungraded 10x: no text to judge",
+        "ungraded 10x more, for 2 other causes (the JSON report's judge.causes lists them)",
+    ]

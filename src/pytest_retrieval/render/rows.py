@@ -256,8 +256,13 @@ def judge_bill(result: EvaluationResult) -> list[str]:
         + f"; graded {judge.get('graded', 0)}/{judge.get('pairs', 0)} hits "
         f"(coverage {judge.get('coverage', 1.0):.1%})"
     ]
-    for cause, count in sorted((judge.get("causes") or {}).items(), key=lambda kv: -kv[1])[:3]:
-        lines.append(f"ungraded {count}x: {cause}")
+    causes = sorted((judge.get("causes") or {}).items(), key=lambda kv: -kv[1])
+    lines += [f"ungraded {count}x: {cause}" for cause, count in causes[:3]]
+    if rest := causes[3:]:
+        lines.append(
+            f"ungraded {sum(count for _, count in rest)}x more, for {len(rest)} other cause"
+            f"{'s' if len(rest) > 1 else ''} (the JSON report's judge.causes lists them)"
+        )
     sampled = judge.get("sampled") or 0
     if (judge.get("samples") or 1) > 1 and sampled and judge.get("agreement") is not None:
         unanimous = judge.get("unanimous") or 0
