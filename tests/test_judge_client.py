@@ -410,13 +410,31 @@ def test_the_deadline_counts_judging_only(server: JudgeServer) -> None:
 
 def test_a_breaker_cancels_the_calls_still_in_flight(server: JudgeServer) -> None:
     hung = JudgePair(QUERY, None, "hung", f"{ON} [[never]]")  # in flight for 30 s
-    failing = JudgePair(QUERY, None, "failing", f"{ON} [[500]]")
+    failing = [JudgePair(f"{QUERY} {i}", None, "failing", f"{ON} [[500]]") for i in range(2)]
     judge = make(server, concurrency=2, timeout=30, max_failures=2, deadline=None)
     started = time.monotonic()
-    verdicts = judge.judge([hung, failing, *pairs(5)])
+    verdicts = judge.judge([hung, *failing, *pairs(5)])
     assert time.monotonic() - started < 10  # not the hung call's 30 s timeout
     assert "2 consecutive failures" in str(judge.stopped)
     assert verdicts[0].error == judge.stopped
+
+
+def test_one_query_the_endpoint_always_fails_does_not_trip_the_breaker(
+    server: JudgeServer,
+) -> None:
+    """Its hits are asked among other queries' (not all at once, filling every slot), and
+    the breaker wants failures of several queries in a row: a healthy endpoint with one bad
+    query grades every other hit, run after run, and stays open for the next evaluation."""
+    hits = [
+        JudgePair(f"{QUERY} {q}", None, f"d{i}", f"{ON} {i}" + (" [[500]]" if q == 3 else ""))
+        for q in range(30)
+        for i in range(10)
+    ]
+    judge = make(server, max_failures=8)  # 16 calls at a time
+    verdicts = judge.judge(hits)
+    assert judge.stopped is None
+    assert sum(v.error is None for v in verdicts) == 290
+    assert all("gave up after" in str(v.error) for v in verdicts[30:40])
 
 
 def test_credentials_in_the_base_url_are_never_shown(
@@ -461,7 +479,7 @@ def test_a_429_that_never_clears_trips_the_breaker(server: JudgeServer) -> None:
     server.fault = "429:0"
     judge = make(server, concurrency=2, max_failures=3)
     started = time.monotonic()
-    verdicts = judge.judge(pairs(40))
+    verdicts = judge.judge([JudgePair(f"{QUERY} {i}", None, "d", ON) for i in range(40)])
     assert time.monotonic() - started < 15 and len(server.requests) < 20
     assert "3 consecutive failures (last: HTTP 429" in str(judge.stopped)
     assert {v.error for v in verdicts} == {judge.stopped}

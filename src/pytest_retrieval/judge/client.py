@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -72,6 +73,9 @@ PRICES: dict[str, tuple[float, float]] = {
 
 #: the same 4xx (status and message) this many times in a row stops every call
 REPEATED_4XX = 3
+#: the breaker trips on failures of this many queries in a row at least: one query the
+#: endpoint always fails (its hits retried together at the end of a run) is not a dead endpoint
+BREAKER_GROUPS = 3
 #: the cache key's layout; bump when what it covers changes
 KEY_VERSION = 2
 
@@ -135,6 +139,8 @@ class _Work(Generic[R]):
     failed: Callable[[str], R]  # a cause -> an unanswered result
     record: Callable[[R], dict[str, Any] | None]  # what to cache (None: nothing)
     cached: Callable[[str, Any], R | None]  # key, cache record -> result (None: unusable)
+    #: key -> what a failure is a failure of (a verdict's query): the breaker wants several
+    group: Callable[[str], str] = str
 
 
 class Judge:
@@ -171,6 +177,7 @@ class Judge:
         self.shape = RequestShape.for_model(config.model)
         self.stopped: str | None = None  # why no more calls are made in this process
         self._failures = 0  # consecutive transport / 5xx failures
+        self._failing: set[str] = set()  # the groups (queries) those failures came from
         self._repeat: tuple[str, int] = ("", 0)  # the last 4xx and how often in a row
         self._pause_until = 0.0  # monotonic time before which nobody calls (a 429)
         self._judged_for = 0.0  # seconds spent in earlier judge phases of this process
@@ -389,10 +396,12 @@ class Judge:
                 failed=lambda error: Verdict(error=error),
                 record=lambda v: None if v.observation is None else v.observation.to_record(),
                 cached=lambda key, record: self._cached_verdict(record),
+                group=lambda key: todo[key][0].query,
             )
             weights = {key: len(slots) for key, slots in waiting.items()}
+            order = _interleaved(list(todo), lambda key: todo[key][0].query)
             fresh = run_private(
-                lambda: self._gather(list(todo), weights, work, done, total, progress),
+                lambda: self._gather(order, weights, work, done, total, progress),
                 "pytest-retrieval-judge",
             )
             for key, slots in waiting.items():
@@ -784,8 +793,9 @@ class Judge:
                     failure = replace(failure, cause=scrub(failure.cause, *self._secrets()))
                 else:
                     self._failures, self._repeat = 0, ("", 0)
+                    self._failing.clear()
                     return work.read(key, response)
-            outcome = self._after(failure, shape)
+            outcome = self._after(failure, shape, work.group(key))
             if outcome == "again":
                 continue
             if outcome is not None:
@@ -809,7 +819,7 @@ class Judge:
                 rested = self._pause_until
             await asyncio.sleep(wait)  # outside the slot: others go on meanwhile
 
-    def _after(self, failure: Failure, shape: int) -> str | None:
+    def _after(self, failure: Failure, shape: int, group: str) -> str | None:
         """Decide on a failed request: "again" (re-send at once: the request shape was
         adapted, now or by another task since it was sent), the pair's cause (give it
         up), or None (retry after a wait)."""
@@ -837,7 +847,10 @@ class Judge:
         # (one per pause, so a burst of 429s is one): no answer in between, the breaker counts
         if failure.counts or (failure.rate_limited and time.monotonic() >= self._pause_until):
             self._failures += 1
-            if self._failures >= self.config.max_failures:
+            self._failing.add(group)
+            if self._failures >= self.config.max_failures and len(self._failing) >= min(
+                BREAKER_GROUPS, self.config.max_failures
+            ):
                 self._stop(
                     f"stopped calling the judge at {self.endpoint}: {self._failures} "
                     f"consecutive failures (last: {failure.cause})"
@@ -847,6 +860,18 @@ class Judge:
 
     def _backoff(self, attempt: int) -> float:
         return min(self.config.max_retry_wait, 0.5 * 2.0**attempt) * (0.5 + random.random() / 2)
+
+
+def _interleaved(keys: list[str], group: Callable[[str], str]) -> list[str]:
+    """``keys`` taking turns between their groups (a query's hits): the calls in flight at
+    any moment are of several queries, so one query the endpoint always fails cannot fill
+    every slot with failures that read as consecutive and trip the breaker on an endpoint
+    that answers every other query."""
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        groups.setdefault(group(key), []).append(key)
+    rounds = itertools.zip_longest(*groups.values())
+    return [key for turn in rounds for key in turn if key is not None]
 
 
 __all__ = [
