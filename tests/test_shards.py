@@ -970,3 +970,41 @@ def test_merged_judge_summaries_weigh_the_agreement_of_every_part() -> None:
     assert _add_summaries([{"agreement": None, "sampled": 0}])["agreement"] is None  # type: ignore[index]
     older = [{"calls": 3}, {"agreement": 1.0, "sampled": 2, "calls": 3}]  # one without the key
     assert _add_summaries(older) == {"calls": 6, "agreement": 1.0, "sampled": 2}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("on_topic", "yes"), ("grade", 2.5), ("score", "high"), ("reason", None), ("error", 1)],
+)
+def test_a_partial_report_with_an_edited_judgment_is_refused_where_it_is(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    field: str,
+    value: Any,
+) -> None:
+    """The judge's verdicts travel in the partial reports: one of the wrong type changed
+    the on-topic rate silently (``"on_topic": "yes"`` counted as ungraded)."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest(KEYWORD_RETRIEVER + JUDGED_CORPUS)
+    write_golden(pytester)
+    with serve() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-shards-0123456789")
+        assert [r.ret for r in run_shards(pytester, "--retrieval-judge")] == [0, 0, 0]
+    parts = ["part1.json", "part2.json", "part3.json"]
+    documents = {p: json.loads((pytester.path / p).read_text(encoding="utf-8")) for p in parts}
+    part, index = next(
+        (p, i)
+        for p, document in documents.items()
+        for i, q in enumerate(document["evaluations"][0]["queries"])
+        if q.get("judgments")
+    )
+    judgments = documents[part]["evaluations"][0]["queries"][index]["judgments"]
+    doc = next(iter(judgments))
+    judgments[doc][field] = value
+    (pytester.path / part).write_text(json.dumps(documents[part]), encoding="utf-8")
+    message = refused(capsys, pytester.path, *parts)
+    pointer = f"/evaluations/0/queries/{index}/judgments/{doc}/{field}"
+    assert message.startswith(f"{part}, {pointer}: "), message

@@ -356,9 +356,36 @@ def _check_queries(queries: Any) -> None:
             allowed = {int} if name == "relevant" else {int, float, type(None)}
             if not keys <= {str} or not values <= allowed:
                 raise TypeError(name)
+    _check_judgments(queries)
 
 
 _ABSENT = object()
+
+_NUMBER = {int, float, type(None)}
+#: a judge's verdict in a query's ``judgments``, field by field (absent fields are fine)
+_VERDICT_FIELDS: dict[str, set[type]] = {
+    "on_topic": {bool, type(None)},
+    "score": _NUMBER,
+    "grade": {int, type(None)},
+    "reason": {str},
+    "error": {str, type(None)},
+    "confidence": _NUMBER,
+    "agreement": _NUMBER,
+}
+
+
+def _check_judgments(queries: list[dict[str, Any]]) -> None:
+    """TypeError unless every query's ``judgments`` (doc id -> the judge's verdict) holds
+    verdicts of the report's types: an edited one changed the on-topic rate silently."""
+    column = [query["judgments"] for query in queries if "judgments" in query]
+    if not set(map(type, column)) <= {dict}:
+        raise TypeError("judgments")
+    verdicts = list(itertools.chain.from_iterable(map(dict.values, column)))
+    if not set(map(type, verdicts)) <= {dict}:
+        raise TypeError("judgments")
+    for name, types in _VERDICT_FIELDS.items():
+        if not {type(v.get(name)) for v in verdicts if name in v} <= types:
+            raise TypeError(f"judgments {name}")
 
 
 def named_by(documents: Iterable[tuple[Path, Any]], start: Path) -> tuple[list[Path], list[Path]]:
