@@ -135,7 +135,7 @@ def test_malformed_golden_file(pytester: pytest.Pytester, golden: Any, expected:
 def test_missing_file(pytester: pytest.Pytester) -> None:
     output = usage_error(pytester, "--retrieval-golden", "nope.json")
     assert "nope.json: no such file or folder" in output
-    assert "fix: check the path given to --retrieval-golden" in output
+    assert "fix: check the path given to --retrieval-golden, the retrieval_golden ini " in output
 
 
 def test_invalid_json_names_line_and_column(pytester: pytest.Pytester) -> None:
@@ -270,3 +270,23 @@ return search
         ["*juice: the retriever did not answer within 0.3 s (--retrieval-timeout)*"]
     )
     assert result.duration < 20
+
+
+def test_a_missing_golden_set_a_marker_names_says_where_to_look(
+    pytester: pytest.Pytester,
+) -> None:
+    """Not only the command-line option: the fix named it when no option was given."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    pytester.makepyfile(
+        test_mine="""
+        import pytest
+
+        @pytest.mark.retrieval(golden="missing.json")
+        def test_mine(retrieval_eval, retriever):
+            retrieval_eval(retriever)
+        """
+    )
+    result = pytester.runpytest()
+    output = result.stdout.str() + result.stderr.str()
+    assert "missing.json: no such file or folder" in output
+    assert "a retrieval marker's golden= or retrieval_eval's golden=" in output

@@ -46,7 +46,11 @@ def read_golden(source: Path) -> RawGolden:
     """A JSON/JSONL file, a BEIR folder or split (``qrels/<split>.tsv``), or TREC qrels."""
     if not source.exists():
         raise GoldenError(
-            source, "", "no such file or folder", "check the path given to --retrieval-golden"
+            source,
+            "",
+            "no such file or folder",
+            "check the path given to --retrieval-golden, the retrieval_golden ini key, a "
+            "retrieval marker's golden= or retrieval_eval's golden=",
         )
     if source.is_dir():
         return _read_beir(source, split=None)
