@@ -220,12 +220,14 @@ def test_a_golden_set_that_does_not_load_keeps_its_corpus(
 
 
 def two_shards(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> dict[str, bytes]:
-    """p1.json and p2.json, the partial reports of 2 shards, and a baseline file beside the
-    golden set: the project's files, as they are before combine."""
+    """p1.json and p2.json, the partial reports of 2 shards, and the baseline file they name
+    (main.json: not named as baselines are by default, which no output may overwrite at
+    all): the project's files, as they are before combine."""
     for i in (1, 2):
         shard = ["--retrieval-shard", f"{i}/2", "--retrieval-report", f"p{i}.json"]
+        shard += ["--retrieval-baseline", "main.json"]
         assert pytester.runpytest("--retrieval-golden", "golden.json", *shard).ret == 0
-    (pytester.path / "golden.json.baseline.json").write_text("{}", encoding="utf-8")
+    (pytester.path / "main.json").write_text("{}", encoding="utf-8")
     capsys.readouterr()
     return contents(pytester.path)
 
@@ -234,10 +236,10 @@ def two_shards(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) ->
     ("argv", "message"),
     [
         (["--report", "golden.json"], "--report golden.json is the golden set"),
-        (["--report", "golden.json.baseline.json"], "is the baseline"),
+        (["--report", "main.json"], "is the baseline"),
         (
-            ["--update-baseline", "--markdown", "golden.json.baseline.json"],
-            "--markdown and the baseline are both golden.json.baseline.json",
+            ["--update-baseline", "--markdown", "main.json"],
+            "--markdown and the baseline are both main.json",
         ),
     ],
 )
@@ -284,10 +286,10 @@ def test_a_refused_combine_writes_over_nothing_the_shards_name(
     monkeypatch.chdir(project / where)
     up = "" if where == "." else "../"
     argv = ["combine", *(up + name for name in partials), "--report", f"{up}golden.json"]
-    assert main([*argv, "--markdown", f"{up}golden.json.baseline.json"]) == 2
+    assert main([*argv, "--markdown", f"{up}main.json"]) == 2
     err = capsys.readouterr().err
     assert "golden.json NOT written: it is a file of the golden set " in err
-    assert "golden.json.baseline.json NOT written: its inputs name it" in err
+    assert "main.json NOT written: its inputs name it" in err
     assert error.format(up=up) in err
     assert contents(project) == before
 
@@ -307,7 +309,6 @@ def test_a_golden_set_named_in_a_test_is_not_overwritten_at_the_end(
     before = contents(project)
     for option, path, why in [
         ("--retrieval-report", "golden.json", "it is a file of the golden set fruit"),
-        ("--retrieval-markdown", "golden.json.baseline.json", "it is a baseline file"),
         ("--retrieval-export-run", "golden.json", "it is a file of the golden set fruit"),
     ]:
         result = pytester.runpytest(option, path)
@@ -390,3 +391,24 @@ def test_pytest_outputs_never_replace_the_projects_source_or_configuration(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {option} {output} is a file of the project *"])
     assert tree(project) == before
+
+
+@pytest.mark.parametrize("option", ["--retrieval-report", "--retrieval-markdown", "--junitxml"])
+def test_no_output_replaces_another_golden_sets_baseline(
+    pytester: pytest.Pytester, project: Path, option: str
+) -> None:
+    """A baseline this run does not read (another golden set's, committed beside it) is
+    still the team's record: an output path naming it is refused, not written over (the
+    next run of that golden set found a report where its baseline was)."""
+    other = project / "other.json.baseline.json"
+    other.write_text('{"format": "pytest-retrieval-baseline", "version": 1, "entries": {}}')
+    before = tree(project)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", option, other.name)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: {option} other.json.baseline.json is a baseline file (another golden *"]
+    )
+    assert tree(project) == before
+    recorded = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-baseline",
+                                  other.name, "--retrieval-update-baseline")  # fmt: skip
+    assert recorded.ret == 0  # the baseline it records is written, of course

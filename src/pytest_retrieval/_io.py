@@ -111,11 +111,15 @@ def now() -> str:
 
 
 def overwrite_problem(
-    outputs: Iterable[tuple[str, Path | None]], inputs: Iterable[tuple[str, Path | None]]
+    outputs: Iterable[tuple[str, Path | None]],
+    inputs: Iterable[tuple[str, Path | None]],
+    records: Iterable[Path | None] = (),
 ) -> str | None:
     """What is wrong when an output would overwrite an input (a golden set, a run file, a
-    baseline, a shard's report) or another output, else None. Outputs and inputs are
-    (what the user called it, path) pairs; a path is compared resolved (a symlink, ``./``)."""
+    baseline, a shard's report), a file of the project, a baseline file other than those
+    this run ``records``, or another output, else None. Outputs and inputs are (what the
+    user called it, path) pairs; a path is compared resolved (a symlink, ``./``)."""
+    recorded = {path.resolve() for path in records if path is not None}
     read: dict[Path, str] = {}
     for name, path in inputs:
         if path is not None:
@@ -125,6 +129,12 @@ def overwrite_problem(
         if path is None:
             continue
         where, shown = path.resolve(), _shown(path)
+        if where not in read and where not in recorded and _is_baseline_file(where):
+            return (
+                f"{name} {shown} is a baseline file (another golden set's, or one this run "
+                "does not record): writing it would overwrite that file; write the output "
+                "to another path"
+            )
         if where not in read and is_project_file(where):
             return (
                 f"{name} {shown} is a file of the project (its Python source or "
@@ -147,6 +157,11 @@ def overwrite_problem(
 
 #: configuration files by the names pytest reads them under (and other tools too)
 CONFIGURATION = frozenset({"pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"})
+
+
+def _is_baseline_file(path: Path) -> bool:
+    """An existing file named as baselines are (``<golden>.baseline.json``)."""
+    return path.name.endswith(".baseline.json") and path.is_file()
 
 
 def is_project_file(path: Path) -> bool:

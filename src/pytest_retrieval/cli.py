@@ -1540,11 +1540,13 @@ def _check_overwrites(
     from ._io import overwrite_problem
 
     written = [("--" + n.replace("_", "-"), getattr(args, n)) for n in OUTPUT_OPTIONS]
+    records: list[Path | None] = []
     if args.update_baseline is None:
         inputs = [*inputs, *baselines]
     else:
         written += baselines
-    problem = overwrite_problem(written, inputs)
+        records = [path for _, path in baselines]
+    problem = overwrite_problem(written, inputs, records)
     if problem is not None:
         raise UsageError(problem)
 

@@ -124,7 +124,8 @@ def _configure(config: pytest.Config) -> None:
     settings = settings_from_config(config)
     ini = config.inipath if config.inipath and config.inipath.is_file() else None  # -c /dev/null
     read = [*_inputs(settings), ("the ini file pytest read", ini)]
-    problem = overwrite_problem(_outputs(config, settings), read)
+    records = _baselines(settings) if settings.update is not None else []
+    problem = overwrite_problem(_outputs(config, settings), read, records)
     if problem is not None:
         raise OverwriteError(problem)
     state = SessionState(settings)
@@ -136,7 +137,7 @@ def _configure(config: pytest.Config) -> None:
             from .formats import corpus_input
 
             problem = overwrite_problem(
-                _outputs(config, settings), corpus_input(relative(path), golden.corpus)
+                _outputs(config, settings), corpus_input(relative(path), golden.corpus), records
             )
             if problem is not None:
                 raise OverwriteError(problem)
