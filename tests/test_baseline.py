@@ -696,3 +696,20 @@ def test_a_run_file_records_no_latency_and_keeps_the_recorded_one(
                  "--retrieval-update-baseline")  # fmt: skip
     again.stdout.fnmatch_lines(["*baseline written: *(golden.json::retriever)*"])
     assert read(path)["golden.json::retriever"].latency_p95_ms == live.latency_p95_ms
+
+
+@pytest.mark.parametrize("selection", [["-k", "nothing_matches"], ["-m", "not retrieval"]])
+def test_an_update_that_evaluated_nothing_fails(
+    moded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, selection: list[str]
+) -> None:
+    """``--retrieval-update-baseline`` on a main job whose selection left every golden-set
+    evaluation out recorded nothing and passed (exit 0, no word): a mistyped ``-k`` kept
+    the baseline from ever being recorded."""
+    moded.makepyfile(test_unit="def test_unit():\n    pass\n")
+    result = _run(moded, "main", monkeypatch, *selection, "--retrieval-update-baseline")
+    # a failure; -k that selects nothing at all keeps pytest's own "no tests ran" (5)
+    assert result.ret in (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+    result.stdout.fnmatch_lines(
+        ["*baseline NOT updated for golden.json: no evaluation of it ran (*"]
+    )
+    assert not (moded.path / "golden.json.baseline.json").exists()

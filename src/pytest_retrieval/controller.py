@@ -248,6 +248,16 @@ class Reporter:
             pytest.ExitCode.NO_TESTS_COLLECTED,  # xdist workers ran nothing, as without -n
         ):
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if self.state.settings.update is not None and not self.received and self.state.anchors:
+            unrun = ", ".join(sorted({relative(p) for p in self.state.anchors.values()}))
+            self._fail(  # a main job's mistyped -k must not pass with no baseline recorded
+                session,
+                Reason(
+                    PARTIAL_RUN,
+                    f"baseline NOT updated for {unrun}: no evaluation of it ran (-k, -m or "
+                    "the test paths left it out); run it with --retrieval-update-baseline",
+                ),
+            )
         if self._nothing_to_say():
             return  # nothing of ours ran (e.g. only unit tests were selected)
         settings = self.state.settings
