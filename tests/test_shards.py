@@ -6,12 +6,14 @@ from part of a golden set. The README's matrix recipe runs here as written."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
 import shlex
 import shutil
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -388,6 +390,21 @@ def refused(capsys: pytest.CaptureFixture[str], path: Path, *argv: str) -> str:
     error = suite.find("testcase/error")
     assert error is not None and error.get("message") == f"usage: {message}".splitlines()[0]
     return message
+
+
+@contextlib.contextmanager
+def judged_shards(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """part1..3.json of the judged golden set, with the test judge server still up inside
+    the block (its credentials the only ones in the environment)."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest(KEYWORD_RETRIEVER + JUDGED_CORPUS)
+    write_golden(pytester)
+    with serve() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-shards-0123456789")
+        assert [r.ret for r in run_shards(pytester, "--retrieval-judge")] == [0, 0, 0]
+        yield
 
 
 def rerun_shard(pytester: pytest.Pytester, index: int, *options: str) -> None:
@@ -932,14 +949,7 @@ def test_shards_judged_by_another_judge_are_refused(
 ) -> None:
     """An on-topic rate whose parts two judges labelled is not one number: a shard run with
     another judge model or setting is refused, by what a baseline compares of a judge."""
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    pytester.makeconftest(KEYWORD_RETRIEVER + JUDGED_CORPUS)
-    write_golden(pytester)
-    with serve() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-shards-0123456789")
-        assert [r.ret for r in run_shards(pytester, "--retrieval-judge")] == [0, 0, 0]
+    with judged_shards(pytester, monkeypatch):
         parts = ["part1.json", "part2.json", "part3.json"]
         status, _, err = combine(capsys, *parts, "--report", "whole.json")
         assert status == 0, err  # one judge: one whole
@@ -985,14 +995,8 @@ def test_a_partial_report_with_an_edited_judgment_is_refused_where_it_is(
 ) -> None:
     """The judge's verdicts travel in the partial reports: one of the wrong type changed
     the on-topic rate silently (``"on_topic": "yes"`` counted as ungraded)."""
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    pytester.makeconftest(KEYWORD_RETRIEVER + JUDGED_CORPUS)
-    write_golden(pytester)
-    with serve() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-shards-0123456789")
-        assert [r.ret for r in run_shards(pytester, "--retrieval-judge")] == [0, 0, 0]
+    with judged_shards(pytester, monkeypatch):
+        pass  # the shards' partial reports are all this test reads
     parts = ["part1.json", "part2.json", "part3.json"]
     documents = {p: json.loads((pytester.path / p).read_text(encoding="utf-8")) for p in parts}
     part, index = next(
