@@ -159,9 +159,13 @@ def overwrite_problem(
 CONFIGURATION = frozenset({"pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"})
 
 
+#: how a baseline file's name ends (``<golden>.baseline.json``, the default beside its set)
+BASELINE_SUFFIX = ".baseline.json"
+
+
 def _is_baseline_file(path: Path) -> bool:
     """An existing file named as baselines are (``<golden>.baseline.json``)."""
-    return path.name.endswith(".baseline.json") and path.is_file()
+    return path.name.endswith(BASELINE_SUFFIX) and path.is_file()
 
 
 def is_project_file(path: Path) -> bool:

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ._io import atomic_write, lock_path, relative
+from ._io import BASELINE_SUFFIX, atomic_write, lock_path, relative
 from ._version import __version__
 from .errors import BaselineError as BaselineError
 from .formats import default_qrels
@@ -143,10 +143,7 @@ def default_path(golden_source: str | Path) -> Path:
     source = Path(golden_source)
     if source.suffix == ".tsv" and source.parent.name == "qrels":  # a BEIR split
         source = source.parent.parent
-    return source.with_name(source.name + _SUFFIX)
-
-
-_SUFFIX = ".baseline.json"
+    return source.with_name(source.name + BASELINE_SUFFIX)
 
 
 # ---------------------------------------------------------------------------- reading
@@ -216,7 +213,7 @@ def is_ours(path: Path, text: str) -> bool:
     one, or damaged JSON (a ``{`` or a conflict's ``<<<<<<<`` first) that names the format.
     What recording may replace; anything else is someone's file (a run file, a test that
     quotes the format, a settings file that mentions it)."""
-    if not text.strip() or path.name.endswith(_SUFFIX):
+    if not text.strip() or path.name.endswith(BASELINE_SUFFIX):
         return True
     try:
         document = json.loads(text)

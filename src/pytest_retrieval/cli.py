@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._io import relative
+from ._io import BASELINE_SUFFIX, relative
 from ._version import __version__
 from .errors import ConfigError
 from .judge_args import DEFAULT_JUDGE_CACHE
@@ -675,7 +675,7 @@ def _show(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"{path}: cannot read it ({exc.strerror})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        if path.name.endswith(".baseline.json"):
+        if path.name.endswith(BASELINE_SUFFIX):
             return _show_baseline(args)  # the baseline reader says what is wrong with it
         where = (
             f"line {exc.lineno}, column {exc.colno}"

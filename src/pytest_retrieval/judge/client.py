@@ -399,7 +399,7 @@ class Judge:
                 group=lambda key: todo[key][0].query,
             )
             weights = {key: len(slots) for key, slots in waiting.items()}
-            order = _interleaved(list(todo), lambda key: todo[key][0].query)
+            order = _interleaved(list(todo), work.group)
             fresh = run_private(
                 lambda: self._gather(order, weights, work, done, total, progress),
                 "pytest-retrieval-judge",
