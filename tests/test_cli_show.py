@@ -21,6 +21,8 @@ CONFTEST = KEYWORD_RETRIEVER.replace(
     "    return ranked[:k]",
     '    if os.environ.get("RETRIEVAL_MODE") == "worse" and query == "apple":\n'
     '        return ["d5", "d1", "d2"][:k]\n'
+    '    if os.environ.get("ALSO_JUICE") and query == "juice":\n'
+    '        return ["d1", "d2", "d5"][:k]\n'
     "    return ranked[:k]",
 ).replace("import pytest", "import os\nimport pytest")
 
@@ -85,7 +87,7 @@ def test_worst_and_tag_order_by_the_drop_and_unchanged_queries_say_so(
 ) -> None:
     status, out, _ = run(capsys, "show", str(compared), "--worst", "3")
     assert status == 0
-    assert "the largest drops on recall@3: 1 query dropped (of 3 asked for)" in out
+    assert "the largest drops on recall@3: the 1 query that dropped (of 3 asked for)" in out
     assert "apple: apple" in out and "cherry: cherry" not in out
     status, out, _ = run(capsys, "show", str(compared), "--tag", "fruit")
     assert out.index("apple: apple") < out.index("cherry: cherry")
@@ -97,6 +99,28 @@ def test_worst_and_tag_order_by_the_drop_and_unchanged_queries_say_so(
         ["3", "d5", "yes (1)"],
     ]
     assert "unchanged on recall@3, mrr@3, ndcg@3 against the baseline " in out
+
+
+def test_worst_says_how_many_dropped_beyond_those_shown(
+    compared: Path, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--worst 1`` when two queries dropped shows the larger drop and says it is one of
+    two: "1 query dropped" would hide the other."""
+    os.environ["ALSO_JUICE"] = "1"
+    try:
+        ran = pytester.runpytest(
+            "--retrieval-golden", "golden.json", "--retrieval-report", "r2.json"
+        )
+    finally:
+        del os.environ["ALSO_JUICE"]
+    assert ran.ret == 0, ran.stdout.str()
+    status, out, _ = run(capsys, "show", str(pytester.path / "r2.json"), "--worst", "1")
+    assert status == 0
+    assert "the largest drops on recall@3: 1 of the 2 queries that dropped" in out
+    assert "juice: juice" in out and "apple: apple" not in out
+    status, out, _ = run(capsys, "show", str(pytester.path / "r2.json"), "--worst", "2")
+    assert "the largest drops on recall@3: the 2 queries that dropped" in out
+    assert out.index("juice: juice") < out.index("apple: apple")
 
 
 def test_judge_verdicts_and_several_retrievers(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -353,3 +354,68 @@ def test_a_run_without_golden_sets_does_not_load_the_evaluation_modules(
     result = pytester.runpytest_subprocess("-p", "pytest_retrieval.plugin", *workers)
     result.assert_outcomes(passed=1)
     assert (pytester.path / "loaded.txt").read_text() == "[]"
+
+
+def test_the_record_hint_of_a_retrieval_eval_test_reruns_that_test(
+    pytester: pytest.Pytester,
+) -> None:
+    """A ``retrieval_eval`` test's "no baseline" note names the test to rerun with
+    ``--retrieval-update-baseline`` (there may be no ``retriever`` fixture for a
+    ``--retrieval-golden`` run), and that command, run as printed, records its entry."""
+    write_golden(pytester)
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_mine.py").write_text(
+        textwrap.dedent(
+            """
+            import pytest
+
+            def search(query, k):
+                return ["d1", "d2", "d3", "d4"][:k]
+
+            @pytest.mark.parametrize("depth", [3])
+            def test_recall(retrieval_eval, depth):
+                retrieval_eval(search, golden="../golden.json", k=depth)
+            """
+        ),
+        encoding="utf-8",
+    )
+    first = pytester.runpytest("tests")
+    assert first.ret == 0, first.stdout.str()
+    fix = "pytest 'tests/test_mine.py::test_recall[3]' --retrieval-update-baseline"
+    hint = f"*no baseline for fruit::search in *; record one on main with: {fix}"
+    first.stdout.fnmatch_lines([hint.replace("[", "[[]")])
+    recorded = pytester.runpytest(*shlex.split(fix)[1:])
+    assert recorded.ret == 0, recorded.stdout.str()
+    stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
+    assert list(stored["entries"]) == ["golden.json::search"]
+    again = pytester.runpytest("tests")
+    assert again.ret == 0
+    assert "no baseline" not in again.stdout.str()
+    again.stdout.fnmatch_lines(["*vs baseline golden.json.baseline.json*"])
+
+
+def test_a_retrieval_eval_test_run_by_its_path_takes_the_configured_golden_set(
+    pytester: pytest.Pytester,
+) -> None:
+    """``pytest tests`` does not evaluate the ini's golden set on its own (pytest was given
+    paths), but a ``retrieval_eval`` call that names no golden set still takes it (it failed:
+    "no golden set for this test"), and its record hint names it."""
+    write_golden(pytester)
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_mine.py").write_text(
+        "def test_any(retrieval_eval):\n"
+        "    retrieval_eval(lambda query, k: ['d4'], retriever_id='other')\n",
+        encoding="utf-8",
+    )
+    (pytester.path / "pytest.ini").write_text(
+        "[pytest]\nretrieval_golden = golden.json\n", encoding="utf-8"
+    )
+    configured = pytester.runpytest("tests")
+    assert configured.ret == 0, configured.stdout.str()
+    configured.stdout.fnmatch_lines(
+        [
+            "*no baseline for fruit::other in *; record one on main with: pytest "
+            "tests/test_mine.py::test_any --retrieval-golden=golden.json "
+            "--retrieval-update-baseline"
+        ]
+    )

@@ -324,8 +324,9 @@ def test_baseline_is_keyed_by_the_run_name(pytester: pytest.Pytester) -> None:
 def test_the_no_baseline_note_of_a_run_file_records_its_baseline(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The fix the note prints, run as printed (from pytest and from ``eval``), records the
-    run file's own entry; a live retriever's command would record another."""
+    """The fix the note prints, run as printed (pytest's from pytest, ``eval``'s from
+    ``eval``), records the run file's own entry; a live retriever's command would record
+    another."""
     from pytest_retrieval.cli import main
 
     by_qid = project(pytester)
@@ -344,7 +345,13 @@ def test_the_no_baseline_note_of_a_run_file_records_its_baseline(
     )
     first.stdout.fnmatch_lines(["  latency n/a (a precomputed run)*"])  # not "p50 0.0 ms"
     assert main(["eval", "golden.json", "nightly.trec"]) == 0
-    assert f"record one on main with: {fix}" in capsys.readouterr().out
+    # eval's own command (its user may have no pytest set-up); it records the same entry
+    by_eval = "pytest-retrieval eval golden.json nightly.trec --update-baseline"
+    assert f"record one on main with: {by_eval}" in capsys.readouterr().out
+    assert main(shlex.split(by_eval)[1:]) == 0
+    stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
+    assert list(stored["entries"]) == ["golden.json::nightly"]
+    (pytester.path / "golden.json.baseline.json").unlink()
     recorded = pytester.runpytest(*shlex.split(fix)[1:])
     assert recorded.ret == 0
     stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
@@ -372,12 +379,9 @@ def test_the_no_baseline_note_of_a_run_file_records_its_baseline(
     assert "no baseline" not in capsys.readouterr().out
     shutil.copy(pytester.path / "nightly.trec", pytester.path / "my run.trec")  # quoted
     assert main(["eval", "golden.json", "my run.trec"]) == 0
-    fix = (
-        "pytest --retrieval-golden=golden.json --retrieval-run='my run.trec' "
-        "--retrieval-update-baseline"
-    )
+    fix = "pytest-retrieval eval golden.json 'my run.trec' --update-baseline"
     assert f"record one on main with: {fix}" in capsys.readouterr().out
-    assert pytester.runpytest(*shlex.split(fix)[1:]).ret == 0
+    assert main(shlex.split(fix)[1:]) == 0
     assert main(["eval", "golden.json", "my run.trec"]) == 0
     assert "no baseline" not in capsys.readouterr().out
     other = pytester.runpytest(
@@ -766,3 +770,33 @@ def test_a_run_without_a_golden_set_where_the_ini_names_one_says_why(
             "holds them, and the paths given do not; pass --retrieval-golden PATH"
         ]
     )
+
+
+def test_the_ini_check_comes_before_a_conftest_that_needs_the_unread_ini(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conftest that imports the project's code through the ini's ``pythonpath`` fails to
+    import when pytest left that ini unread: the user is told why (the option's value after
+    a space) and the fix, not shown a bare ImportError; and the report names both."""
+    project = _ini_layout(pytester.path)
+    (project / "pytest.ini").write_text("[pytest]\npythonpath = src\n", encoding="utf-8")
+    (project / "src").mkdir()
+    (project / "src" / "searchlib.py").write_text("def search(q, k): return []\n", "utf-8")
+    (project / "conftest.py").write_text("import searchlib  # via pythonpath\n", "utf-8")
+    (pytester.path / "data" / "g.json").write_bytes((project / "golden.json").read_bytes())
+    monkeypatch.chdir(project)
+    result = pytester.runpytest(
+        "--retrieval-golden", "../data/g.json", "--retrieval-report", "report.json"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --retrieval-golden ../data/g.json: pytest took ../data/g.json for a test "
+            "path * so it did not read pytest.ini (rootdir: *); write "
+            "--retrieval-golden=../data/g.json (conftest.py then failed to import: "
+            "ModuleNotFoundError: No module named 'searchlib')"
+        ]
+    )
+    assert "ImportError while loading" not in result.stderr.str()
+    report = json.loads((project / "report.json").read_text(encoding="utf-8"))
+    assert "did not read pytest.ini" in json.dumps(report)

@@ -636,6 +636,14 @@ def test_combine_where_the_shards_baseline_is_not_found_is_refused(
         capsys, "part1.json", "part2.json", "part3.json", "--baseline", "new.json"
     )
     assert status == 0 and "no baseline for many::bm25 in new.json" in out
+    # the fix it prints is combine's own, and records the entry run as printed
+    fix = "pytest-retrieval combine part1.json part2.json part3.json --baseline new.json"
+    assert f"record one on main with: {fix} --update-baseline" in out
+    status, out, _ = combine(capsys, *shlex.split(fix)[2:], "--update-baseline")
+    assert status == 0 and "baseline written: new.json" in out
+    assert list(json.loads((partials.path / "new.json").read_text())["entries"]) == [
+        "golden.json::bm25"
+    ]
 
 
 def test_empty_shards_combine_into_the_single_run(

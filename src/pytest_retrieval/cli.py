@@ -64,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.reconfigure(errors="replace")
     parser = _parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the fix a note prints reruns it
     command: Command = args.command
     try:
         return command(args)
@@ -815,15 +816,9 @@ def _evaluation_lines(result: EvaluationResult, args: argparse.Namespace) -> lis
         change = {c.id: c.delta for c in shift.queries}
         queries.sort(key=lambda q: (change.get(q.id, 0.0), _value(q, metric), q.id))
         if args.worst:
-            queries = [q for q in queries if change.get(q.id, 0.0) < 0][: args.worst]
-            count = len(queries)
-            what = (
-                f"{count} quer{'y' if count == 1 else 'ies'} dropped" if count else "none dropped"
-            )
-            lines.append(
-                f"  the largest drops on {metric}: {what}"
-                + (f" (of {args.worst} asked for)" if len(queries) < args.worst else "")
-            )
+            dropped = [q for q in queries if change.get(q.id, 0.0) < 0]
+            queries = dropped[: args.worst]
+            lines.append(f"  the largest drops on {metric}: {_drops(len(dropped), args.worst)}")
         else:
             lines.append(f"  worst first: the largest drop on {metric} first")
     else:
@@ -836,6 +831,17 @@ def _evaluation_lines(result: EvaluationResult, args: argparse.Namespace) -> lis
     for query in queries:
         lines.extend(_query_lines(result, query, args.depth or result.k))
     return lines
+
+
+def _drops(dropped: int, asked: int) -> str:
+    """How the queries shown stand to all that dropped: "1 of the 2 queries that dropped",
+    "the 1 query that dropped (of 3 asked for)"."""
+    if not dropped:
+        return "none dropped"
+    them = f"quer{'y' if dropped == 1 else 'ies'} that dropped"
+    if asked < dropped:
+        return f"{asked} of the {dropped} {them}"
+    return f"the {dropped} {them}" + (f" (of {asked} asked for)" if dropped < asked else "")
 
 
 def _ranking_metric(result: EvaluationResult, wanted: str | None) -> str:
@@ -1309,6 +1315,8 @@ def _add_combine(commands: Any) -> None:
 
 
 def _combine(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from .formats import corpus_input, declared_corpus, golden_inputs
     from .shards import ShardError, combine, malformed, named_by, read_partial
 
@@ -1341,6 +1349,7 @@ def _combine(args: argparse.Namespace) -> int:
         ],
         [("the baseline", path) for path in dict.fromkeys(w.baseline for w in wholes)],
     )
+    wholes = [replace(w, result=replace(w.result, rerun=_typed(args))) for w in wholes]
     shards = partials[0].shard.count
     note = f"combined {shards} shard{'' if shards == 1 else 's'}: " + ", ".join(
         f"{w.result.golden_name} [{w.result.retriever_id}] {len(w.result.queries)} queries"
@@ -1363,6 +1372,13 @@ def _combine(args: argparse.Namespace) -> int:
         if error is None:
             raise
         return _refuse(args, outputs, str(error))
+
+
+def _typed(args: argparse.Namespace) -> str:
+    """The command line as typed, quoted for a shell."""
+    import shlex
+
+    return shlex.join(["pytest-retrieval", *args.argv])
 
 
 #: what a value of the wrong type in a partial report raises on its way through combine
@@ -1497,7 +1513,10 @@ def _eval(args: argparse.Namespace) -> int:
         return _refuse(args, outputs, str(exc).replace(JUDGE_ADVICE, advice))
     # as pytest names it
     result = replace(
-        result, run_file=str(start / args.run), run_missing=missing_queries(golden, run)
+        result,
+        run_file=str(start / args.run),
+        run_missing=missing_queries(golden, run),
+        rerun=_typed(args),
     )
     path = args.baseline or default_path(golden.source)
     key = golden_key(golden.source, path)

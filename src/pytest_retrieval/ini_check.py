@@ -67,7 +67,10 @@ def _option_kinds(config: pytest.Config) -> dict[str, str] | None:
     """Every option pytest knows now -> "flag", "one", "optional" (nargs ?) or "many", read
     from its argparse parser's own actions (an action class such as pytest 7's ``-q``
     says only there that it takes no value)."""
-    parser: Any = getattr(getattr(config, "_parser", None), "optparser", None)
+    options: Any = getattr(config, "_parser", None)
+    parser: Any = getattr(options, "optparser", None)
+    if parser is None and hasattr(options, "_getparser"):  # pytest < 9, before its parse
+        parser = options._getparser()
     actions = getattr(parser, "_option_string_actions", None)
     if not isinstance(actions, dict):
         return None

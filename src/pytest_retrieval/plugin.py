@@ -92,19 +92,25 @@ def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> Generator[None, None, None]:
     """A conftest.py that does not import stops pytest before it configures: the outputs
-    are written here, from the options parsed so far."""
+    are written here, from the options parsed so far. When pytest left the ini file unread
+    because of one of our options, that is the cause to show (a conftest often needs the
+    ini's ``pythonpath``), with the fix."""
     try:
         yield
     except Exception as exc:
         given = early_config.known_args_namespace
         if type(exc).__name__ == "ConftestImportFailure" and not (given.help or given.version):
-            path = getattr(exc, "path", "conftest.py")
+            path = relative(getattr(exc, "path", "conftest.py"))
             cause = exc.__cause__ or exc
+            failure = f"{type(cause).__name__}: {cause}"
+            try:
+                check_ini_read(early_config)
+            except ConfigError as unread:
+                message = f"{unread} ({path} then failed to import: {failure})"
+                _startup_failed(early_config, message, given)
+                raise pytest.UsageError(message) from None
             _startup_failed(
-                early_config,
-                f"ImportError while loading conftest {relative(path)}: "
-                f"{type(cause).__name__}: {cause}",
-                given,
+                early_config, f"ImportError while loading conftest {path}: {failure}", given
             )
         raise
 
@@ -639,9 +645,23 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
             k=k or options.get("k"),
             retriever_id=rid or getattr(retriever, "__name__", None),
             marker=options,
+            rerun=_rerun(request, None if golden or options.get("golden") else chosen),
         )
 
     return run
+
+
+def _rerun(request: pytest.FixtureRequest, configured: GoldenSet | None) -> str:
+    """``pytest`` naming this test, and the golden set when the test took the configured
+    one: what records its baseline (``--retrieval-golden`` alone would evaluate the golden
+    set with the ``retriever`` fixture, not this test's retriever)."""
+    import shlex
+
+    node = request.node
+    words = ["pytest", shlex.quote(f"{relative(node.path)}::{node.nodeid.split('::', 1)[-1]}")]
+    if configured is not None:
+        words.append(f"--retrieval-golden={shlex.quote(relative(configured.source))}")
+    return " ".join(words)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

@@ -827,6 +827,10 @@ class EvaluationResult:
     label_coverage: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: set on a CI shard's evaluation of part of the golden set (None: the whole set)
     part: Part | None = None
+    #: the command that makes this result again, for the fixes notes print: the
+    #: ``pytest-retrieval eval``/``combine`` line as typed, or ``pytest`` naming the
+    #: ``retrieval_eval`` test ("": the golden set's pytest run; not kept in reports)
+    rerun: str = ""
     verdict: Verdict = UNDECIDED
 
     def __post_init__(self) -> None:

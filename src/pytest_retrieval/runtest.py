@@ -48,10 +48,12 @@ def run_evaluation(
     retriever_id: str | None = None,
     marker: Mapping[str, Any] | None = None,
     part_of: GoldenSet | None = None,
+    rerun: str = "",
 ) -> EvaluationResult:
     """``part_of``: the whole golden set when ``golden`` is one part of it (:mod:`.split`):
     the part carries the whole's fingerprint and stays undecided (the controller merges the
-    parts, then compares and decides)."""
+    parts, then compares and decides). ``rerun``: the command that runs this evaluation
+    again, when it is not the golden set's own (a ``retrieval_eval`` test)."""
     from .evaluation import evaluate
     from .gate import ThresholdError
     from .metrics import JUDGED_FAMILY
@@ -100,6 +102,8 @@ def run_evaluation(
         pytest.fail(problem, pytrace=False)
     if run_file is not None:
         result = replace(result, run_file=run_file, run_missing=run_missing)
+    if rerun:
+        result = replace(result, rerun=rerun)
     if part_of is not None:
         result = replace(result, fingerprint=part_of.fingerprint)
         request.node.stash.setdefault(RESULTS, []).append(result)
@@ -386,12 +390,13 @@ def golden_for(
     marker = request.node.get_closest_marker("retrieval")
     chosen = golden or (marker.kwargs.get("golden") if marker else None)
     if chosen is None:
-        if len(state.goldens) == 1:
-            return next(iter(state.goldens.values()))
+        configured = state.configured_golden()
+        if configured is not None:
+            return configured
         raise ConfigError(
             "no golden set for this test: pass golden=... to retrieval_eval, use "
-            "@pytest.mark.retrieval(golden='golden.json'), or give exactly one "
-            "--retrieval-golden"
+            "@pytest.mark.retrieval(golden='golden.json'), or configure exactly one "
+            "(--retrieval-golden, or the retrieval_golden ini key)"
         )
     path = Path(chosen)
     if not path.is_absolute():

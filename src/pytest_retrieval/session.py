@@ -66,6 +66,12 @@ class SessionState:
             self.goldens[path] = golden
         return self.goldens[path]
 
+    def configured_golden(self) -> GoldenSet | None:
+        """The golden set of a test that names none: the only one configured (command line
+        or ini), also when pytest's paths left it unevaluated; None: none or several."""
+        configured = {path.resolve(): path for path in self.settings.goldens}
+        return self.golden(next(iter(configured.values()))) if len(configured) == 1 else None
+
     def judge(self, config: pytest.Config | None = None) -> Any:
         """This process's LLM judge (None without ``--retrieval-judge``), built once."""
         if self._judge is None and self.settings.judge is not None:
@@ -286,8 +292,8 @@ def check_item_marker(item: pytest.Item, state: SessionState) -> None:
         if path not in state.goldens:  # loaded once, as the retrieval_golden fixture does
             state.goldens[path] = load(path)
         golden = state.goldens[path]
-    elif len(state.goldens) == 1:
-        golden = next(iter(state.goldens.values()))
+    else:
+        golden = state.configured_golden()
     check_marker(marker.kwargs, where, golden)
 
 

@@ -79,13 +79,18 @@ def title(result: EvaluationResult) -> str:
 def command(result: EvaluationResult, extra: str) -> str:
     """The command that reruns this evaluation with ``extra`` options (the fix a note tells
     the reader to run): its golden set, run file and baseline file, paths relative to the
-    working directory. A run evaluated under another id (``eval --retriever``) is recorded by
-    ``eval``: pytest names a run by its file."""
+    working directory. A result made by ``eval``, ``combine`` or a ``retrieval_eval`` test
+    is made again by the same command (:attr:`~.results.EvaluationResult.rerun`); so is a run
+    evaluated under another id (``eval --retriever``): pytest names a run by its file."""
     from pathlib import Path
 
     from ..baseline import default_path
     from ..runfile import run_name
 
+    if result.rerun.startswith("pytest "):  # a retrieval_eval test
+        return f"{result.rerun} {extra}"
+    if result.rerun and extra == "--retrieval-update-baseline":
+        return f"{result.rerun} --update-baseline"
     golden = shlex.quote(relative(result.golden_source))
     run = shlex.quote(relative(result.run_file)) if result.run_file else None
     baseline = result.baseline_path
