@@ -412,10 +412,23 @@ def test_a_retrieval_eval_test_run_by_its_path_takes_the_configured_golden_set(
     )
     configured = pytester.runpytest("tests")
     assert configured.ret == 0, configured.stdout.str()
+    fix = "pytest tests/test_mine.py::test_any --retrieval-update-baseline"
     configured.stdout.fnmatch_lines(
+        [f"*no baseline for fruit::other in *; record one on main with: {fix}"]
+    )
+    # as printed: the ini's set is found, and not evaluated on its own (no retriever fixture)
+    recorded = pytester.runpytest(*shlex.split(fix)[1:])
+    assert recorded.ret == 0, recorded.stdout.str()
+    stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
+    assert list(stored["entries"]) == ["golden.json::other"]
+    # the set given with --retrieval-golden: named in the hint (without it, none is configured)
+    (pytester.path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    given = pytester.runpytest("tests/test_mine.py", "--retrieval-golden", "golden.json",
+                               "--retrieval-baseline", "b2.json")  # fmt: skip
+    given.stdout.fnmatch_lines(
         [
             "*no baseline for fruit::other in *; record one on main with: pytest "
             "tests/test_mine.py::test_any --retrieval-golden=golden.json "
-            "--retrieval-update-baseline"
+            "--retrieval-baseline=b2.json --retrieval-update-baseline"
         ]
     )

@@ -645,22 +645,23 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
             k=k or options.get("k"),
             retriever_id=rid or getattr(retriever, "__name__", None),
             marker=options,
-            rerun=_rerun(request, None if golden or options.get("golden") else chosen),
+            rerun=_rerun(request, chosen, given=bool(golden or options.get("golden"))),
         )
 
     return run
 
 
-def _rerun(request: pytest.FixtureRequest, configured: GoldenSet | None) -> str:
-    """``pytest`` naming this test, and the golden set when the test took the configured
-    one: what records its baseline (``--retrieval-golden`` alone would evaluate the golden
-    set with the ``retriever`` fixture, not this test's retriever)."""
+def _rerun(request: pytest.FixtureRequest, golden: GoldenSet, *, given: bool) -> str:
+    """``pytest`` naming this test: what records its baseline entry. The golden set is
+    named too when the test took the one ``--retrieval-golden`` gave (not ``given`` by the
+    test or its marker); one from the ini is found without (and named, it would also be
+    evaluated on its own, with a ``retriever`` fixture this test may not see)."""
     import shlex
 
     node = request.node
     words = ["pytest", shlex.quote(f"{relative(node.path)}::{node.nodeid.split('::', 1)[-1]}")]
-    if configured is not None:
-        words.append(f"--retrieval-golden={shlex.quote(relative(configured.source))}")
+    if not given and request.config.getoption("retrieval_golden"):
+        words.append(f"--retrieval-golden={shlex.quote(relative(golden.source))}")
     return " ".join(words)
 
 

@@ -87,9 +87,8 @@ def command(result: EvaluationResult, extra: str) -> str:
     from ..baseline import default_path
     from ..runfile import run_name
 
-    if result.rerun.startswith("pytest "):  # a retrieval_eval test
-        return f"{result.rerun} {extra}"
-    if result.rerun and extra == "--retrieval-update-baseline":
+    test = result.rerun if result.rerun.startswith("pytest ") else ""  # retrieval_eval's
+    if result.rerun and not test and extra == "--retrieval-update-baseline":
         return f"{result.rerun} --update-baseline"
     golden = shlex.quote(relative(result.golden_source))
     run = shlex.quote(relative(result.run_file)) if result.run_file else None
@@ -103,8 +102,11 @@ def command(result: EvaluationResult, extra: str) -> str:
         words += ["--retriever", shlex.quote(result.retriever_id)]
         words += ["--baseline", shown] if shown else []
         return " ".join([*words, "--update-baseline"])
-    words = ["pytest", _option("--retrieval-golden", golden)]
-    words += [_option("--retrieval-run", run)] if run else []
+    if test:
+        words = [test]
+    else:
+        words = ["pytest", _option("--retrieval-golden", golden)]
+        words += [_option("--retrieval-run", run)] if run else []
     words += [_option("--retrieval-baseline", shown)] if shown else []
     return " ".join([*words, extra])
 
