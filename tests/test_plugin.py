@@ -384,6 +384,9 @@ def test_the_record_hint_of_a_retrieval_eval_test_reruns_that_test(
     fix = "pytest 'tests/test_mine.py::test_recall[3]' --retrieval-update-baseline"
     hint = f"*no baseline for fruit::search in *; record one on main with: {fix}"
     first.stdout.fnmatch_lines([hint.replace("[", "[[]")])
+    pytest.importorskip("xdist")
+    spread = pytester.runpytest_subprocess("tests", "-n", "2")  # the hint crosses from workers
+    spread.stdout.fnmatch_lines([hint.replace("[", "[[]")])
     recorded = pytester.runpytest(*shlex.split(fix)[1:])
     assert recorded.ret == 0, recorded.stdout.str()
     stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())

@@ -829,7 +829,8 @@ class EvaluationResult:
     part: Part | None = None
     #: the command that makes this result again, for the fixes notes print: the
     #: ``pytest-retrieval eval``/``combine`` line as typed, or ``pytest`` naming the
-    #: ``retrieval_eval`` test ("": the golden set's pytest run; not kept in reports)
+    #: ``retrieval_eval`` test ("": the golden set's pytest run; crosses from an xdist
+    #: worker, not kept in reports)
     rerun: str = ""
     verdict: Verdict = UNDECIDED
 
@@ -1084,6 +1085,7 @@ def to_wire(result: EvaluationResult) -> str:
     with paused_gc():
         entry = result.to_dict(queries=False)
         entry["queries"] = result.table.entries(rankings=True)
+        entry["rerun"] = result.rerun  # the wire's only: reports do not keep it
         return json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=_joined)
 
 
@@ -1166,6 +1168,7 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
             for name, entry in (data.get("coverage") or {}).items()
         },
         part=None if data.get("part") is None else Part.from_dict(data["part"]),
+        rerun=str(data.get("rerun") or ""),
         verdict=verdict,
     )
 
