@@ -69,7 +69,9 @@ class SessionState:
     def configured_golden(self) -> GoldenSet | None:
         """The golden set of a test that names none: the only one configured (command line
         or ini), also when pytest's paths left it unevaluated; None: none or several."""
-        configured = {path.resolve(): path for path in self.settings.goldens}
+        configured: dict[Path, Path] = {}
+        for path in self.settings.goldens:  # the first spelling, as the schedule loads it
+            configured.setdefault(path.resolve(), path)
         return self.golden(next(iter(configured.values()))) if len(configured) == 1 else None
 
     def judge(self, config: pytest.Config | None = None) -> Any:
@@ -292,8 +294,8 @@ def check_item_marker(item: pytest.Item, state: SessionState) -> None:
         if path not in state.goldens:  # loaded once, as the retrieval_golden fixture does
             state.goldens[path] = load(path)
         golden = state.goldens[path]
-    else:
-        golden = state.configured_golden()
+    elif len(state.goldens) == 1:
+        golden = next(iter(state.goldens.values()))
     check_marker(marker.kwargs, where, golden)
 
 
