@@ -35,6 +35,7 @@ def build_bm25_search(corpus_path: str | Path = CORPUS) -> Search:
     sharing no term with the query (score 0) are left out. It is safe to call from threads.
     """
     import bm25s
+    import numpy as np
     import Stemmer
 
     ids: list[str] = []
@@ -63,11 +64,15 @@ def build_bm25_search(corpus_path: str | Path = CORPUS) -> Search:
             tokens = bm25s.tokenize(
                 [query], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
             )
-            docs, scores = index.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+            scores = index.get_scores(tokens[0])
+        # best first, equal scores in corpus order: bm25s' own top-k leaves the order of
+        # ties to numpy's partition, which differs between versions (and so would the
+        # committed baseline's rankings)
+        top = np.lexsort((np.arange(len(ids)), -scores))[:k]
         return [
-            {"id": ids[doc], "text": texts[doc], "score": float(score)}
-            for doc, score in zip(docs[0].tolist(), scores[0].tolist(), strict=True)
-            if score > 0
+            {"id": ids[doc], "text": texts[doc], "score": float(scores[doc])}
+            for doc in top.tolist()
+            if scores[doc] > 0
         ]
 
     return search
