@@ -800,3 +800,21 @@ def test_the_ini_check_comes_before_a_conftest_that_needs_the_unread_ini(
     assert "ImportError while loading" not in result.stderr.str()
     report = json.loads((project / "report.json").read_text(encoding="utf-8"))
     assert "did not read pytest.ini" in json.dumps(report)
+
+
+def test_a_failing_ini_check_leaves_the_conftest_import_error_shown(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ini check runs half way through pytest's start-up when a conftest fails to
+    import: if it breaks there, the user still sees the import error, not a traceback."""
+    import pytest_retrieval.plugin as plugin
+
+    def broken(config: pytest.Config) -> None:
+        raise RuntimeError("replay broke")
+
+    monkeypatch.setattr(plugin, "check_ini_read", broken)
+    pytester.makeconftest("import not_a_module_here\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ImportError while loading conftest*"])
+    assert "replay broke" not in result.stdout.str() + result.stderr.str()

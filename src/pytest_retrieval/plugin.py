@@ -103,9 +103,8 @@ def pytest_load_initial_conftests(
             path = relative(getattr(exc, "path", "conftest.py"))
             cause = exc.__cause__ or exc
             failure = f"{type(cause).__name__}: {cause}"
-            try:
-                check_ini_read(early_config)
-            except ConfigError as unread:
+            unread = _unread_ini(early_config)
+            if unread is not None:
                 message = f"{unread} ({path} then failed to import: {failure})"
                 _startup_failed(early_config, message, given)
                 raise pytest.UsageError(message) from None
@@ -113,6 +112,18 @@ def pytest_load_initial_conftests(
                 early_config, f"ImportError while loading conftest {path}: {failure}", given
             )
         raise
+
+
+def _unread_ini(config: pytest.Config) -> str | None:
+    """:func:`check_ini_read`'s message, or None; None too when its replay fails here, half
+    way through pytest's start-up: the import error is then the one to show."""
+    try:
+        check_ini_read(config)
+    except ConfigError as exc:
+        return str(exc)
+    except Exception:
+        return None
+    return None
 
 
 def _startup_failed(config: pytest.Config, message: str, given: Any = None) -> None:
