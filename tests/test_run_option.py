@@ -408,9 +408,19 @@ def test_retrieval_eval_takes_a_run(pytester: pytest.Pytester) -> None:
             result = retrieval_eval(read_run("nightly.trec"), golden="golden.json")
             assert result.retriever_id == "nightly"
             assert [list(q.returned) for q in result.queries][:2] == [[], {first!r}]
+
+        def test_renamed(retrieval_eval):
+            retrieval_eval(read_run("nightly.trec"), golden="golden.json", retriever_id="mine")
         """
     )
-    pytester.runpytest("test_own.py").assert_outcomes(passed=1)
+    ran = pytester.runpytest("test_own.py")
+    ran.assert_outcomes(passed=2)
+    # the fix reruns the test (not eval: the test is what names the run "mine")
+    fix = "pytest test_own.py::test_renamed --retrieval-update-baseline"
+    ran.stdout.fnmatch_lines([f"*no baseline for synth::mine in *; record one on main with: {fix}"])
+    assert pytester.runpytest(*shlex.split(fix)[1:]).ret == 0
+    stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
+    assert list(stored["entries"]) == ["golden.json::mine"]
 
 
 def test_an_export_that_cannot_be_written_fails_the_session(pytester: pytest.Pytester) -> None:

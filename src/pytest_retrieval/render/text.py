@@ -97,7 +97,7 @@ def command(result: EvaluationResult, extra: str) -> str:
         baseline = None  # the default: no option needed
     renamed = result.run_file and result.retriever_id != run_name(Path(result.run_file))
     shown = shlex.quote(relative(baseline)) if baseline else None
-    if renamed and run and extra == "--retrieval-update-baseline":
+    if renamed and run and not test and extra == "--retrieval-update-baseline":
         words = ["pytest-retrieval eval", golden, run]
         words += ["--retriever", shlex.quote(result.retriever_id)]
         words += ["--baseline", shown] if shown else []
