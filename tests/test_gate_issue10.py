@@ -234,23 +234,6 @@ def test_unknown_compare_to_is_a_usage_error(pytester: pytest.Pytester, xdist: b
     assert "side by side" not in output  # nothing compared against a reference nobody chose
 
 
-def test_compare_to_naming_none_of_one_retriever_is_a_usage_error(
-    pytester: pytest.Pytester,
-) -> None:
-    """With one retriever there is no A/B table, but a ``--retrieval-compare-to`` that names
-    none of what ran is still a typo to report (it was ignored, exit status 0); naming the
-    one that ran is fine."""
-    make_project(pytester)
-    write_json(pytester, "golden.json", golden(8))
-    write_run(pytester, "one", {i: 1 for i in range(8)})
-    result, _ = run(pytester, "one", "--retrieval-compare-to", "typo")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
-    usage = "--retrieval-compare-to 'typo': no retriever of that id ran; the ids are retriever"
-    assert usage in result.stdout.str() + result.stderr.str()
-    named, _ = run(pytester, "one", "--retrieval-compare-to", "retriever")
-    assert named.ret == 0, named.stdout.str()
-
-
 # ---------------------------------------------------------------------------- 4. A/B marks
 
 

@@ -385,8 +385,13 @@ def test_the_record_hint_of_a_retrieval_eval_test_reruns_that_test(
     hint = f"*no baseline for fruit::search in *; record one on main with: {fix}"
     first.stdout.fnmatch_lines([hint.replace("[", "[[]")])
     pytest.importorskip("xdist")
-    spread = pytester.runpytest_subprocess("tests", "-n", "2")  # the hint crosses from workers
-    spread.stdout.fnmatch_lines([hint.replace("[", "[[]")])
+    spread = pytester.runpytest_subprocess("tests", "-n", "2", "--retrieval-report", "r.json")
+    spread.stdout.fnmatch_lines([hint.replace("[", "[[]")])  # it crosses from the workers
+    shown = subprocess.run(  # and the report keeps it for `show`
+        [sys.executable, "-m", "pytest_retrieval", "show", "r.json"],
+        cwd=pytester.path, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert f"record one on main with: {fix}" in shown.stdout
     recorded = pytester.runpytest(*shlex.split(fix)[1:])
     assert recorded.ret == 0, recorded.stdout.str()
     stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
@@ -424,14 +429,25 @@ def test_a_retrieval_eval_test_run_by_its_path_takes_the_configured_golden_set(
     assert recorded.ret == 0, recorded.stdout.str()
     stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
     assert list(stored["entries"]) == ["golden.json::other"]
-    # the set given with --retrieval-golden: named in the hint (without it, none is configured)
+    # the set --retrieval-golden gave, also through the retrieval_golden fixture: named as
+    # an ini value (named by the option, the set would be evaluated on its own too, with a
+    # retriever fixture there is none of here, and the update refused as partial)
     (pytester.path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (pytester.path / "tests" / "test_mine.py").write_text(
+        "def test_any(retrieval_eval, retrieval_golden):\n"
+        "    retrieval_eval(lambda query, k: ['d4'], retrieval_golden, retriever_id='other')\n",
+        encoding="utf-8",
+    )
     given = pytester.runpytest("tests/test_mine.py", "--retrieval-golden", "golden.json",
                                "--retrieval-baseline", "b2.json")  # fmt: skip
-    given.stdout.fnmatch_lines(
-        [
-            "*no baseline for fruit::other in *; record one on main with: pytest "
-            "tests/test_mine.py::test_any --retrieval-golden=golden.json "
-            "--retrieval-baseline=b2.json --retrieval-update-baseline"
-        ]
+    fix = (
+        "pytest tests/test_mine.py::test_any -o retrieval_golden=golden.json "
+        "--retrieval-baseline=b2.json --retrieval-update-baseline"
     )
+    given.stdout.fnmatch_lines(
+        [f"*no baseline for fruit::other in *; record one on main with: {fix}"]
+    )
+    recorded = pytester.runpytest(*shlex.split(fix)[1:])
+    assert recorded.ret == 0, recorded.stdout.str()
+    stored = json.loads((pytester.path / "b2.json").read_text())
+    assert list(stored["entries"]) == ["golden.json::other"]

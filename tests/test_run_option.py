@@ -352,6 +352,12 @@ def test_the_no_baseline_note_of_a_run_file_records_its_baseline(
     stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
     assert list(stored["entries"]) == ["golden.json::nightly"]
     (pytester.path / "golden.json.baseline.json").unlink()
+    # typed with "--" (a file named like an option): the option goes before it
+    assert main(["eval", "--", "golden.json", "nightly.trec"]) == 0
+    dashed = "pytest-retrieval eval --update-baseline -- golden.json nightly.trec"
+    assert f"record one on main with: {dashed}" in capsys.readouterr().out
+    assert main(shlex.split(dashed)[1:]) == 0
+    (pytester.path / "golden.json.baseline.json").unlink()
     recorded = pytester.runpytest(*shlex.split(fix)[1:])
     assert recorded.ret == 0
     stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())

@@ -115,10 +115,12 @@ def combine(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 
 def evaluations(path: Path) -> list[dict[str, Any]]:
     """A report's evaluations without what differs between two runs of one retriever: the
-    measured latencies."""
+    measured latencies, and the command that made them (``combine``'s own line: a single
+    run has none)."""
     found = []
     for entry in json.loads(path.read_text(encoding="utf-8"))["evaluations"]:
         entry.pop("latency_ms")
+        entry.pop("rerun", None)
         for query in entry["queries"]:
             query.pop("latency_ms")
         found.append(entry)

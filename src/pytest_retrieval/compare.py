@@ -669,8 +669,9 @@ def ab_groups(
     """Group results (in declaration order) by golden set; where several retrievers ran,
     compare each with the one named ``compare_to`` (default: the first declared), paired per
     query, two-sided, with that golden set's ``allowances`` (by golden source; default 0.01
-    per metric). An unknown ``compare_to`` raises, listing the ids that ran (those compared,
-    or the one retriever's)."""
+    per metric). An unknown ``compare_to`` raises, listing the ids that ran. With one
+    retriever nothing is compared and nothing is checked: its reference may have been left
+    out by ``-k`` (a typo is caught at collection, among the parametrized ids)."""
     by_golden: dict[tuple[str, str], list[EvaluationResult]] = {}
     for result in results:
         by_golden.setdefault((result.golden_source, result.fingerprint), []).append(result)
@@ -678,9 +679,8 @@ def ab_groups(
     several = [
         members for members in by_golden.values() if len({r.retriever_id for r in members}) > 1
     ]
-    if compare_to is not None and results:  # with one retriever: a typo all the same
-        ran = several or [list(results)]
-        known = sorted({r.retriever_id for members in ran for r in members})
+    if compare_to is not None and several:
+        known = sorted({r.retriever_id for members in several for r in members})
         if compare_to not in known:
             raise UnknownReference(
                 f"--retrieval-compare-to {compare_to!r}: no retriever of that id ran; the ids "

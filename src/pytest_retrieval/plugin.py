@@ -656,23 +656,35 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
             k=k or options.get("k"),
             retriever_id=rid or getattr(retriever, "__name__", None),
             marker=options,
-            rerun=_rerun(request, chosen, given=bool(golden or options.get("golden"))),
+            # the test names its set (a path, its marker's, one it loaded), or took the
+            # configured one (golden=None, or the retrieval_golden fixture's)
+            rerun=_rerun(
+                request,
+                chosen,
+                given=bool(options.get("golden"))
+                or (golden is not None and golden is not state.configured_golden()),
+            ),
         )
 
     return run
 
 
 def _rerun(request: pytest.FixtureRequest, golden: GoldenSet, *, given: bool) -> str:
-    """``pytest`` naming this test: what records its baseline entry. The golden set is
-    named too when the test took the one ``--retrieval-golden`` gave (not ``given`` by the
-    test or its marker); one from the ini is found without (and named, it would also be
-    evaluated on its own, with a ``retriever`` fixture this test may not see)."""
+    """``pytest`` naming this test: what records its baseline entry. When the test took the
+    set ``--retrieval-golden`` configured (not ``given`` by the test or its marker), that
+    set is named as an ini value (``-o``): named by the option, it would also be evaluated
+    on its own, with a ``retriever`` fixture this test may not see, and re-recorded. One
+    from the ini file is found without."""
     import shlex
 
     node = request.node
+    config = request.config
     words = ["pytest", shlex.quote(f"{relative(node.path)}::{node.nodeid.split('::', 1)[-1]}")]
-    if not given and request.config.getoption("retrieval_golden"):
-        words.append(f"--retrieval-golden={shlex.quote(relative(golden.source))}")
+    if not given and config.getoption("retrieval_golden"):
+        ini = config.inipath  # pytest reads an ini path relative to the ini file's folder
+        base = ini.parent if ini is not None else config.invocation_params.dir
+        value = shlex.quote(relative(golden.source, base))
+        words += ["-o", shlex.quote(f"retrieval_golden={value}")]
     return " ".join(words)
 
 

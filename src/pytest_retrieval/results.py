@@ -829,8 +829,7 @@ class EvaluationResult:
     part: Part | None = None
     #: the command that makes this result again, for the fixes notes print: the
     #: ``pytest-retrieval eval``/``combine`` line as typed, or ``pytest`` naming the
-    #: ``retrieval_eval`` test ("": the golden set's pytest run; crosses from an xdist
-    #: worker, not kept in reports)
+    #: ``retrieval_eval`` test ("": the golden set's pytest run)
     rerun: str = ""
     verdict: Verdict = UNDECIDED
 
@@ -977,8 +976,10 @@ class EvaluationResult:
     def _to_dict(self, queries: bool) -> dict[str, Any]:
         short = self.short_results
         part = {} if self.part is None else {"part": self.part.to_dict()}  # a shard's only
+        rerun = {"rerun": self.rerun} if self.rerun else {}
         return {
             **part,
+            **rerun,
             "golden": {
                 "name": self.golden_name,
                 "source": self.golden_source,
@@ -1085,7 +1086,6 @@ def to_wire(result: EvaluationResult) -> str:
     with paused_gc():
         entry = result.to_dict(queries=False)
         entry["queries"] = result.table.entries(rankings=True)
-        entry["rerun"] = result.rerun  # the wire's only: reports do not keep it
         return json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=_joined)
 
 

@@ -89,7 +89,8 @@ def command(result: EvaluationResult, extra: str) -> str:
 
     test = result.rerun if result.rerun.startswith("pytest ") else ""  # retrieval_eval's
     if result.rerun and not test and extra == "--retrieval-update-baseline":
-        return f"{result.rerun} --update-baseline"
+        typed, dashes, rest = result.rerun.partition(" -- ")  # options go before a "--"
+        return f"{typed} --update-baseline{dashes}{rest}"
     golden = shlex.quote(relative(result.golden_source))
     run = shlex.quote(relative(result.run_file)) if result.run_file else None
     baseline = result.baseline_path
