@@ -123,6 +123,22 @@ def test_worst_says_how_many_dropped_beyond_those_shown(
     assert out.index("juice: juice") < out.index("apple: apple")
 
 
+def test_worst_ranks_by_a_metric_on_which_a_query_got_worse(
+    compared: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ``--metric`` and nothing regressed, "worst" means the first gated metric on
+    which a query got worse; the first one with shifts, where none did, said "none
+    dropped" while another metric dropped. (The report is edited: recall@3 moved nobody.)"""
+    data = json.loads(compared.read_text(encoding="utf-8"))
+    shifts = data["evaluations"][0]["baseline"]["comparison"]["shifts"]
+    assert list(shifts)[0] == "recall@3" and shifts["mrr@3"]["worse"] == 1
+    shifts["recall@3"].update(worse=0, unchanged=4, queries=[])
+    compared.write_text(json.dumps(data), encoding="utf-8")
+    status, out, _ = run(capsys, "show", str(compared), "--worst", "2")
+    assert status == 0
+    assert "the largest drops on mrr@3: the 1 query that dropped (of 2 asked for)" in out
+
+
 def test_judge_verdicts_and_several_retrievers(
     compared: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

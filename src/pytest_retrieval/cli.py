@@ -846,7 +846,8 @@ def _drops(dropped: int, asked: int) -> str:
 
 def _ranking_metric(result: EvaluationResult, wanted: str | None) -> str:
     """What "worst" means: ``--metric``, else the first metric that regressed, else the first
-    gated one with shifts, else the first gated, else the first computed."""
+    gated one on which a query got worse, else the first with shifts, else the first gated,
+    else the first computed."""
     from .metrics import parse_metric
 
     if wanted is not None:
@@ -854,7 +855,8 @@ def _ranking_metric(result: EvaluationResult, wanted: str | None) -> str:
     comparison = result.comparison
     if comparison is not None and comparison.shifts:
         regressed = [c.metric for c in comparison.regressed if c.metric in comparison.shifts]
-        return regressed[0] if regressed else next(iter(comparison.shifts))
+        worse = [name for name, shift in comparison.shifts.items() if shift.worse]
+        return next(iter([*regressed, *worse, *comparison.shifts]))
     gated = [m for m in result.gated if m in result.metrics]
     ordered = sorted(result.metrics, key=lambda m: parse_metric(m).sort_key)
     return gated[0] if gated else ordered[0]
