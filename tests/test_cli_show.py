@@ -131,7 +131,7 @@ def test_worst_ranks_by_a_metric_on_which_a_query_got_worse(
     dropped" while another metric dropped. (The report is edited: recall@3 moved nobody.)"""
     data = json.loads(compared.read_text(encoding="utf-8"))
     shifts = data["evaluations"][0]["baseline"]["comparison"]["shifts"]
-    assert list(shifts)[0] == "recall@3" and shifts["mrr@3"]["worse"] == 1
+    assert next(iter(shifts)) == "recall@3" and shifts["mrr@3"]["worse"] == 1
     shifts["recall@3"].update(worse=0, unchanged=4, queries=[])
     compared.write_text(json.dumps(data), encoding="utf-8")
     status, out, _ = run(capsys, "show", str(compared), "--worst", "2")
