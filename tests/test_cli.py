@@ -438,3 +438,23 @@ def test_a_report_of_a_session_that_ran_nothing_says_why(
     assert status == 0 and "no evaluation ran: usage: golden.json: /queries/0/relevant" in out
     status, _, err = run(capsys, "show", str(empty), "--query", "q1")
     assert status == 2 and "holds no evaluation: usage: golden.json" in err
+
+
+def test_eval_names_its_own_option_in_a_bad_baselines_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A baseline file that does not read: eval's fix names ``--update-baseline`` (the
+    pytest option it named is not eval's: "unrecognized arguments")."""
+    from pytest_retrieval.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "golden.json", GOLDEN)
+    (tmp_path / "run.json").write_text(json.dumps({"apple": ["d1"]}), encoding="utf-8")
+    (tmp_path / "golden.json.baseline.json").write_text(
+        '{"format": "pytest-retrieval-baseline", "version": 1, "entries": {"x": 5}}',
+        encoding="utf-8",
+    )
+    assert main(["eval", "golden.json", "run.json"]) != 0
+    err = capsys.readouterr().err
+    assert "re-record it with --update-baseline" in err
+    assert "--retrieval-update-baseline" not in err

@@ -1383,6 +1383,9 @@ def _typed(args: argparse.Namespace) -> str:
     return shlex.join(["pytest-retrieval", *args.argv])
 
 
+#: the option a baseline file's fix names: eval's and combine's is --update-baseline
+PYTEST_UPDATE = "--retrieval-update-baseline"
+
 #: what a value of the wrong type in a partial report raises on its way through combine
 MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
@@ -1614,8 +1617,8 @@ def _gate_offline(
     start = Path.cwd()
     try:
         gated = gate(wholes, recording=args.update_baseline is not None)
-    except ConfigError as exc:  # a baseline file that does not read
-        return _refuse(args, outputs, str(exc))
+    except ConfigError as exc:  # a baseline file that does not read: its fix in our words
+        return _refuse(args, outputs, str(exc).replace(PYTEST_UPDATE, "--update-baseline"))
     if note:
         gated.notes.append(note)
     if args.update_baseline is not None:
