@@ -420,15 +420,9 @@ def test_a_retrieval_eval_test_run_by_its_path_takes_the_configured_golden_set(
     )
     configured = pytester.runpytest("tests")
     assert configured.ret == 0, configured.stdout.str()
-    fix = "pytest tests/test_mine.py::test_any --retrieval-update-baseline"
-    configured.stdout.fnmatch_lines(
-        [f"*no baseline for fruit::other in *; record one on main with: {fix}"]
-    )
     # as printed: the ini's set is found, and not evaluated on its own (no retriever fixture)
-    recorded = pytester.runpytest(*shlex.split(fix)[1:])
-    assert recorded.ret == 0, recorded.stdout.str()
-    stored = json.loads((pytester.path / "golden.json.baseline.json").read_text())
-    assert list(stored["entries"]) == ["golden.json::other"]
+    fix = "pytest tests/test_mine.py::test_any --retrieval-update-baseline"
+    _records_as_hinted(pytester, configured, fix, "golden.json.baseline.json")
     # the set --retrieval-golden gave, also through the retrieval_golden fixture: named as
     # an ini value (named by the option, the set would be evaluated on its own too, with a
     # retriever fixture there is none of here, and the update refused as partial)
@@ -444,10 +438,18 @@ def test_a_retrieval_eval_test_run_by_its_path_takes_the_configured_golden_set(
         "pytest tests/test_mine.py::test_any -o retrieval_golden=golden.json "
         "--retrieval-baseline=b2.json --retrieval-update-baseline"
     )
-    given.stdout.fnmatch_lines(
+    _records_as_hinted(pytester, given, fix, "b2.json")
+
+
+def _records_as_hinted(
+    pytester: pytest.Pytester, ran: pytest.RunResult, fix: str, baseline: str
+) -> None:
+    """``ran`` printed ``fix`` for the "other" retriever, and ``fix``, run as printed,
+    records that entry alone in ``baseline``."""
+    ran.stdout.fnmatch_lines(
         [f"*no baseline for fruit::other in *; record one on main with: {fix}"]
     )
     recorded = pytester.runpytest(*shlex.split(fix)[1:])
     assert recorded.ret == 0, recorded.stdout.str()
-    stored = json.loads((pytester.path / "b2.json").read_text())
+    stored = json.loads((pytester.path / baseline).read_text())
     assert list(stored["entries"]) == ["golden.json::other"]
