@@ -453,3 +453,29 @@ def _records_as_hinted(
     assert recorded.ret == 0, recorded.stdout.str()
     stored = json.loads((pytester.path / baseline).read_text())
     assert list(stored["entries"]) == ["golden.json::other"]
+
+
+def test_a_retrieval_eval_test_naming_its_set_does_not_read_the_configured_one(
+    pytester: pytest.Pytester,
+) -> None:
+    """The record hint asks whether a test took the configured set without loading it: a
+    test that names its own set passes when the ini's set is a broken file it never uses."""
+    write_golden(pytester, name="mine.json")
+    (pytester.path / "broken.json").write_text("{not json", encoding="utf-8")
+    (pytester.path / "pytest.ini").write_text(
+        "[pytest]\nretrieval_golden = broken.json\n", encoding="utf-8"
+    )
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_mine.py").write_text(
+        "def test_own(retrieval_eval):\n"
+        "    retrieval_eval(lambda query, k: ['d4'], golden='../mine.json', retriever_id='o')\n",
+        encoding="utf-8",
+    )
+    ran = pytester.runpytest("tests")
+    assert ran.ret == 0, ran.stdout.str()
+    ran.stdout.fnmatch_lines(
+        [
+            "*record one on main with: pytest tests/test_mine.py::test_own "
+            "--retrieval-update-baseline"
+        ]
+    )

@@ -657,12 +657,12 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
             retriever_id=rid or getattr(retriever, "__name__", None),
             marker=options,
             # the test names its set (a path, its marker's, one it loaded), or took the
-            # configured one (golden=None, or the retrieval_golden fixture's)
+            # configured one (golden=None, or the retrieval_golden fixture's: loaded then)
             rerun=_rerun(
                 request,
                 chosen,
                 given=bool(options.get("golden"))
-                or (golden is not None and golden is not state.configured_golden()),
+                or (golden is not None and golden is not state.configured_golden(load=False)),
             ),
         )
 

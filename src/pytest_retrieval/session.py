@@ -66,13 +66,17 @@ class SessionState:
             self.goldens[path] = golden
         return self.goldens[path]
 
-    def configured_golden(self) -> GoldenSet | None:
+    def configured_golden(self, *, load: bool = True) -> GoldenSet | None:
         """The golden set of a test that names none: the only one configured (command line
-        or ini), also when pytest's paths left it unevaluated; None: none or several."""
+        or ini), also when pytest's paths left it unevaluated; None: none or several (or,
+        without ``load``, not loaded yet)."""
         configured: dict[Path, Path] = {}
         for path in self.settings.goldens:  # the first spelling, as the schedule loads it
             configured.setdefault(path.resolve(), path)
-        return self.golden(next(iter(configured.values()))) if len(configured) == 1 else None
+        if len(configured) != 1:
+            return None
+        path = next(iter(configured.values()))
+        return self.golden(path) if load else self.goldens.get(path)
 
     def judge(self, config: pytest.Config | None = None) -> Any:
         """This process's LLM judge (None without ``--retrieval-judge``), built once."""
