@@ -1022,3 +1022,36 @@ def test_a_partial_report_with_an_edited_judgment_is_refused_where_it_is(
     message = refused(capsys, pytester.path, *parts)
     pointer = f"/evaluations/0/queries/{index}/judgments/{doc}/{field}"
     assert message.startswith(f"{part}, {pointer}: "), message
+
+
+def test_combine_records_no_first_baseline_where_the_shards_golden_set_is_not_found(
+    partials: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No baseline yet, combine run from a subfolder: the shards name golden.json and its
+    baseline relative to the folder they ran in, so --update-baseline would write
+    sub/golden.json.baseline.json, where no run reads it. Refused, saying where to run."""
+    assert [s.ret for s in run_shards(partials)] == [0, 0, 0]
+    sub = partials.path / "sub"
+    sub.mkdir()
+    monkeypatch.chdir(sub)
+    parts = [f"../part{i}.json" for i in (1, 2, 3)]
+    message = refused(capsys, sub, *parts, "--update-baseline")
+    assert message == (
+        "golden.json::retrieval[bm25]: the shards ran pytest where their golden set is "
+        f"golden.json, which is not in {sub}: the baseline they name, "
+        "golden.json.baseline.json, would be recorded here, where no run reads it; run "
+        "combine in the folder the shards ran pytest in, or name the baseline with --baseline"
+    )
+    assert sorted(p.name for p in sub.iterdir()) == ["refused.json", "refused.xml"]
+    # gating (not recording) there is not refused: no baseline was found by the shards either
+    status, out, _ = combine(capsys, *parts)
+    assert status == 0 and "no baseline" in out
+    # as the message advises: named with --baseline, recorded there
+    status, out, _ = combine(capsys, *parts, "--update-baseline", "--baseline", "../b.json")
+    assert status == 0 and (partials.path / "b.json").exists()
+    # from the folder the shards ran in: recorded beside the golden set
+    monkeypatch.chdir(partials.path)
+    status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json", "--update-baseline")
+    assert status == 0 and (partials.path / "golden.json.baseline.json").exists()

@@ -160,6 +160,9 @@ class Whole:
     entry_expected: bool = False
     #: the golden set as the shards named it (:func:`~.shards.shard_name`; "": not sharded)
     shard_golden: str = ""
+    #: why recording here would put a first baseline where no run reads it (None: it would
+    #: not); :func:`gate` refuses to record then
+    misplaced: str | None = None
 
 
 @dataclass
@@ -192,6 +195,8 @@ def gate(wholes: Sequence[Whole], *, recording: bool) -> Gated:
     files: dict[Path, dict[str, BaselineEntry]] = {}
     results, found = [], {}
     for index, whole in enumerate(wholes):
+        if recording and whole.misplaced is not None and not whole.entry_expected:
+            raise ConfigError(f"{whole.nodeid}: {whole.misplaced}")
         entries = None
         if not recording or whole.entry_expected:  # recording: still the shards' file?
             if whole.baseline not in files:

@@ -604,7 +604,16 @@ def _whole(
     # the shards' own baseline (or one passed where their golden set is not found) must hold
     # the entry they found; another --baseline may rightly lack it (a first cached baseline)
     expected = bool(settings[0].baseline_seen) and (baseline is None or not golden.exists())
-    return Whole(merged, settings[0], path, key, stamps[0].nodeid, expected, stamps[0].golden)
+    misplaced = None
+    if baseline is None and not golden.exists() and not path.exists():
+        misplaced = (
+            f"the shards ran pytest where their golden set is {stamps[0].golden}, which is not "
+            f"in {start}: the baseline they name, {settings[0].baseline}, would be recorded "
+            "here, where no run reads it; run combine in the folder the shards ran pytest in, "
+            "or name the baseline with --baseline"
+        )
+    nodeid, named = stamps[0].nodeid, stamps[0].golden
+    return Whole(merged, settings[0], path, key, nodeid, expected, named, misplaced)
 
 
 def _difference(
