@@ -254,6 +254,28 @@ def test_the_direct_fingerprint_is_the_canonical_jsons(
     assert written == hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.text(min_size=1), min_size=1, max_size=20, unique=True))
+@example(ids=['a "quoted"\\ id\n', "\u2028\x00é", "b"])
+def test_the_direct_set_fingerprint_is_the_canonical_jsons(ids: list[str]) -> None:
+    """The golden set's fingerprint hashes its sorted (query id, query fingerprint) pairs
+    from their canonical JSON written directly; stored baselines compare it, so it must be
+    the text the JSON encoder writes."""
+    from pytest_retrieval.golden import GoldenQuery, GoldenSet
+
+    queries = tuple(
+        GoldenQuery(id=qid, query=f"query {n}", relevant={f"d{n}": 1}) for n, qid in enumerate(ids)
+    )
+    golden = GoldenSet(name="g", source="g.json", queries=queries)
+    canonical = json.dumps(  # as the first releases computed it, spelled out
+        sorted(golden.query_fingerprints.items()),
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    assert golden.fingerprint == hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
 def test_unknown_extension(tmp_path: Path) -> None:
     (tmp_path / "g.yaml").write_text("x")
     with pytest.raises(GoldenError, match=r"unknown golden-set format '\.yaml'"):

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_retrieval.golden import GoldenQuery
 from pytest_retrieval.hits import NOT_RETURNED, HitError, normalize_hits
@@ -213,6 +215,40 @@ def test_retriever_tracebacks_are_the_stdlibs_without_carets() -> None:
     ]
     assert ours.splitlines() == expected
     assert "The above exception was the direct cause" in ours and 'raise KeyError("x")' in ours
+
+
+_ID = st.text(alphabet="ab\x00é", min_size=1, max_size=3)
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=st.data(), distinct=st.booleans())
+def test_the_ranks_found_with_the_hits_are_their_places(
+    data: st.DataObject, distinct: bool
+) -> None:
+    """Each judged doc's rank, found as the call returns, is its first place among the hits
+    kept (NOT_RETURNED when absent): ids that are each other's prefixes or suffixes, hold
+    the NUL that joins them, repeat, or run past k."""
+    hits = data.draw(st.lists(_ID, max_size=12, unique=distinct), label="hits")
+    judged = data.draw(
+        st.lists(st.sampled_from(hits) | _ID if hits else _ID, max_size=5, unique=True),
+        label="judged",
+    )
+    _check_ranks(hits, judged)
+
+
+@pytest.mark.parametrize(
+    ("hits", "judged"),
+    [(["a", "aa"], ["a"]), (["aa", "a"], ["a", "aa"]), (["ba", "a", "ab"], ["ab", "b", "a"])],
+)
+def test_the_ranks_of_ids_inside_other_ids(hits: list[str], judged: list[str]) -> None:
+    _check_ranks(hits, judged)
+
+
+def _check_ranks(hits: list[str], judged: list[str]) -> None:
+    run = normalize_hits(hits, k=8, judged=judged)
+    kept = list(run.ids)
+    assert kept == list(dict.fromkeys(hits))[:8]
+    assert run.ranks == tuple(kept.index(d) if d in kept else NOT_RETURNED for d in judged)
 
 
 def test_a_ranking_is_its_ids_kept_as_one_string() -> None:
