@@ -1042,16 +1042,60 @@ def test_combine_records_no_first_baseline_where_the_shards_golden_set_is_not_fo
         "golden.json::retrieval[bm25]: the shards ran pytest where their golden set is "
         f"golden.json, which is not in {sub}: the baseline they name, "
         "golden.json.baseline.json, would be recorded here, where no run reads it; run "
-        "combine in the folder the shards ran pytest in, or name the baseline with --baseline"
+        "combine in the folder the shards ran pytest in"
     )
     assert sorted(p.name for p in sub.iterdir()) == ["refused.json", "refused.xml"]
-    # gating (not recording) there is not refused: no baseline was found by the shards either
+    # gating (not recording) there is not refused: the shards found no baseline either
     status, out, _ = combine(capsys, *parts)
     assert status == 0 and "no baseline" in out
-    # as the message advises: named with --baseline, recorded there
-    status, out, _ = combine(capsys, *parts, "--update-baseline", "--baseline", "../b.json")
-    assert status == 0 and (partials.path / "b.json").exists()
+    # the shards' baseline named from here, laid out as they named it: recorded there
+    status, out, _ = combine(
+        capsys, *parts, "--update-baseline", "--baseline", "../golden.json.baseline.json"
+    )
+    written = "baseline written: ../golden.json.baseline.json (golden.json::bm25)"
+    assert status == 0 and written in out
+    (partials.path / "golden.json.baseline.json").unlink()
     # from the folder the shards ran in: recorded beside the golden set
     monkeypatch.chdir(partials.path)
     status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json", "--update-baseline")
     assert status == 0 and (partials.path / "golden.json.baseline.json").exists()
+
+
+def test_combine_with_another_baseline_where_the_golden_set_is_not_found_is_refused(
+    partials: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The shards had no baseline; a cached one elsewhere holds the golden set's entry,
+    keyed by its path relative to that file (../golden.json). From a folder where the
+    golden set is not found, combine cannot work out that key: gating said "no baseline"
+    and passed a regression, recording wrote an entry (golden.json) no run reads."""
+    cache = partials.path / "cache"
+    cache.mkdir()
+    baseline = ["--retrieval-baseline", "cache/b.json"]
+    recorded = partials.runpytest(
+        "--retrieval-golden", "golden.json", *baseline, "--retrieval-update-baseline"
+    )
+    assert recorded.ret == 0
+    before = (cache / "b.json").read_text(encoding="utf-8")
+    assert '"../golden.json::bm25"' in before
+    assert [s.ret for s in run_shards(partials)] == [0, 0, 0]
+    elsewhere = partials.path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    parts = [f"../part{i}.json" for i in (1, 2, 3)]
+    expected = (
+        "golden.json::retrieval[bm25]: the shards' golden set, golden.json as they name it, "
+        f"is not found from here ({elsewhere}), so its entry in ../cache/b.json (keyed by "
+        "the golden set's path relative to that file) cannot be told; run combine in the "
+        "folder the shards ran pytest in"
+    )
+    for update in ([], ["--update-baseline"]):
+        message = refused(capsys, elsewhere, *parts, "--baseline", "../cache/b.json", *update)
+        assert message == expected
+    assert (cache / "b.json").read_text(encoding="utf-8") == before
+    # from the shards' folder, the golden set is found: the entry is found and compared
+    monkeypatch.chdir(partials.path)
+    parts = ["part1.json", "part2.json", "part3.json"]
+    status, out, _ = combine(capsys, *parts, "--baseline", "cache/b.json")
+    assert status == 0 and "vs baseline cache/b.json" in out

@@ -160,9 +160,10 @@ class Whole:
     entry_expected: bool = False
     #: the golden set as the shards named it (:func:`~.shards.shard_name`; "": not sharded)
     shard_golden: str = ""
-    #: why recording here would put a first baseline where no run reads it (None: it would
-    #: not); :func:`gate` refuses to record then
-    misplaced: str | None = None
+    #: why a baseline recorded here would land where no run reads it (None: it would not)
+    cannot_record: str | None = None
+    #: why this whole's baseline entry cannot be told here (None: it can)
+    cannot_gate: str | None = None
 
 
 @dataclass
@@ -195,8 +196,9 @@ def gate(wholes: Sequence[Whole], *, recording: bool) -> Gated:
     files: dict[Path, dict[str, BaselineEntry]] = {}
     results, found = [], {}
     for index, whole in enumerate(wholes):
-        if recording and whole.misplaced is not None and not whole.entry_expected:
-            raise ConfigError(f"{whole.nodeid}: {whole.misplaced}")
+        why = whole.cannot_gate or (whole.cannot_record if recording else None)
+        if why is not None:
+            raise ConfigError(f"{whole.nodeid}: {why}")
         entries = None
         if not recording or whole.entry_expected:  # recording: still the shards' file?
             if whole.baseline not in files:

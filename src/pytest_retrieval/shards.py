@@ -595,25 +595,52 @@ def _whole(
         merged = merge_parts(parts, [qid for _, qid in sorted(order)])
     except PartsMismatch as exc:
         raise ShardError(f"{label}: {exc}; {RERUN}") from None
-    golden = _resolved(stamps[0].golden, start)
+    golden, named = _resolved(stamps[0].golden, start), stamps[0].golden
+    theirs = settings[0].baseline  # the shards' baseline, as they named it
     if baseline is None:
-        path, key = _resolved(settings[0].baseline, start), settings[0].baseline_key
+        path, key = _resolved(theirs, start), settings[0].baseline_key
     else:  # keyed by where the golden set is; not found from here: the key the shards used
         path = baseline
         key = golden_key(golden, baseline) if golden.exists() else settings[0].baseline_key
     # the shards' own baseline (or one passed where their golden set is not found) must hold
     # the entry they found; another --baseline may rightly lack it (a first cached baseline)
     expected = bool(settings[0].baseline_seen) and (baseline is None or not golden.exists())
-    misplaced = None
-    if baseline is None and not golden.exists() and not path.exists():
-        misplaced = (
-            f"the shards ran pytest where their golden set is {stamps[0].golden}, which is not "
-            f"in {start}: the baseline they name, {settings[0].baseline}, would be recorded "
-            "here, where no run reads it; run combine in the folder the shards ran pytest in, "
-            "or name the baseline with --baseline"
-        )
-    nodeid, named = stamps[0].nodeid, stamps[0].golden
-    return Whole(merged, settings[0], path, key, nodeid, expected, named, misplaced)
+    cannot_record = cannot_gate = None
+    if not golden.exists() and not expected:
+        if baseline is None and not path.exists():
+            cannot_record = (
+                f"the shards ran pytest where their golden set is {named}, which is not in "
+                f"{start}: the baseline they name, {theirs}, would be recorded here, where no "
+                "run reads it; run combine in the folder the shards ran pytest in"
+            )
+        elif baseline is not None and not _laid_out_as_theirs(baseline, theirs, named):
+            cannot_gate = (
+                f"the shards' golden set, {named} as they name it, is not found from here "
+                f"({start}), so its entry in {baseline} (keyed by the golden set's path "
+                "relative to that file) cannot be told; run combine in the folder the shards "
+                "ran pytest in"
+            )
+    return Whole(
+        merged,
+        settings[0],
+        path,
+        key,
+        stamps[0].nodeid,
+        expected,
+        named,
+        cannot_record=cannot_record,
+        cannot_gate=cannot_gate,
+    )
+
+
+def _laid_out_as_theirs(baseline: Path, theirs: str, golden: str) -> bool:
+    """``baseline`` is the file the shards named ``theirs`` (relative to the folder they ran
+    in), with their golden set where they named it: the key they used is its key."""
+    named = Path(theirs).parts
+    full = Path(os.path.abspath(baseline)).parts
+    if Path(theirs).is_absolute() or len(full) <= len(named) or full[-len(named) :] != named:
+        return False
+    return Path(*full[: -len(named)], golden).exists()
 
 
 def _difference(
