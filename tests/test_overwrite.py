@@ -299,18 +299,31 @@ def test_a_golden_set_named_in_a_test_is_not_overwritten_at_the_end(
 ) -> None:
     """A golden set only a test names (``retrieval_eval``) is known after start-up: the
     outputs are checked as they are written, and the one that would overwrite it is not."""
-    pytester.makepyfile(
-        test_mine="""
-        def test_mine(retrieval_eval, retriever):
-            retrieval_eval(retriever, golden="golden.json")
-        """
-    )
-    assert pytester.runpytest("--retrieval-update-baseline").ret == 0
-    before = contents(project)
-    for option, path, why in [
-        ("--retrieval-report", "golden.json", "it is a file of the golden set fruit"),
-        ("--retrieval-export-run", "golden.json", "it is a file of the golden set fruit"),
+    (project / "qrels.txt").write_text("apple 0 d1 1\ncherry 0 d3 1\n", encoding="utf-8")
+    (project / "queries.tsv").write_text("apple\tapple\ncherry\tcherry\n", encoding="utf-8")
+    for golden, option, path, why in [
+        (
+            "golden.json",
+            "--retrieval-report",
+            "golden.json",
+            "it is a file of the golden set fruit",
+        ),
+        # a run is exported as TREC: a golden set in TREC form is the one at risk
+        (
+            "qrels.txt",
+            "--retrieval-export-run",
+            "qrels.txt",
+            "it is a file of the golden set qrels",
+        ),
     ]:
+        pytester.makepyfile(
+            test_mine=f"""
+            def test_mine(retrieval_eval, retriever):
+                retrieval_eval(retriever, golden="{golden}")
+            """
+        )
+        assert pytester.runpytest("--retrieval-update-baseline").ret == 0
+        before = contents(project)
         result = pytester.runpytest(option, path)
         assert result.ret == pytest.ExitCode.TESTS_FAILED, (option, result.stdout.str())
         shown = re.escape(path)

@@ -834,3 +834,61 @@ def test_a_failing_ini_check_leaves_the_conftest_import_error_shown(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ImportError while loading conftest*"])
     assert "replay broke" not in result.stdout.str() + result.stderr.str()
+
+
+def test_an_export_named_gz_is_gzip_and_reads_back(pytester: pytest.Pytester) -> None:
+    """``--retrieval-export-run run.trec.gz`` writes gzip (run files are read from gzip, so
+    trec_eval users name them so): zcat and --retrieval-run read it; with two retrievers
+    their ids go before ``.trec.gz``."""
+    import gzip
+
+    project(pytester)
+    exported = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-export-run", "run.trec.gz"
+    )
+    assert exported.ret == 0
+    exported.stdout.fnmatch_lines(["run exported: run.trec.gz (*"])
+    plain = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-export-run", "run.trec"
+    )
+    assert plain.ret == 0
+    packed = (pytester.path / "run.trec.gz").read_bytes()
+    text = (pytester.path / "run.trec").read_text(encoding="utf-8")
+    assert gzip.decompress(packed).decode("utf-8") == text
+    again = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-export-run", "again.trec.gz"
+    )
+    assert again.ret == 0  # no time stamp nor file name inside: the same bytes every run
+    assert (pytester.path / "again.trec.gz").read_bytes() == packed
+    shutil.copy(pytester.path / "run.trec", pytester.path / "dense.trec")
+    read = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", "run.trec.gz",
+        "--retrieval-run", "dense.trec", "--retrieval-export-run", "ab.trec.gz",
+    )  # fmt: skip
+    assert read.ret == 0
+    assert sorted(p.name for p in pytester.path.glob("ab.*")) == [
+        "ab.dense.trec.gz",
+        "ab.run.trec.gz",
+    ]
+    for name in ("ab.dense.trec.gz", "ab.run.trec.gz"):  # what each run file held
+        assert gzip.decompress((pytester.path / name).read_bytes()).decode() == text.replace(
+            " retriever\n", f" {name.split('.')[1]}\n"
+        )
+
+
+@pytest.mark.parametrize("name", ["out.json", "out.jsonl", "out.ndjson", "out.JSON.gz"])
+def test_an_export_named_as_json_is_a_usage_error(pytester: pytest.Pytester, name: str) -> None:
+    """A TREC run written under a JSON name is refused when read back (--retrieval-run,
+    eval): refused before the run, nothing written."""
+    project(pytester)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-export-run", name)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    stem = name.split(".")[0]
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: --retrieval-export-run {name}: the export is a TREC run, and a file named "
+            f"so is read as JSON (--retrieval-run, pytest-retrieval eval, ranx); name it "
+            f"{stem}.trec (or {stem}.trec.gz)"
+        ]
+    )
+    assert not list(pytester.path.glob("out*"))

@@ -582,6 +582,21 @@ def _runs(config: pytest.Config) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(Path(path) for path in config.getini("retrieval_run")))
 
 
+def check_export_name(config: pytest.Config, settings: Settings) -> None:
+    """--retrieval-export-run writes a TREC run: a JSON name would be read back as JSON."""
+    path = settings.export_run
+    from .runfile import JSON_NAMES, format_suffix
+
+    if path is not None and format_suffix(path) in JSON_NAMES:
+        given = config.getoption("retrieval_export_run") or config.getini("retrieval_export_run")
+        stem = path.name[: -len("".join(path.suffixes))] or path.name
+        raise ConfigError(
+            f"--retrieval-export-run {given}: the export is a TREC run, and a file named so is "
+            "read as JSON (--retrieval-run, pytest-retrieval eval, ranx); name it "
+            f"{stem}.trec (or {stem}.trec.gz)"
+        )
+
+
 def _flag(config: pytest.Config, name: str) -> bool:
     """A boolean option that its ini key can also set (the option wins when given)."""
     given = config.getoption(name)

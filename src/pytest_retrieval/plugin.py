@@ -33,6 +33,7 @@ from .errors import ConfigError, OverwriteError
 from .ini_check import check_ini_read
 from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     Settings,
+    check_export_name,
     pytest_addoption,
     settings_from_config,
 )
@@ -168,6 +169,7 @@ def _configure(config: pytest.Config) -> None:
     state.judge(config)  # missing credentials: now, not a failure per evaluation
     if not is_worker(config):
         check_runs(config, state)  # a bad run file: a usage error before any worker starts
+        check_export_name(config, settings)
         config.pluginmanager.register(Reporter(config, state), REPORTER)
 
 

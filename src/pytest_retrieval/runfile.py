@@ -37,6 +37,7 @@ shares no query id with the golden set is an error (it is for another set).
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 import os
@@ -66,6 +67,8 @@ TREC_LAYOUT = "qid Q0 doc rank score tag"
 SHOWN = 3
 _GZIP = b"\x1f\x8b"
 _JSONL_NAMES = (".jsonl", ".ndjson")
+#: the extensions (:func:`format_suffix`) a run file is read as JSON by
+JSON_NAMES = (".json", *_JSONL_NAMES)
 _FLOAT32 = struct.Struct("f")
 _SPACE = re.compile(r"\s")
 
@@ -132,7 +135,8 @@ def read_run(path: str | Path) -> Run:
             head = text.read(1)
             while head.isspace():
                 head = text.read(1)
-            named_json = _name(source) in (".json", *_JSONL_NAMES)
+            suffix = format_suffix(source)
+            named_json = suffix in JSON_NAMES
             if head in ("{", "[") or (head and named_json):  # named so: JSON, whatever it holds
                 document = head + text.read()
                 if head not in ("{", "[") and len(document.split("\n", 1)[0].split()) == 6:
@@ -140,9 +144,9 @@ def read_run(path: str | Path) -> Run:
                         source,
                         "line 1",
                         "a TREC run line in a file named as JSON",
-                        f"rename it (e.g. {source.stem}.trec): a {_name(source)} run is JSON",
+                        f"rename it (e.g. {source.stem}.trec): a {suffix} run is JSON",
                     )
-                return _read_json(source, document, _name(source) in _JSONL_NAMES)
+                return _read_json(source, document, suffix in _JSONL_NAMES)
             if not head:
                 raise RunFileError(source, "", "is empty", f"write one hit a line: {TREC_LAYOUT}")
             text.seek(0)
@@ -282,7 +286,7 @@ def _read_json(source: Path, document: str, jsonl_name: bool) -> Run:
         try:
             data = json.loads(document, object_pairs_hook=list)
         except json.JSONDecodeError as exc:
-            if exc.msg != "Extra data" or _name(source) == ".json":
+            if exc.msg != "Extra data" or format_suffix(source) == ".json":
                 raise _json_error(source, exc) from None
         except (ValueError, RecursionError) as exc:
             problem = f"unreadable JSON: {exc}"
@@ -702,7 +706,7 @@ def write_trec(
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+        with _writing(temporary, packed=_gz_less(target.name) != target.name) as handle:
             for qid, run in zip(query_ids, runs, strict=True):
                 if not run.ids:
                     continue
@@ -719,6 +723,20 @@ def write_trec(
     finally:
         temporary.unlink(missing_ok=True)
     return Written(target, queries, hits, adjusted)
+
+
+@contextmanager
+def _writing(path: Path, packed: bool) -> Iterator[IO[str]]:
+    """``path`` opened for text, gzip-compressed when ``packed`` -- with no time stamp nor
+    file name in its header, so the same run gives the same bytes."""
+    with open(path, "wb") as raw:
+        if not packed:
+            with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as handle:
+                yield handle
+            return
+        zipped = gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0)
+        with zipped, io.TextIOWrapper(zipped, encoding="utf-8", newline="\n") as handle:
+            yield handle
 
 
 def write_result(path: str | Path, result: EvaluationResult) -> Written:
@@ -738,15 +756,17 @@ def export_paths(path: Path, evaluations: Sequence[tuple[str, str]]) -> list[Pat
         return [path]
     goldens = {golden for golden, _ in evaluations}
     retrievers = {retriever for _, retriever in evaluations}
+    unzipped = Path(_gz_less(path.name))  # run.trec.gz -> run.bm25.trec.gz
+    stem, suffix = unzipped.stem, unzipped.suffix + path.name[len(unzipped.name) :]
     chosen: list[Path] = []
     for golden, retriever in evaluations:
         parts = [golden] * (len(goldens) > 1) + [retriever] * (len(retrievers) > 1)
         name = ".".join(_file_part(part) for part in parts or [retriever])
-        target = path.with_name(f"{path.stem}.{name}{path.suffix}")
+        target = path.with_name(f"{stem}.{name}{suffix}")
         count = 1
         while target in chosen:
             count += 1
-            target = path.with_name(f"{path.stem}.{name}-{count}{path.suffix}")
+            target = path.with_name(f"{stem}.{name}-{count}{suffix}")
         chosen.append(target)
     return chosen
 
@@ -771,9 +791,14 @@ def _check_ids(qid: str, docs: Sequence[str]) -> None:
 # ---------------------------------------------------------------------------- files
 
 
-def _name(source: Path) -> str:
+def format_suffix(source: Path) -> str:
     """The extension that tells the format (``.gz`` aside), lower case."""
-    return Path(source.name.removesuffix(".gz")).suffix.lower()
+    return Path(_gz_less(source.name)).suffix.lower()
+
+
+def _gz_less(name: str) -> str:
+    """``name`` without a ``.gz`` ending (any case)."""
+    return name[:-3] if name.lower().endswith(".gz") else name
 
 
 def _is_gzip(source: Path) -> bool:
