@@ -892,3 +892,38 @@ def test_an_export_named_as_json_is_a_usage_error(pytester: pytest.Pytester, nam
         ]
     )
     assert not list(pytester.path.glob("out*"))
+
+
+def test_an_export_named_as_another_output_is_not_written(pytester: pytest.Pytester) -> None:
+    """Several evaluations' exports are named only at the end (run.trec -> run.bm25.trec):
+    one that is another output's path is not exported (the session fails saying so), not
+    written and then overwritten by that output while the terminal said "run exported"."""
+    project(pytester)
+    assert (
+        pytester.runpytest(
+            "--retrieval-golden", "golden.json", "--retrieval-export-run", "bm25.trec"
+        ).ret
+        == 0
+    )
+    shutil.copy(pytester.path / "bm25.trec", pytester.path / "dense.trec")
+    runs = ["--retrieval-golden", "golden.json", "--retrieval-run", "bm25.trec"]
+    runs += ["--retrieval-run", "dense.trec", "--retrieval-export-run", "out/run.trec"]
+    for option, path in [
+        ("--retrieval-report", "out/run.bm25.trec"),
+        ("--junitxml", "out/run.dense.trec"),
+    ]:
+        result = pytester.runpytest(*runs, option, path)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        what = "bm25" if "bm25" in path else "dense"
+        result.stdout.fnmatch_lines(
+            [
+                f"output: run of synth [[]{what}[]] NOT exported to {path}: the {option} "
+                "output is written there; give --retrieval-export-run another name",
+                "retrieval verdict: FAILED*",
+            ]
+        )
+        assert not any(f"run exported: {path}" in line for line in result.stdout.lines)
+        written = (pytester.path / path).read_text(encoding="utf-8")
+        assert written.startswith("{" if option == "--retrieval-report" else "<?xml")
+        other = "out/run.dense.trec" if what == "bm25" else "out/run.bm25.trec"
+        assert (pytester.path / other).read_text(encoding="utf-8").startswith("q")

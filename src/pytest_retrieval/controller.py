@@ -265,7 +265,15 @@ class Reporter:
         if settings.export_run is not None:  # here, on the controller: workers never race
             from .runtest import export_runs
 
-            notes, problems = export_runs(settings.export_run, self.results())
+            junit = self.config.getoption("xmlpath", None)
+            others = [
+                ("--retrieval-report", settings.report),
+                ("--retrieval-markdown", settings.markdown),
+                ("--retrieval-html", settings.html),
+                ("--junitxml", Path(junit) if junit else None),
+            ]
+            outputs = {path.resolve(): option for option, path in others if path is not None}
+            notes, problems = export_runs(settings.export_run, self.results(), outputs)
             self.notes += notes + [f"{problem.kind}: {problem.message}" for problem in problems]
             self.reasons += problems  # before the outputs are written, so they say it
             if problems:

@@ -462,10 +462,13 @@ def check_runs(config: pytest.Config, state: SessionState) -> None:
             runs_for(golden, run)  # no query in common: a usage error
 
 
-def export_runs(path: Path, results: list[EvaluationResult]) -> tuple[list[str], list[Reason]]:
+def export_runs(
+    path: Path, results: list[EvaluationResult], outputs: Mapping[Path, str]
+) -> tuple[list[str], list[Reason]]:
     """--retrieval-export-run: each evaluation's retrieved lists as a TREC run
-    (:func:`.runfile.export_paths` names the files). Returns the summary's notes and an
-    output reason for each file that could not be written."""
+    (:func:`.runfile.export_paths` names the files), none onto a golden set or run file read,
+    nor onto another of ``outputs`` (resolved path -> its option). Returns the summary's
+    notes and an output reason for each file that could not be written."""
     from .offline import read_by
     from .runfile import export_paths, write_result
     from .verdicts import OUTPUT, Reason
@@ -477,6 +480,11 @@ def export_runs(path: Path, results: list[EvaluationResult]) -> tuple[list[str],
     for result, target in zip(results, targets, strict=True):
         what = f"{result.golden_name} [{result.retriever_id}]"
         clash = read.get(target.resolve())
+        if clash is None and target.resolve() in outputs:
+            clash = (
+                f"the {outputs[target.resolve()]} output is written there; give "
+                "--retrieval-export-run another name"
+            )
         if clash is not None:
             problems.append(
                 Reason(OUTPUT, f"run of {what} NOT exported to {relative(target)}: {clash}")
