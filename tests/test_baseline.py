@@ -254,10 +254,15 @@ def test_failed_retriever_calls_do_not_update(
     result = _run(pytester, "main", monkeypatch, "--retrieval-update-baseline")
     result.stdout.fnmatch_lines(
         [
+            # the evaluation's own lines do not say it is being recorded: it is not
+            "  not compared with a baseline: this run is to be recorded in "
+            "golden.json.baseline.json",
             "*baseline NOT updated for golden.json: this run is partial "
-            "(1 failed retriever calls in synthetic*"
+            "(1 failed retriever calls in synthetic*). Fix the failed calls, or force it "
+            "with --retrieval-update-baseline=force",
         ]
     )
+    assert "recording baseline" not in result.stdout.str()
     assert not (pytester.path / "golden.json.baseline.json").exists()
 
 

@@ -354,6 +354,9 @@ def test_a_passing_whole_passes_and_failed_calls_fail_every_way(
     baseline = pytester.path / "golden.json.baseline.json"
     status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json", "--update-baseline")
     assert status == 1 and not baseline.exists()
+    assert "  not compared with a baseline: this run is to be recorded in " in out
+    assert "--retrieval-report" not in out and "recording baseline" not in out
+    assert "    (-v shows the first traceback of each; --report keeps them)" in out.splitlines()
     assert (
         "partial run: baseline NOT updated for golden.json: this run is partial (1 failed "
         "retriever calls in many [bm25]). Fix the failed calls, or force it with "

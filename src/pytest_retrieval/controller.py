@@ -467,12 +467,15 @@ class Reporter:
             )
         refused = sorted({reason for reasons in partial.values() for reason in reasons})
         if refused:
+            failed = any(r.errors for r in self.results() if r.golden_source in partial)
+            fixes = ["fix the failed calls"] if failed else []
+            fixes += ["run the whole golden set"] if self.unrun() else []
             message = (
                 "baseline NOT updated for "
                 + ", ".join(sorted(relative(s) for s in partial))
                 + ": this run is partial ("
                 + "; ".join(refused)
-                + "). Run the whole golden set, or force it with "
+                + f"). {' and '.join(fixes).capitalize()}, or force it with "
                 "--retrieval-update-baseline=force"
             )
             self._fail(session, Reason(PARTIAL_RUN, message))

@@ -354,8 +354,9 @@ def summary(gated: Gated, verdict: Verdict, *, verbose: bool = False) -> list[st
     from .render.terminal import ab_lines, summary_lines
 
     lines: list[str] = []
-    for result in gated.results:
-        lines += [*summary_lines(result, verbose=verbose), ""]
+    for result in gated.results:  # the advice names our --report, not pytest's option
+        shown = summary_lines(result, verbose=verbose)
+        lines += [*(line.replace("--retrieval-report", "--report") for line in shown), ""]
     lines += ab_lines(gated.groups)
     lines += gated.notes
     lines += [f"{r.kind}: {r.message}" for r in gated.reasons]

@@ -132,7 +132,8 @@ def baseline_lines(result: EvaluationResult, *, verbose: bool = False) -> list[s
             f"record one on main with: {command(result, '--retrieval-update-baseline')}"
         )
     elif result.baseline_note == "recording":
-        lines.append(f"  recording baseline in {path}")
+        # not "recording": the update may yet be refused (the session's lines say which)
+        lines.append(f"  not compared with a baseline: this run is to be recorded in {path}")
     comparison = result.comparison
     if comparison is not None:
         lines.extend(regression_lines(result, comparison, verbose=verbose))
