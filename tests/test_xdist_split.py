@@ -272,10 +272,43 @@ def test_a_part_left_out_leaves_the_gate_unrun(pytester: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(
         [
             "partial run: golden.json::retrieval[[]good[]]: evaluation incomplete: 1 of 2 parts "
-            "did not run (part2/2); * run every part (no -k, -m or --lf that leaves one out)",
+            "did not run (part2/2); * run every part (no -k, -m, --lf or node id that leaves one "
+            "out)",
         ]
     )
     assert not (pytester.path / "golden.json.baseline.json").exists()
+
+
+def test_a_part_chosen_by_node_id_or_last_failed_says_the_others_did_not_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A part picked by its node id, or rerun alone by --lf after it failed, is collected
+    without the others: the evaluation did not run whole (it said the golden file had
+    changed during the run)."""
+    project(pytester)
+    pytester.makeini("[pytest]\nretrieval_split_min = 100\n")
+    chosen = "golden.json::retrieval[good-part1/2]"
+    result = pytester.runpytest_subprocess(*GOLDEN_ARGS, "-n", "2", chosen)
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "changed during the run" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "partial run: golden.json::retrieval[[]good[]]: evaluation incomplete: 1 of 2 parts "
+            "did not run (part2/2); * run every part (no -k, -m, --lf or node id that leaves "
+            "one out)",
+        ]
+    )
+    monkeypatch.setenv("FAIL_PART", "2")
+    assert pytester.runpytest_subprocess(*GOLDEN_ARGS, "-n", "2").ret == 1
+    monkeypatch.delenv("FAIL_PART")
+    again = pytester.runpytest_subprocess(*GOLDEN_ARGS, "-n", "2", "--lf")
+    assert again.ret == pytest.ExitCode.TESTS_FAILED
+    assert "changed during the run" not in again.stdout.str()
+    again.stdout.fnmatch_lines(
+        ["partial run: golden.json::retrieval[[]*[]]: evaluation incomplete: 1 of 2 parts did not "
+         "run (part1/2)*"]
+    )  # fmt: skip
 
 
 def test_the_parts_go_to_different_workers_among_other_tests(pytester: pytest.Pytester) -> None:

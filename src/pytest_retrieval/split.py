@@ -232,18 +232,28 @@ def merge_received(
         groups.setdefault(item.whole, []).append(nodeid)
     merged = Merged({nodeid: got for nodeid, got in received.items() if nodeid not in items})
     for whole, ids in groups.items():
+        count = items[ids[0]].count
         missing = [nodeid for nodeid in ids if nodeid not in received]
         broken = [nodeid for nodeid in missing if nodeid in failed]
+        # and the parts no worker collected (a node id or --lf chose the others)
+        collected = {items[nodeid].index for nodeid in ids}
+        unrun = sorted(
+            [*(items[nodeid].index for nodeid in missing), *set(range(count)) - collected]
+        )
         reason = None
-        if missing and (broken or len(missing) < len(ids)):  # all deselected: as without -n
-            what = ", ".join(_part_id(items[nodeid]) for nodeid in missing)
+        if unrun and (broken or len(unrun) < count):  # all deselected: as without -n
+            what = ", ".join(part_id(Shard(index, count)) for index in unrun)
             why = "failed" if broken else "did not run"
             reason = Reason(
                 NO_RESULT if broken else PARTIAL_RUN,
-                f"{whole}: evaluation incomplete: {len(missing)} of {len(ids)} parts {why} "
+                f"{whole}: evaluation incomplete: {len(unrun)} of {count} parts {why} "
                 f"({what}); the other parts are not merged, shown, gated or recorded as a "
                 "baseline"
-                + ("" if broken else "; run every part (no -k, -m or --lf that leaves one out)"),
+                + (
+                    ""
+                    if broken
+                    else "; run every part (no -k, -m, --lf or node id that leaves one out)"
+                ),
             )
             merged.incomplete.add(state.golden(items[ids[0]].golden).source)
         elif not missing:
@@ -258,10 +268,6 @@ def merge_received(
             merged.reasons.append(reason)
             merged.notes.append(f"{reason.kind}: {reason.message}")
     return merged
-
-
-def _part_id(item: PartItem) -> str:
-    return part_id(Shard(item.index, item.count))
 
 
 def _merge(
