@@ -249,6 +249,46 @@ def test_eval_gates_with_its_own_settings(
 
 
 @pytest.mark.parametrize(
+    ("ini", "name", "says"),
+    [
+        (
+            "[pytest]\nretrieval_thresholds = recall@10=0.9\nretrieval_baseline = ci.json\n",
+            "pytest.ini",
+            "retrieval_thresholds, retrieval_baseline (--threshold, --baseline)",
+        ),
+        (
+            '[tool.pytest.ini_options]\nretrieval_gate = ["map@10"]\nretrieval_alpha = "0.1"\n',
+            "pyproject.toml",
+            "retrieval_gate, retrieval_alpha (--gate, --alpha)",
+        ),
+        ("[pytest]\nretrieval_report = r.json\n", "pytest.ini", None),  # no gate setting
+    ],
+)
+def test_eval_says_which_gate_settings_of_the_ini_it_does_not_read(
+    project: pytest.Pytester,
+    capsys: pytest.CaptureFixture[str],
+    ini: str,
+    name: str,
+    says: str | None,
+) -> None:
+    """A pytest run applies the ini's gate settings and eval does not: the same run could
+    pass one and fail the other with no word of it."""
+    project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "single.json")
+    run = run_file(project.path / "single.json", project.path / "bm25.json")
+    (project.path / name).write_text(ini, encoding="utf-8")
+    status, _, err = evaluate(capsys, "golden.json", str(run))
+    assert status == 0
+    if says is None:
+        assert "does not read" not in err
+    else:
+        assert (
+            f"pytest-retrieval eval: warning: {name} sets {says.split(' (')[0]}, which a pytest "
+            "run applies and eval does not read: give them on the command line "
+            f"({says.split(' (')[1]} for the same gate"
+        ) in err.splitlines()
+
+
+@pytest.mark.parametrize(
     ("argv", "expected"),
     [
         (["golden.json", "absent.json"], "argument RUN: no such file: 'absent.json'"),

@@ -1468,6 +1468,7 @@ def _eval(args: argparse.Namespace) -> int:
     from .formats import corpus_input, golden_inputs
     from .gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
     from .golden import load_golden
+    from .ini_check import GATE_KEYS, unread_gate_settings
     from .offline import GateSettings, Whole
     from .runfile import missing_queries, read_run, runs_for, ties_warning
 
@@ -1481,6 +1482,15 @@ def _eval(args: argparse.Namespace) -> int:
     )
     start = Path.cwd()
     source = args.golden if args.golden.is_absolute() else start / args.golden
+    unread = unread_gate_settings(start)
+    if unread is not None:
+        ini, keys = unread
+        print(
+            f"pytest-retrieval eval: warning: {relative(ini)} sets {', '.join(keys)}, which a "
+            "pytest run applies and eval does not read: give them on the command line "
+            f"({', '.join(GATE_KEYS[key] for key in keys)}) for the same gate",
+            file=sys.stderr,
+        )
     try:
         _inputs(args, ["run"], ["golden"])  # a run never produced: the outputs say so
         golden = load_golden(source)

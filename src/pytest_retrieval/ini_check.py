@@ -170,3 +170,30 @@ def _holds_settings(path: Path) -> bool:
     from _pytest.config import findpaths
 
     return findpaths.load_config_dict_from_file(path) is not None
+
+
+#: the ini keys that shape a pytest run's gate, and the ``eval`` option for each
+GATE_KEYS = {
+    "retrieval_thresholds": "--threshold",
+    "retrieval_max_drop": "--max-drop",
+    "retrieval_gate": "--gate",
+    "retrieval_alpha": "--alpha",
+    "retrieval_strict_baseline": "--strict-baseline",
+    "retrieval_baseline": "--baseline",
+}
+
+
+def unread_gate_settings(here: Path) -> tuple[Path, list[str]] | None:
+    """The ini file pytest would read from ``here`` and the :data:`GATE_KEYS` it sets, which
+    ``pytest-retrieval eval`` does not read (None: none, or pytest's helpers changed)."""
+    try:
+        path = _first_config([here])
+        if path is None:
+            return None
+        from _pytest.config import findpaths
+
+        values = findpaths.load_config_dict_from_file(path) or {}
+    except Exception:  # a file that does not parse, pytest's private helpers changed
+        return None
+    keys = [key for key in GATE_KEYS if key in values]
+    return (path, keys) if keys else None
