@@ -307,6 +307,9 @@ def test_diff_bad_reports_are_clear(tmp_path: Path, capsys: pytest.CaptureFixtur
         broken.write_text(other, encoding="utf-8")  # another kind of file: not cut short
         status, _, err = run(capsys, "diff", str(good), str(broken))
         assert status == 1 and f"{broken}: not JSON (line 1, column 1)" in err, err
+    broken.write_text("[pytest]\nretrieval_golden = g.json\n", encoding="utf-8")  # an ini
+    status, _, err = run(capsys, "diff", str(good), str(broken))
+    assert status == 1 and f"{broken}: not JSON (line 1, column 2); give the file" in err, err
     other = write(tmp_path / "other.json", {"something": "else"})
     status, _, err = run(capsys, "diff", str(other), str(good))
     assert status == 1 and "not a pytest-retrieval report" in err

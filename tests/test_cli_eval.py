@@ -348,3 +348,19 @@ def test_eval_warns_of_tied_scores_as_pytest_does(
     result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-run", "run.trec")
     assert result.ret == 0
     result.stdout.fnmatch_lines([f"*PytestWarning: {warning}"])
+
+
+def test_a_run_cut_short_is_asked_about_its_depth_not_the_retriever(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fewer hits than k from a run file: its maker kept fewer, no retriever was called."""
+    project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "single.json")
+    run = run_file(project.path / "single.json", project.path / "bm25.json")
+    lists = json.loads(run.read_text(encoding="utf-8"))
+    top3 = project.path / "top3.json"
+    top3.write_text(json.dumps({qid: docs[:3] for qid, docs in lists.items()}), "utf-8")
+    _, out, _ = evaluate(capsys, "golden.json", str(top3))
+    (note,) = [line for line in out.splitlines() if "fewer than 10 hits" in line]
+    assert note.endswith(
+        "counts the missing ranks as misses; was the run file cut at a depth below 10?"
+    )

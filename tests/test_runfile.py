@@ -165,8 +165,16 @@ def test_jsonl_by_name_or_by_content(tmp_path: Path, name: str) -> None:
 def test_one_line_jsonl_needs_its_name(tmp_path: Path) -> None:
     text = '{"id": "q1", "hits": ["d1"]}\n'
     assert ranked(read_run(write(tmp_path, "one.jsonl", text))) == {"q1": ["d1"]}
-    with pytest.raises(RunFileError, match="/id: a query's hits are a list"):
-        read_run(write(tmp_path, "one.json", text))  # a JSON run by query id: "id", "hits"
+    with pytest.raises(RunFileError) as raised:  # as JSON: a run of queries "id" and "hits"
+        read_run(write(tmp_path, "one.json", text))
+    assert str(raised.value).endswith(
+        '/: one query\'s record, as a line of a JSONL run holds it ({"id", "hits"}); a '
+        ".json run is one object by query id\n  fix: name it one.jsonl (one query a line), or "
+        'write {"q1": ["d3", "d1"]}'
+    )
+    # queries that are named "id" and "hits" are still a JSON run
+    both = '{"id": ["d1"], "hits": ["d2"]}'
+    assert ranked(read_run(write(tmp_path, "two.json", both))) == {"id": ["d1"], "hits": ["d2"]}
 
 
 def test_gzip_and_byte_order_mark(tmp_path: Path) -> None:

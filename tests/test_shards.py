@@ -502,15 +502,15 @@ def test_shards_of_another_retriever_are_refused(
     [
         (
             ["--retrieval-threshold", "recall@10=0.6"],
-            "thresholds ['recall@10=0.5', 'ndcg@10[rare]=0.1'] vs "
-            "['recall@10=0.6', 'ndcg@10[rare]=0.1']",
+            "thresholds recall@10=0.5, ndcg@10[rare]=0.1 vs recall@10=0.6, ndcg@10[rare]=0.1",
         ),
         (["--retrieval-alpha", "0.01"], "alpha 0.05 vs 0.01"),
-        (["--retrieval-max-drop", "recall@10=2%"], "max drops [] vs ['recall@10=2%']"),
+        (["--retrieval-max-drop", "recall@10=2%"], "max drops none vs recall@10=2%"),
         (["--retrieval-k", "5"], "k 10 vs 5"),
-        (["--retrieval-metric", "ndcg@3"], "metrics ["),
+        (["--retrieval-metric", "ndcg@3"], "metrics hit_rate@10, "),
+        (["--retrieval-gate", "map@10"], "gated metrics the default vs map@10"),
     ],
-    ids=["threshold", "alpha", "max-drop", "k", "metric"],
+    ids=["threshold", "alpha", "max-drop", "k", "metric", "gate"],
 )
 def test_shards_run_with_other_settings_are_refused(
     partials: pytest.Pytester, capsys: pytest.CaptureFixture[str], options: list[str], expected: str
@@ -562,7 +562,7 @@ def test_evaluations_of_the_shards_own_tests_are_left_out(
     status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json", "--report", "w.json")
     assert status == 0
     assert (
-        "combined 3 shards: many [bm25] 40 queries; left out: 1 evaluations of the shards' own "
+        "combined 3 shards: many [bm25] 40 queries; left out: 1 evaluation of the shards' own "
         "tests (retrieval_eval calls are not sharded; run the shards with --retrieval-only)"
     ) in out.splitlines()
     assert [

@@ -196,3 +196,10 @@ def _shown(path: Path) -> str:
     """``path`` relative to the working directory when it is under it, else absolute."""
     shown = relative(path)
     return str(path) if leads_out(shown) else shown
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 label``, ``2 labels``, ``1 query``, ``0 queries``."""
+    if n == 1:
+        return f"1 {noun}"
+    return f"{n} {noun[:-1]}ies" if noun.endswith("y") else f"{n} {noun}s"

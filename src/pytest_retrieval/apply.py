@@ -44,6 +44,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._io import counted
+
 if TYPE_CHECKING:
     from .golden import GoldenSet
     from .review_file import Proposal, Review
@@ -498,19 +500,12 @@ def _check(before: GoldenSet, text: str, output: Path, changed: set[str]) -> Non
         )
 
 
-def _count(n: int, noun: str) -> str:
-    """``1 label``, ``2 labels``, ``1 query``, ``0 queries``."""
-    if n == 1:
-        return f"1 {noun}"
-    return f"{n} {noun[:-1]}ies" if noun.endswith("y") else f"{n} {noun}s"
-
-
 def _summary(args: argparse.Namespace, output: Path, counts: Counter[str], queries: int) -> None:
     verb = "would change" if args.dry_run else "changed"
     print(
-        f"{'dry run: ' if args.dry_run else ''}{output}: {_count(counts['added'], 'label')} "
+        f"{'dry run: ' if args.dry_run else ''}{output}: {counted(counts['added'], 'label')} "
         f"added ({counts['zero']} graded 0, kept as judged not relevant), "
-        f"{_count(counts['removed'], 'removal')} applied; {_count(queries, 'query')} {verb}"
+        f"{counted(counts['removed'], 'removal')} applied; {counted(queries, 'query')} {verb}"
     )
     left = [
         (counts["refused"], "refused (see above)"),

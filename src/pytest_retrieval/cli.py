@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._io import BASELINE_SUFFIX, relative
+from ._io import BASELINE_SUFFIX, counted, relative
 from ._version import __version__
 from .errors import ConfigError
 from .judge_args import DEFAULT_JUDGE_CACHE
@@ -1221,9 +1221,11 @@ def _json_object(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         # our files are one JSON object: one that starts as one but does not end with "}",
         # or stops at its end or inside a string, was cut short
-        text = exc.doc.rstrip()
-        cut = exc.pos > 0 and (
-            not text.endswith("}") or exc.pos >= len(text) or "Unterminated" in exc.msg
+        text = exc.doc.strip()
+        cut = (
+            exc.pos > 0
+            and text.startswith("{")
+            and (not text.endswith("}") or exc.pos >= len(text) or "Unterminated" in exc.msg)
         )
         end = "ends before its JSON does" if cut else "not JSON"
         raise CliError(
@@ -1359,7 +1361,7 @@ def _combine(args: argparse.Namespace) -> int:
     )
     if partials[0].left_out:
         note += (
-            f"; left out: {partials[0].left_out} evaluations of the shards' own tests "
+            f"; left out: {counted(partials[0].left_out, 'evaluation')} of the shards' own tests "
             "(retrieval_eval calls are not sharded; run the shards with --retrieval-only)"
         )
     try:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._io import relative
+from ._io import counted, relative
 from .options import Outputs, output_paths
 from .session import EXPECTED_KEY, USAGE_KEY, SessionState, layered_allowances
 from .verdicts import (
@@ -231,7 +231,7 @@ class Reporter:
         terminalreporter.write_line(
             f"retrieval verdict: {verdict.word}"
             + (
-                f" ({_count(len(verdict.reasons), 'reason')}, listed above)"
+                f" ({counted(len(verdict.reasons), 'reason')}, listed above)"
                 if verdict.reasons
                 else ""
             )
@@ -296,7 +296,7 @@ class Reporter:
         shown = ", ".join(unrun[:3]) + (", ..." if len(unrun) > 3 else "")
         reason = Reason(
             NO_RESULT,
-            f"{_count(len(unrun), 'golden-set evaluation')} did not run ({shown}): the "
+            f"{counted(len(unrun), 'golden-set evaluation')} did not run ({shown}): the "
             f"session stopped early ({why})",
         )
         self.reasons.append(reason)
@@ -489,10 +489,6 @@ class Reporter:
         self.notes += notes
         for problem in problems:
             self._fail(session, problem)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def write_outputs(

@@ -326,6 +326,14 @@ def _from_document(source: Path, data: Any) -> Run:
             '{"id": "q1", "hits": [...]} a line in a .jsonl file',
         )
     top = dict(data)
+    if isinstance(top.get("id"), str) and "hits" in top and len(top) <= 2:
+        raise RunFileError(
+            source,
+            "/",
+            'one query\'s record, as a line of a JSONL run holds it ({"id", "hits"}); a '
+            ".json run is one object by query id",
+            f'name it {source.stem}.jsonl (one query a line), or write {{"q1": ["d3", "d1"]}}',
+        )
     what = (
         "a golden set" if _golden_entries(top.get("queries"))
         else "a pytest-retrieval report" if {"evaluations", "plugin_version"} <= set(top)

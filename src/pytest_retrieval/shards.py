@@ -678,8 +678,17 @@ def _difference(
     pairs.append(("judge min_coverage", *coverage))
     for what, mine, theirs in pairs:
         if mine != theirs:
-            return f"{what} {mine!r} vs {theirs!r}"
+            return f"{what} {_spelled(mine)} vs {_spelled(theirs)}"
     return None
+
+
+def _spelled(value: Any) -> str:
+    """A setting as a message shows it: lists as items, None as the default."""
+    if value is None:
+        return "the default"
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value)) or "none"
+    return repr(value)
 
 
 def _thresholds(settings: GateSettings) -> list[str]:

@@ -355,10 +355,14 @@ def short_results_lines(result: EvaluationResult) -> list[str]:
     found = result.short_results
     if found is None:
         return []
+    ask = (  # a run file holds what its maker kept, not what a call returned
+        f"was the run file cut at a depth below {found.k}?"
+        if result.run_file
+        else "does the retriever honour k?"
+    )
     return [
         f"  note: {found.short} of {found.answered} queries returned fewer than {found.k} hits "
-        f"(median {found.median:g}): {found.metric} counts the missing ranks as misses; does "
-        "the retriever honour k?"
+        f"(median {found.median:g}): {found.metric} counts the missing ranks as misses; {ask}"
     ]
 
 
