@@ -520,6 +520,34 @@ def test_shards_run_with_other_settings_are_refused(
     assert message.startswith(f"part1.json and part3.json differ on golden.json [bm25]: {expected}")
 
 
+def test_a_partial_report_reads_as_a_part_in_show_diff_and_junit(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shard's report is not the gate: show says it is a part, diff refuses to gate it
+    (it passed a part against the whole), and its JUnit test case says which part it is
+    instead of the part's metrics under the gate's test name."""
+    partials.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "whole.json")
+    (shard,) = [s for s in run_shards(partials, "--junitxml", "part.xml")][-1:]
+    assert shard.ret == 0
+    described = "shard 3/3: 12 of 40 queries of golden.json"
+    capsys.readouterr()
+    assert main(["show", "part3.json"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1] == (
+        f"  {described} (a partial report: gated only with every shard's, by "
+        "pytest-retrieval combine)"
+    )
+    assert main(["diff", "whole.json", "part3.json"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"part3.json: many [bm25] is {described}, not gated alone: combine every shard's "
+        "report (pytest-retrieval combine ... --report whole.json) and compare that"
+    ) in err
+    cases = junit_cases(partials.path / "part.xml")
+    ((_, properties),) = cases.values()
+    assert properties == {"retrieval.part": f"{described} (gated by pytest-retrieval combine)"}
+
+
 def test_what_is_not_a_partial_report_is_refused(
     partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -510,6 +510,14 @@ def _diff(args: argparse.Namespace) -> int:
             )
     earlier = _read_report(args.report_a, documents[0])
     after = _read_report(args.report_b, documents[1])
+    for path, results in ((args.report_a, earlier), (args.report_b, after)):
+        part = next((r for r in results if r.part is not None), None)
+        if part is not None and part.part is not None:
+            raise CliError(
+                f"{path}: {part.golden_name} [{part.retriever_id}] is {part.part.described}, "
+                "not gated alone: combine every shard's report (pytest-retrieval combine ... "
+                "--report whole.json) and compare that"
+            )
     failed = compared = 0
     why_not: list[str] = []
     for result in after:
@@ -696,6 +704,9 @@ def _show(args: argparse.Namespace) -> int:
     raise UsageError(f"{path} is {_looks_like(data)}, not a report or a baseline; {SHOW_READS}")
 
 
+#: what a partial report's evaluation is for, as show says
+PART_GATED_BY = "a partial report: gated only with every shard's, by pytest-retrieval combine"
+
 SHOW_READS = (
     "show reads a JSON report (pytest --retrieval-report FILE) or a <golden>.baseline.json file"
 )
@@ -773,7 +784,10 @@ def _show_report(args: argparse.Namespace, results: list[EvaluationResult]) -> i
             raise UsageError(_unknown("retriever", args.retriever, known, args.file))
     if not (args.query or args.worst or args.tag):
         for result in chosen:
-            print("\n".join(summary_lines(result)))
+            lines = summary_lines(result)
+            if result.part is not None:  # under its header: not a gate's summary
+                lines.insert(1, f"  {result.part.described} ({PART_GATED_BY})")
+            print("\n".join(lines))
         print(
             f"ranked hits: pytest-retrieval show {args.file} --query ID (or --worst N, --tag TAG)"
         )

@@ -761,6 +761,14 @@ class Part:
     nodeid: str  # the test item, so the combined JUnit names the same test case
     settings: dict[str, Any]  # the gate's settings (``offline.GateSettings.to_dict``)
 
+    @property
+    def described(self) -> str:
+        """``shard 2/3: 98 of 300 queries of golden.json``."""
+        return (
+            f"shard {self.index + 1}/{self.count}: {len(self.positions)} of {self.total} "
+            f"queries of {self.golden}"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
         values["positions"] = list(self.positions)
