@@ -927,3 +927,20 @@ def test_an_export_named_as_another_output_is_not_written(pytester: pytest.Pytes
         assert written.startswith("{" if option == "--retrieval-report" else "<?xml")
         other = "out/run.dense.trec" if what == "bm25" else "out/run.bm25.trec"
         assert (pytester.path / other).read_text(encoding="utf-8").startswith("q")
+
+
+def test_exports_of_two_golden_sets_of_one_name_say_which_file(pytester: pytest.Pytester) -> None:
+    project(pytester)
+    (pytester.path / "g2").mkdir()
+    shutil.copy(pytester.path / "golden.json", pytester.path / "g2" / "golden.json")
+    result = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-golden", "g2/golden.json",
+        "--retrieval-export-run", "two.trec",
+    )  # fmt: skip
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "run exported: two.retriever.trec (synth [[]retriever[]] of golden.json: *",
+            "run exported: two.retriever-2.trec (synth [[]retriever[]] of g2/golden.json: *",
+        ]
+    )

@@ -477,8 +477,13 @@ def export_runs(
     problems: list[Reason] = []
     targets = export_paths(path, [(r.golden_name, r.retriever_id) for r in results])
     read = read_by(results)
+    sources: dict[str, set[str]] = {}  # golden set name -> its files
+    for result in results:
+        sources.setdefault(result.golden_name, set()).add(result.golden_source)
     for result, target in zip(results, targets, strict=True):
         what = f"{result.golden_name} [{result.retriever_id}]"
+        if len(sources[result.golden_name]) > 1:  # two golden sets of one name: which file
+            what += f" of {relative(result.golden_source)}"
         clash = read.get(target.resolve())
         if clash is None and target.resolve() in outputs:
             clash = (
