@@ -585,9 +585,11 @@ def _runs(config: pytest.Config) -> tuple[Path, ...]:
 def check_export_name(config: pytest.Config, settings: Settings) -> None:
     """--retrieval-export-run writes a TREC run: a JSON name would be read back as JSON."""
     path = settings.export_run
-    from .runfile import JSON_NAMES, format_suffix
+    if path is None:
+        return
+    from .runfile import JSON_NAMES, format_suffix  # only now: it imports numpy
 
-    if path is not None and format_suffix(path) in JSON_NAMES:
+    if format_suffix(path) in JSON_NAMES:
         given = config.getoption("retrieval_export_run") or config.getini("retrieval_export_run")
         stem = path.name[: -len("".join(path.suffixes))] or path.name
         raise ConfigError(
