@@ -251,7 +251,11 @@ def test_failed_retriever_calls_do_not_update(
         "        return ['d1a']\n    return search\n"
     )
     write_golden(pytester, _golden(5))
-    result = _run(pytester, "main", monkeypatch, "--retrieval-update-baseline")
+    result = _run(
+        pytester, "main", monkeypatch, "--retrieval-update-baseline", "--retrieval-markdown", "m.md"
+    )
+    markdown = (pytester.path / "m.md").read_text(encoding="utf-8")
+    assert "recording the baseline" not in markdown and "to be recorded in" in markdown
     result.stdout.fnmatch_lines(
         [
             # the evaluation's own lines do not say it is being recorded: it is not

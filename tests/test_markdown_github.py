@@ -185,9 +185,10 @@ def test_a_huge_session_fits_githubs_limit_with_the_detail_cut_first() -> None:
     # and the cut detail says what was left out, and where it is
     cut = re.findall(r"(\d+) of 300 tags not shown", markdown)
     assert cut and all(int(n) > 0 for n in cut), cut
-    assert "in the HTML page (--retrieval-html) and the JSON report (--retrieval-report)" in (
-        markdown
-    )
+    assert (
+        "in the HTML page (--retrieval-html, or eval's and combine's --html) and the JSON report "
+        "(--retrieval-report, or eval's and combine's --report)"
+    ) in markdown
 
 
 def test_a_tight_budget_cuts_detail_before_changes_and_verdict() -> None:
@@ -220,7 +221,8 @@ def test_a_session_too_big_even_for_its_essentials_is_cut_whole() -> None:
     check_gfm(markdown)  # no <details> left open by the cut
     assert markdown.rstrip().endswith(
         "(the summary is cut here at 30000 bytes; every evaluation is in the HTML page "
-        "(--retrieval-html) and the JSON report (--retrieval-report))"
+        "(--retrieval-html, or eval's and combine's --html) and the JSON report "
+        "(--retrieval-report, or eval's and combine's --report))"
     )
 
 

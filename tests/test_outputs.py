@@ -163,3 +163,26 @@ def test_quiet_runs_stay_quiet(project: pytest.Pytester) -> None:
     result = project.runpytest_subprocess("--retrieval-golden", "golden.json", "-q")
     assert "retrieval fruit" not in result.stdout.str()  # fast: no progress at all
     result.assert_outcomes(passed=1)
+
+
+def test_output_paths_in_the_ini_are_relative_to_it_from_a_subfolder(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every output an ini key names lands beside the ini, wherever pytest starts: the
+    report went to the working directory while the Markdown went beside the ini."""
+    pytester.makeconftest(SLOW_RETRIEVER.replace("time.sleep(0.03)", "pass"))
+    write_golden(pytester, TAGGED)
+    pytester.makeini(
+        "[pytest]\nretrieval_golden = golden.json\nretrieval_report = out/r.json\n"
+        "retrieval_markdown = out/r.md\nretrieval_html = out/r.html\n"
+    )
+    sub = pytester.mkdir("sub")
+    monkeypatch.chdir(sub)
+    result = pytester.runpytest("--rootdir", str(pytester.path))
+    assert result.ret == 0, result.stdout.str()
+    assert sorted(p.name for p in (pytester.path / "out").iterdir()) == [
+        "r.html",
+        "r.json",
+        "r.md",
+    ]
+    assert not (sub / "out").exists()

@@ -894,6 +894,16 @@ def test_an_export_named_as_json_is_a_usage_error(pytester: pytest.Pytester, nam
     assert not list(pytester.path.glob("out*"))
 
 
+def test_an_ini_export_named_as_json_names_the_ini_key(pytester: pytest.Pytester) -> None:
+    project(pytester)
+    pytester.makeini("[pytest]\nretrieval_export_run = out.json\n")
+    result = pytester.runpytest("--retrieval-golden", "golden.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: ini retrieval_export_run = out.json: the export is a TREC*"]
+    )
+
+
 def test_an_export_named_as_another_output_is_not_written(pytester: pytest.Pytester) -> None:
     """Several evaluations' exports are named only at the end (run.trec -> run.bm25.trec):
     one that is another output's path is not exported (the session fails saying so), not

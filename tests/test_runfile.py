@@ -172,6 +172,10 @@ def test_one_line_jsonl_needs_its_name(tmp_path: Path) -> None:
         ".json run is one object by query id\n  fix: name it one.jsonl (one query a line), or "
         'write {"q1": ["d3", "d1"]}'
     )
+    gz = tmp_path / "one.json.gz"  # with more keys, compressed
+    gz.write_bytes(gzip.compress(b'{"id": "q1", "query": "apple", "hits": ["d1"]}'))
+    with pytest.raises(RunFileError, match=r"fix: name it one\.jsonl\.gz \(one query a line\)"):
+        read_run(gz)
     # queries that are named "id" and "hits" are still a JSON run
     both = '{"id": ["d1"], "hits": ["d2"]}'
     assert ranked(read_run(write(tmp_path, "two.json", both))) == {"id": ["d1"], "hits": ["d2"]}

@@ -505,7 +505,7 @@ def test_shards_of_another_retriever_are_refused(
             "thresholds recall@10=0.5, ndcg@10[rare]=0.1 vs recall@10=0.6, ndcg@10[rare]=0.1",
         ),
         (["--retrieval-alpha", "0.01"], "alpha 0.05 vs 0.01"),
-        (["--retrieval-max-drop", "recall@10=2%"], "max drops none vs recall@10=2%"),
+        (["--retrieval-max-drop", "recall@10=2%"], "max drops the default vs recall@10=2%"),
         (["--retrieval-k", "5"], "k 10 vs 5"),
         (["--retrieval-metric", "ndcg@3"], "metrics hit_rate@10, "),
         (["--retrieval-gate", "map@10"], "gated metrics the default vs map@10"),
@@ -642,7 +642,7 @@ def test_combine_where_the_shards_baseline_is_not_found_is_refused(
     assert message == (
         "golden.json::retrieval[bm25]: the shards found their baseline entry golden.json::bm25 "
         f"in 'golden.json.baseline.json', but {elsewhere}/golden.json.baseline.json does not "
-        "hold it: run combine in the folder the shards ran pytest in, or pass the baseline they "
+        "exist: run combine in the folder the shards ran pytest in, or pass the baseline they "
         "used with --baseline"
     )
     # recording there would write a new baseline beside the shards' (and pass): refused too

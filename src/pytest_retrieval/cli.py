@@ -546,7 +546,7 @@ def _diff(args: argparse.Namespace) -> int:
             "set and retriever, with the same metrics (--retrieval-metric)"
         )
     skipped = f"; {len(why_not)} not compared" if why_not else ""
-    print(f"{failed} of {compared} evaluations failed{skipped}")
+    print(f"{failed} of {counted(compared, 'evaluation')} failed{skipped}")
     return 1 if failed else 0
 
 
@@ -1241,11 +1241,15 @@ def _json_object(path: Path) -> dict[str, Any]:
             and text.startswith("{")
             and (not text.endswith("}") or exc.pos >= len(text) or "Unterminated" in exc.msg)
         )
-        end = "ends before its JSON does" if cut else "not JSON"
+        where = f"line {exc.lineno}, column {exc.colno}"
+        if cut:
+            raise CliError(
+                f"{path}: ends before its JSON does ({where}); give the file as "
+                "pytest-retrieval wrote it (one cut short by an interrupted run, write or "
+                "upload: run that job again)"
+            ) from None
         raise CliError(
-            f"{path}: {end} (line {exc.lineno}, column {exc.colno}); give the file as "
-            "pytest-retrieval wrote it (one cut short by an interrupted run, write or upload: "
-            "run that job again)"
+            f"{path}: not JSON ({where}); give a file pytest-retrieval wrote (a JSON report)"
         ) from None
     if not isinstance(data, dict):
         raise CliError(f"{path}: not a JSON object")

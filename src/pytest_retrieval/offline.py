@@ -211,7 +211,8 @@ def gate(wholes: Sequence[Whole], *, recording: bool) -> Gated:
                 raise ConfigError(
                     f"{whole.nodeid}: the shards found their baseline entry "
                     f"{entry_key(whole.key, whole.result.retriever_id)} in "
-                    f"{whole.settings.baseline!r}, but {whole.baseline} does not hold it: run "
+                    f"{whole.settings.baseline!r}, but {whole.baseline} "
+                    f"{'does not hold it' if whole.baseline.exists() else 'does not exist'}: run "
                     "combine in the folder the shards ran pytest in, or pass the baseline they "
                     "used with --baseline"
                     + (" (recording here would write a new file beside it)" if recording else "")

@@ -332,18 +332,18 @@ class Outputs:
     """Where the session's outputs go (None: not asked for). Resolved on its own, so a
     session that stops on a usage error can still write them."""
 
-    report: Path | None = None  # relative: to where pytest was started
+    report: Path | None = None
     markdown: Path | None = None
     html: Path | None = None
 
 
 def output_paths(config: pytest.Config, given: argparse.Namespace | None = None) -> Outputs:
     """The output paths from the options (``given``: the namespace pytest parsed so far,
-    before ``config.option`` is filled) or the ini keys. Never raises for a bad setting."""
+    before ``config.option`` is filled), relative to where pytest started, or the ini keys,
+    relative to the ini file (:func:`_output`). Never raises for a bad setting."""
     options = config.option if given is None else given
-    report = getattr(options, "retrieval_report", None) or str(config.getini("retrieval_report"))
     return Outputs(
-        report=Path(report) if report else None,
+        report=_output(config, "retrieval_report", options),
         markdown=_output(config, "retrieval_markdown", options),
         html=_output(config, "retrieval_html", options),
     )
@@ -590,10 +590,15 @@ def check_export_name(config: pytest.Config, settings: Settings) -> None:
     from .runfile import JSON_NAMES, format_suffix  # only now: it imports numpy
 
     if format_suffix(path) in JSON_NAMES:
-        given = config.getoption("retrieval_export_run") or config.getini("retrieval_export_run")
+        cli = config.getoption("retrieval_export_run")
+        given = (
+            f"--retrieval-export-run {cli}"
+            if cli
+            else (f"ini retrieval_export_run = {config.getini('retrieval_export_run')}")
+        )
         stem = path.name[: -len("".join(path.suffixes))] or path.name
         raise ConfigError(
-            f"--retrieval-export-run {given}: the export is a TREC run, and a file named so is "
+            f"{given}: the export is a TREC run, and a file named so is "
             "read as JSON (--retrieval-run, pytest-retrieval eval, ranx); name it "
             f"{stem}.trec (or {stem}.trec.gz)"
         )

@@ -668,7 +668,8 @@ class UnjudgedHits:
             f"({self.rule}): its top {k} holds documents the golden set "
             f"has not judged, which count as not relevant, so its recall@{k} and ndcg@{k} may "
             "be understated. Pool them for the LLM judge to grade and you to review "
-            "(REPORT.json: this run's --retrieval-report) with"
+            "(REPORT.json: this run's JSON report, --retrieval-report or eval's and combine's "
+            "--report) with"
         )
 
     @staticmethod

@@ -326,13 +326,13 @@ def _from_document(source: Path, data: Any) -> Run:
             '{"id": "q1", "hits": [...]} a line in a .jsonl file',
         )
     top = dict(data)
-    if isinstance(top.get("id"), str) and "hits" in top and len(top) <= 2:
+    if isinstance(top.get("id"), str) and "hits" in top:  # a query's hits are never a string
         raise RunFileError(
             source,
             "/",
             'one query\'s record, as a line of a JSONL run holds it ({"id", "hits"}); a '
             ".json run is one object by query id",
-            f'name it {source.stem}.jsonl (one query a line), or write {{"q1": ["d3", "d1"]}}',
+            f'name it {_jsonl_name(source)} (one query a line), or write {{"q1": ["d3", "d1"]}}',
         )
     what = (
         "a golden set" if _golden_entries(top.get("queries"))
@@ -797,6 +797,12 @@ def _check_ids(qid: str, docs: Sequence[str]) -> None:
 
 
 # ---------------------------------------------------------------------------- files
+
+
+def _jsonl_name(source: Path) -> str:
+    """``one.json`` -> ``one.jsonl``, ``one.json.gz`` -> ``one.jsonl.gz``."""
+    plain = Path(_gz_less(source.name))
+    return f"{plain.stem}.jsonl{source.name[len(plain.name) :]}"
 
 
 def format_suffix(source: Path) -> str:

@@ -665,7 +665,7 @@ def _difference(
         ("relevance level", a.relevance_level, b.relevance_level),
         ("test", a.part.nodeid, b.part.nodeid),
         ("thresholds", _thresholds(a_gate), _thresholds(b_gate)),
-        ("max drops", _allowances(a_gate), _allowances(b_gate)),
+        ("max drops", _allowances(a_gate) or None, _allowances(b_gate) or None),
         ("gated metrics", a_gate.gate, b_gate.gate),
         ("alpha", a_gate.alpha, b_gate.alpha),
         ("strict baseline", a_gate.strict_baseline, b_gate.strict_baseline),

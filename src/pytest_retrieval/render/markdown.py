@@ -193,13 +193,15 @@ class Where:
 
     @property
     def page(self) -> str:
-        return f"the HTML page {self.html}" if self.html else "the HTML page (--retrieval-html)"
+        if self.html:
+            return f"the HTML page {self.html}"
+        return "the HTML page (--retrieval-html, or eval's and combine's --html)"
 
     @property
     def data(self) -> str:
         if self.report:
             return f"the JSON report {self.report}"
-        return "the JSON report (--retrieval-report)"
+        return "the JSON report (--retrieval-report, or eval's and combine's --report)"
 
     def __str__(self) -> str:
         return f"{self.page} and {self.data}"

@@ -511,7 +511,10 @@ def _baseline_notes(result: EvaluationResult) -> list[Note]:
             )
         )
     elif result.baseline_note == "recording":
-        found.append(Note("", f"recording the baseline in {path}"))
+        # not "recording": the update may yet be refused (the session's notes say which)
+        found.append(
+            Note("", f"not compared with a baseline: this run is to be recorded in {path}")
+        )
     if result.comparison is not None:
         found += _comparison_notes(result, result.comparison)
     found += [Note("warn", line) for line in power_lines(result)]
