@@ -262,6 +262,11 @@ def test_eval_gates_with_its_own_settings(
             "retrieval_gate, retrieval_alpha (--gate, --alpha)",
         ),
         ("[pytest]\nretrieval_report = r.json\n", "pytest.ini", None),  # no gate setting
+        (
+            "[pytest]\naddopts = -q --retrieval-threshold=recall@10=0.9\n",
+            "pytest.ini",
+            "--retrieval-threshold in addopts (--threshold)",
+        ),
     ],
 )
 def test_eval_says_which_gate_settings_of_the_ini_it_does_not_read(
@@ -281,6 +286,11 @@ def test_eval_says_which_gate_settings_of_the_ini_it_does_not_read(
     if says is None:
         assert "does not read" not in err
     else:
+        # given as the warning advises, it is not given again
+        option = says.split(" (")[1].split(",")[0].rstrip(")")
+        value = {"--threshold": "recall@10=0.9", "--baseline": "ci.json", "--gate": "map@10"}
+        _, _, again = evaluate(capsys, "golden.json", str(run), option, value[option])
+        assert option not in again
         assert (
             f"pytest-retrieval eval: warning: {name} sets {says.split(' (')[0]}, which a pytest "
             "run applies and eval does not read: give them on the command line "

@@ -1488,7 +1488,7 @@ def _eval(args: argparse.Namespace) -> int:
     from .formats import corpus_input, golden_inputs
     from .gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
     from .golden import load_golden
-    from .ini_check import GATE_KEYS, unread_gate_settings
+    from .ini_check import unread_gate_settings
     from .offline import GateSettings, Whole
     from .runfile import missing_queries, read_run, runs_for, ties_warning
 
@@ -1502,13 +1502,15 @@ def _eval(args: argparse.Namespace) -> int:
     )
     start = Path.cwd()
     source = args.golden if args.golden.is_absolute() else start / args.golden
-    unread = unread_gate_settings(start)
-    if unread is not None:
-        ini, keys = unread
+    ini, unread = unread_gate_settings(start)
+    typed = {word.split("=", 1)[0] for word in args.argv}
+    unread = {what: option for what, option in unread.items() if option not in typed}
+    if unread:  # a pytest run applies them: the same run could pass here and fail there
+        where = f"{relative(ini)} sets" if ini is not None else "pytest is given"
         print(
-            f"pytest-retrieval eval: warning: {relative(ini)} sets {', '.join(keys)}, which a "
-            "pytest run applies and eval does not read: give them on the command line "
-            f"({', '.join(GATE_KEYS[key] for key in keys)}) for the same gate",
+            f"pytest-retrieval eval: warning: {where} {', '.join(unread)}, which a pytest run "
+            "applies and eval does not read: give them on the command line "
+            f"({', '.join(dict.fromkeys(unread.values()))}) for the same gate",
             file=sys.stderr,
         )
     try:

@@ -172,28 +172,42 @@ def _holds_settings(path: Path) -> bool:
     return findpaths.load_config_dict_from_file(path) is not None
 
 
-#: the ini keys that shape a pytest run's gate, and the ``eval`` option for each
-GATE_KEYS = {
-    "retrieval_thresholds": "--threshold",
-    "retrieval_max_drop": "--max-drop",
-    "retrieval_gate": "--gate",
-    "retrieval_alpha": "--alpha",
-    "retrieval_strict_baseline": "--strict-baseline",
-    "retrieval_baseline": "--baseline",
-}
+#: what shapes a pytest run's gate: (ini key, pytest option, ``eval``'s option)
+GATE_SETTINGS = (
+    ("retrieval_thresholds", "--retrieval-threshold", "--threshold"),
+    ("retrieval_max_drop", "--retrieval-max-drop", "--max-drop"),
+    ("retrieval_gate", "--retrieval-gate", "--gate"),
+    ("retrieval_alpha", "--retrieval-alpha", "--alpha"),
+    ("retrieval_strict_baseline", "--retrieval-strict-baseline", "--strict-baseline"),
+    ("retrieval_baseline", "--retrieval-baseline", "--baseline"),
+)
 
 
-def unread_gate_settings(here: Path) -> tuple[Path, list[str]] | None:
-    """The ini file pytest would read from ``here`` and the :data:`GATE_KEYS` it sets, which
-    ``pytest-retrieval eval`` does not read (None: none, or pytest's helpers changed)."""
+def unread_gate_settings(here: Path) -> tuple[Path | None, dict[str, str]]:
+    """What a pytest run from ``here`` takes gate settings from that ``pytest-retrieval
+    eval`` does not read -- :data:`GATE_SETTINGS` keys in the ini file pytest would read,
+    their options in its ``addopts`` or in ``PYTEST_ADDOPTS`` -- each with eval's option
+    for it; and that ini file. Nothing when pytest's helpers changed."""
+    found: dict[str, str] = {}  # what sets it -> eval's option
     try:
         path = _first_config([here])
-        if path is None:
-            return None
         from _pytest.config import findpaths
 
-        values = findpaths.load_config_dict_from_file(path) or {}
+        values = {} if path is None else findpaths.load_config_dict_from_file(path) or {}
+        addopts: Any = values.get("addopts", "")
+        addopts = getattr(addopts, "value", addopts)  # pytest 9 wraps values (ConfigValue)
+        words = shlex.split(addopts) if isinstance(addopts, str) else [str(w) for w in addopts]
     except Exception:  # a file that does not parse, pytest's private helpers changed
-        return None
-    keys = [key for key in GATE_KEYS if key in values]
-    return (path, keys) if keys else None
+        return None, found
+    env = os.environ.get("PYTEST_ADDOPTS", "")
+    try:
+        env_words = shlex.split(env)
+    except ValueError:
+        env_words = []
+    for key, pytest_option, option in GATE_SETTINGS:
+        if key in values:
+            found[key] = option
+        for where, given in (("addopts", words), ("PYTEST_ADDOPTS", env_words)):
+            if any(word.split("=", 1)[0] == pytest_option for word in given):
+                found[f"{pytest_option} in {where}"] = option
+    return path, found
