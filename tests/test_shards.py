@@ -1073,7 +1073,8 @@ def test_combine_records_no_first_baseline_where_the_shards_golden_set_is_not_fo
         "golden.json::retrieval[bm25]: the shards ran pytest where their golden set is "
         f"golden.json, which is not in {sub}: the baseline they name, "
         "golden.json.baseline.json, would be recorded here, where no run reads it; run "
-        "combine in the folder the shards ran pytest in"
+        "combine in the folder the shards ran pytest in, or name golden.json.baseline.json in "
+        "that folder with --baseline"
     )
     assert sorted(p.name for p in sub.iterdir()) == ["refused.json", "refused.xml"]
     # gating (not recording) there is not refused: the shards found no baseline either

@@ -614,7 +614,8 @@ def _whole(
             cannot_record = (
                 f"the shards ran pytest where their golden set is {named}, which is not in "
                 f"{start}: the baseline they name, {theirs}, would be recorded here, where no "
-                "run reads it; run combine in the folder the shards ran pytest in"
+                "run reads it; run combine in the folder the shards ran pytest in, or name "
+                f"{theirs} in that folder with --baseline"
             )
         elif baseline is not None and not _laid_out_as_theirs(baseline, theirs, named):
             cannot_gate = (
