@@ -1131,3 +1131,30 @@ def test_combine_with_another_baseline_where_the_golden_set_is_not_found_is_refu
     parts = ["part1.json", "part2.json", "part3.json"]
     status, out, _ = combine(capsys, *parts, "--baseline", "cache/b.json")
     assert status == 0 and "vs baseline cache/b.json" in out
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            lambda e: e["golden"].update(source=None),
+            "part1.json, /evaluations/0/golden/source: None is not of type 'string'",
+        ),
+        (
+            lambda e: e["queries"][0]["relevant"].update(
+                dict.fromkeys(e["queries"][0]["relevant"], -1)
+            ),
+            "part1.json, part2.json, part3.json: a value no shard writes (ValueError: ",
+        ),
+    ],
+    ids=["null-source", "negative-grade"],
+)
+def test_a_partial_report_edited_past_the_schema_is_refused_without_a_traceback(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str], edit: Any, expected: str
+) -> None:
+    path = partials.path / "part1.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    edit(document["evaluations"][0])
+    path.write_text(json.dumps(document), encoding="utf-8")
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json")
+    assert message.startswith(expected), message

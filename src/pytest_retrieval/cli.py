@@ -1340,7 +1340,7 @@ def _combine(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from .formats import corpus_input, declared_corpus, golden_inputs
-    from .shards import ShardError, combine, malformed, named_by, read_partial
+    from .shards import ShardError, combine, named_by, read_partial
 
     outputs = _offline_outputs(args, [("a shard's partial report", p) for p in args.partial])
     start = Path.cwd()
@@ -1352,13 +1352,15 @@ def _combine(args: argparse.Namespace) -> int:
         try:
             partials = [read_partial(path, document) for path, document in documents]
             wholes = combine(partials, baseline=args.baseline, start=start)
+            goldens = {
+                start / r.part.golden for p in partials for r in p.results if r.part is not None
+            }
+            goldens |= {Path(w.result.golden_source) for w in wholes}
         except MALFORMED as exc:
-            error = None if isinstance(exc, ShardError) else malformed(documents)
-            raise error or exc from None
+            error = exc if isinstance(exc, ShardError) else _malformed(documents, exc)
+            raise error from None
     except (ShardError, CliError, UsageError) as exc:  # none over a file the shards name
         return _refuse(args, outputs, str(exc), named_by(_readable(args.partial), start))
-    goldens = {start / r.part.golden for p in partials for r in p.results if r.part is not None}
-    goldens |= {Path(w.result.golden_source) for w in wholes}
     _check_overwrites(  # the golden sets and baselines the shards named, found only now
         args,
         [
@@ -1389,11 +1391,24 @@ def _combine(args: argparse.Namespace) -> int:
                 known = unrun.setdefault(golden, [])
                 known += [w for w in why if w not in known]
         return _gate_offline(args, wholes, outputs, note, unrun)
-    except MALFORMED:  # a value of the wrong type, found on the way
-        error = malformed(documents)
-        if error is None:
-            raise
-        return _refuse(args, outputs, str(error))
+    except MALFORMED as exc:  # a value of the wrong type, found on the way
+        return _refuse(args, outputs, str(_malformed(documents, exc)))
+
+
+def _malformed(documents: Sequence[tuple[Path, Any]], exc: Exception) -> Exception:
+    """What is wrong in partial reports that broke combining them: the schema's finding, else
+    the error itself, said as such (a value the schema allows but no shard writes)."""
+    from .shards import ShardError, malformed
+
+    found = malformed(documents)
+    if found is not None:
+        return found
+    names = ", ".join(str(path) for path, _ in documents)
+    return ShardError(
+        f"{names}: a value no shard writes ({type(exc).__name__}: {exc}): not partial reports "
+        "as pytest-retrieval writes them (edited, or written by another tool); run the shards "
+        "again"
+    )
 
 
 def _typed(args: argparse.Namespace) -> str:
