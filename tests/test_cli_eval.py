@@ -374,3 +374,18 @@ def test_a_run_cut_short_is_asked_about_its_depth_not_the_retriever(
     assert note.endswith(
         "counts the missing ranks as misses; was the run file cut at a depth below 10?"
     )
+
+
+def test_eval_and_combine_name_their_report_option_in_the_error_advice_only() -> None:
+    """Their terminal names --report where pytest's advice names --retrieval-report, and
+    leaves alone a text that already names both (the judged-share warning)."""
+    from pytest_retrieval.offline import _our_report
+
+    advice = "    (-v shows the first traceback of each; --retrieval-report keeps them)"
+    assert _our_report(advice) == "    (-v shows the first traceback of each; --report keeps them)"
+    more = "    ... and 3 more kinds of error (see --retrieval-report)"
+    assert _our_report(more) == "    ... and 3 more kinds of error (see --report)"
+    both = (
+        "(REPORT.json: this run's JSON report, --retrieval-report or eval's and combine's --report)"
+    )
+    assert _our_report(both) == both

@@ -469,7 +469,7 @@ class Reporter:
         if refused:
             failed = any(r.errors for r in self.results() if r.golden_source in partial)
             fixes = ["fix the failed calls"] if failed else []
-            fixes += ["run the whole golden set"] if self.unrun() else []
+            fixes += ["run the whole golden set"] if self.unrun() or not fixes else []
             message = (
                 "baseline NOT updated for "
                 + ", ".join(sorted(relative(s) for s in partial))

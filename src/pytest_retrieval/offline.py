@@ -355,15 +355,21 @@ def summary(gated: Gated, verdict: Verdict, *, verbose: bool = False) -> list[st
     from .render.terminal import ab_lines, summary_lines
 
     lines: list[str] = []
-    for result in gated.results:  # the advice names our --report, not pytest's option
-        shown = summary_lines(result, verbose=verbose)
-        lines += [*(line.replace("--retrieval-report", "--report") for line in shown), ""]
+    for result in gated.results:
+        lines += [*map(_our_report, summary_lines(result, verbose=verbose)), ""]
     lines += ab_lines(gated.groups)
     lines += gated.notes
     lines += [f"{r.kind}: {r.message}" for r in gated.reasons]
     count = len(verdict.reasons)
     listed = f" ({count} reason{'' if count == 1 else 's'}, listed above)" if count else ""
     return [*lines, f"retrieval verdict: {verdict.word}{listed}"]
+
+
+def _our_report(line: str) -> str:
+    """The error advice of a terminal line, naming our ``--report`` for pytest's option."""
+    for advice in ("(see --retrieval-report)", "; --retrieval-report keeps them"):
+        line = line.replace(advice, advice.replace("--retrieval-report", "--report"))
+    return line
 
 
 # ---------------------------------------------------------------------------- outputs
