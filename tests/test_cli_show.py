@@ -205,6 +205,7 @@ def test_worst_without_a_comparison_is_the_lowest_values(
         (json.dumps({"batch_ids": ["b1"]}), "is a judge-batch state file"),
         (json.dumps([1, 2]), "is a JSON list"),
         ("id,query\nq1,apple\n", "is not JSON (line 1, column 1)"),
+        ('{"evaluations": [{"golden": "ab', "ends before its JSON does (line 1, column 29)"),
     ],
 )
 def test_show_refuses_what_is_neither_a_report_nor_a_baseline(

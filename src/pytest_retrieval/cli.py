@@ -686,6 +686,11 @@ def _show(args: argparse.Namespace) -> int:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         if path.name.endswith(BASELINE_SUFFIX):
             return _show_baseline(args)  # the baseline reader says what is wrong with it
+        if isinstance(exc, json.JSONDecodeError) and _cut_short(exc):
+            raise UsageError(
+                f"{path} ends before its JSON does (line {exc.lineno}, column {exc.colno}): "
+                f"cut short by an interrupted run, write or upload; {SHOW_READS}"
+            ) from None
         where = (
             f"line {exc.lineno}, column {exc.colno}"
             if isinstance(exc, json.JSONDecodeError)
@@ -1233,16 +1238,8 @@ def _json_object(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise CliError(f"{path}: not JSON (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
-        # our files are one JSON object: one that starts as one but does not end with "}",
-        # or stops at its end or inside a string, was cut short
-        text = exc.doc.strip()
-        cut = (
-            exc.pos > 0
-            and text.startswith("{")
-            and (not text.endswith("}") or exc.pos >= len(text) or "Unterminated" in exc.msg)
-        )
         where = f"line {exc.lineno}, column {exc.colno}"
-        if cut:
+        if _cut_short(exc):
             raise CliError(
                 f"{path}: ends before its JSON does ({where}); give the file as "
                 "pytest-retrieval wrote it (one cut short by an interrupted run, write or "
@@ -1254,6 +1251,17 @@ def _json_object(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise CliError(f"{path}: not a JSON object")
     return data
+
+
+def _cut_short(exc: json.JSONDecodeError) -> bool:
+    """Our files are one JSON object: one that starts as one but does not end with "}", or
+    stops at its end or inside a string, was cut short."""
+    text = exc.doc.strip()
+    return (
+        exc.pos > 0
+        and text.startswith("{")
+        and (not text.endswith("}") or exc.pos >= len(text) or "Unterminated" in exc.msg)
+    )
 
 
 def _batch_corpus(args: argparse.Namespace, report: dict[str, Any]) -> dict[str, str]:
