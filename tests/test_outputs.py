@@ -146,6 +146,7 @@ def test_progress_on_a_terminal_is_one_live_line_then_erased(pytester: pytest.Py
         cwd=str(pytester.path),
         env=env,
         encoding="utf-8",
+        use_poll=True,  # select() fails once the process holds 1,024 fds (a long -n worker)
         timeout=60,
         dimensions=(40, 120),
     )

@@ -81,6 +81,7 @@ def run_in_pty(
         cwd=str(path),
         env=environ,
         encoding="utf-8",
+        use_poll=True,  # select() fails once the process holds 1,024 fds (a long -n worker)
         timeout=120,
         dimensions=(rows, columns),
     )
