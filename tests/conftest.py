@@ -19,7 +19,10 @@ import pytest_retrieval.render.terminal  # noqa: F401
 pytest_plugins = ["pytester"]
 
 #: plugins of the dev venv that inner runs leave out (:func:`pytester`)
-QUIET_PLUGINS = ("-p", "no:randomly", "-p", "no:asyncio", "-p", "no:langsmith_plugin")
+QUIET_PLUGINS = (
+    *("-p", "no:randomly", "-p", "no:asyncio", "-p", "no:langsmith_plugin"),
+    *("-p", "no:rerunfailures"),
+)
 #: and pytest processes the tests start themselves (pre-commit hooks, README commands):
 #: langsmith's plugin alone, which nothing here tests (pytester's own runs drop this variable)
 os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:langsmith_plugin"
@@ -30,9 +33,11 @@ def pytester(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> pytest.Pytester:
     """Inner runs without the dev extra's pytest-randomly (it shuffles the output that tests
-    match), pytest-asyncio (its config warning changes warning counts) and langsmith's plugin
+    match), pytest-asyncio (its config warning changes warning counts), langsmith's plugin
     (langchain-core's dependency: 1.2 s of imports in every pytest process, three a ``-n 2``
-    run). test_compat.py runs them on purpose, marked ``keep_plugins``."""
+    run) and pytest-rerunfailures (beside xdist it opens a listening socket in every session
+    and never closes it: an xdist worker of this suite held about 600). test_compat.py runs
+    them on purpose, marked ``keep_plugins``."""
     if request.node.get_closest_marker("keep_plugins"):
         return pytester
     for name in ("runpytest_inprocess", "runpytest_subprocess"):

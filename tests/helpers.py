@@ -3,7 +3,9 @@ the browser tests start Debian's Chromium."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 from typing import Any
 
@@ -65,3 +67,15 @@ def write_golden(pytester: pytest.Pytester, data: Any = None, name: str = "golde
     path = pytester.path / name
     path.write_text(json.dumps(GOLDEN if data is None else data, indent=1), encoding="utf-8")
     return name
+
+
+PROC_FD = "/proc/self/fd"
+
+
+def held_open() -> list[str]:
+    """What this process holds open (files, sockets, pipes), from ``/proc`` (Linux)."""
+    held = []
+    for fd in os.listdir(PROC_FD):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed meanwhile
+            held.append(os.readlink(f"{PROC_FD}/{fd}"))
+    return sorted(held)

@@ -65,6 +65,7 @@ def _report(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, A
     return data
 
 
+@pytest.mark.keep_plugins
 def test_rerunfailures_counts_one_evaluation_the_last_attempt(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(FLAKY)
     write_golden(pytester, dict(GOLDEN, thresholds={"recall@3": 0.9}))

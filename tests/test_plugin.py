@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -10,7 +11,7 @@ import sys
 import textwrap
 
 import pytest
-from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
+from helpers import GOLDEN, KEYWORD_RETRIEVER, PROC_FD, held_open, write_golden
 
 
 def test_evaluation_passes_and_prints_summary(project: pytest.Pytester) -> None:
@@ -479,3 +480,41 @@ def test_a_retrieval_eval_test_naming_its_set_does_not_read_the_configured_one(
             "--retrieval-update-baseline"
         ]
     )
+
+
+@pytest.mark.skipif(not os.path.isdir(PROC_FD), reason="lists /proc/self/fd")
+def test_an_evaluation_leaves_no_file_or_socket_open(project: pytest.Pytester) -> None:
+    """A session that runs many evaluations in one process (pytester, an IDE, a notebook
+    calling pytest.main) must not pile up open files: with outputs, a baseline, a sync and an
+    async retriever, each run gives back every descriptor it took. (The dev extra's
+    pytest-rerunfailures left a listening socket per inner run, about 600 per xdist worker
+    over the suite, till pty tests failed in select(): inner runs leave it out.)"""
+    project.makeconftest(
+        KEYWORD_RETRIEVER.replace("def retriever():", "def sync_retriever():")
+        + textwrap.dedent(
+            """
+            @pytest.fixture(scope="session", params=["sync", "async"])
+            def retriever(request, sync_retriever):
+                if request.param == "sync":
+                    return sync_retriever
+
+                async def search(query, k):
+                    return sync_retriever(query, k)
+
+                return search
+            """
+        )
+    )
+    args = (
+        "--retrieval-golden=golden.json",
+        "--retrieval-report=out/report.json",
+        "--retrieval-markdown=out/summary.md",
+        "--junitxml=out/junit.xml",
+        "--retrieval-update-baseline",
+    )
+
+    project.runpytest(*args).assert_outcomes(passed=2)  # lazy imports, caches
+    before = held_open()
+    for _ in range(3):
+        project.runpytest(*args).assert_outcomes(passed=2)
+    assert held_open() == before
