@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import jsonschema
 import pytest
-from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
+from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, PROC_FD, held_open, write_golden
 from judge_server import JudgeServer, serve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -416,3 +418,28 @@ def test_the_re_record_command_names_a_custom_prompt_and_an_exact_min_score(
     pytester.runpytest(*shlex.split(fix)[1:]).assert_outcomes(passed=1)
     again = pytester.runpytest(*judge, *options, "0.1234567")
     assert "judge changed" not in again.stdout.str()
+
+
+@pytest.mark.skipif(not os.path.isdir(PROC_FD), reason="lists /proc/self/fd")
+def test_a_judged_session_closes_its_caches(pytester: pytest.Pytester, server: JudgeServer) -> None:
+    """The judge's and the downstream labels' SQLite caches were left open after the session
+    (three files each: the database, -wal, -shm), piling up in a process that runs pytest
+    again and again (an IDE, a notebook, pytester)."""
+    pytester.makeconftest(
+        TEXT_RETRIEVER
+        + textwrap.dedent(
+            """
+            @pytest.fixture
+            def retrieval_downstream():
+                return lambda query, doc, entry: 1.0
+            """
+        )
+    )
+    write_golden(pytester)
+    args = ("--retrieval-golden=golden.json", "--retrieval-judge", "--retrieval-judge-cache=c")
+    pytester.runpytest(*args).assert_outcomes(passed=1)  # fills the caches
+    before = held_open()
+    for _ in range(2):
+        pytester.runpytest(*args).assert_outcomes(passed=1)
+    assert held_open() == before
+    assert len(server.requests) == 12  # the first run's calls only: the caches answered

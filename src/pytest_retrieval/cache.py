@@ -58,6 +58,8 @@ class JsonCache:
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"{name}.sqlite"
         self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []  # every thread's, for close()
+        self._opening = threading.Lock()
         self.broken: str | None = None  # why the cache is off for the rest of the run
         pid = os.getpid()
         self.owner = f"{socket.gethostname()}:{pid}:{_started(pid)}:{id(self):x}"
@@ -102,10 +104,16 @@ class JsonCache:
         )
 
     def _db(self) -> sqlite3.Connection:
-        """One connection per thread (sqlite3 connections must not cross threads)."""
+        """One connection per thread: a thread uses only its own, so transactions of two
+        threads never mix. (Not bound to its thread by sqlite3's check, so that
+        :meth:`close` can close them all from the owner's.)"""
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            db = sqlite3.connect(
+                self.path, timeout=60, isolation_level=None, check_same_thread=False
+            )
+            with self._opening:
+                self._opened.append(db)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             self._local.db = db
@@ -114,8 +122,21 @@ class JsonCache:
     def _close(self) -> None:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is not None:
+            with self._opening:
+                self._opened.remove(db)
             db.close()
             self._local.db = None
+
+    def close(self) -> None:
+        """Close every thread's connection (the file and its -wal/-shm stay usable by
+        others); a later call opens a fresh one. For long-lived processes (``pytest.main``
+        from an IDE or a notebook, pytester) that would otherwise keep three open files per
+        cache until the object is collected."""
+        with self._opening:
+            opened, self._opened = self._opened, []
+            self._local = threading.local()
+        for db in opened:
+            db.close()
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:

@@ -73,6 +73,11 @@ class DownstreamRunner:
         self.cache_hits = 0
         self.failures: dict[str, str] = {}  # "query id / doc id" -> what went wrong
 
+    def close(self) -> None:
+        """Close the cache's connections (a later call reopens them)."""
+        if self.cache is not None:
+            self.cache.close()
+
     def _key(self, query: GoldenQuery, hit: Hit) -> str:
         material = [self.version, query.query, query.criteria, query.metadata, hit.id, hit.text]
         text = json.dumps(material, sort_keys=True, ensure_ascii=False, default=str)

@@ -174,6 +174,8 @@ def _configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if (state := config.stash.get(STATE, None)) is not None:
+        state.close()
     reporter = config.pluginmanager.get_plugin(REPORTER)
     if reporter is not None:
         config.pluginmanager.unregister(reporter)

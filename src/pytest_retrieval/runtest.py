@@ -98,6 +98,8 @@ def run_evaluation(
     finally:
         if printer is not None:
             printer.close()
+        if downstream is not None:
+            downstream.close()
     if problem is not None:  # outside the except block: no "During handling of..." chain
         pytest.fail(problem, pytrace=False)
     if run_file is not None:

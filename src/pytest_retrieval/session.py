@@ -84,6 +84,11 @@ class SessionState:
             self._judge = make_judge(self.settings.judge, config)
         return self._judge
 
+    def close(self) -> None:
+        """Give back what the session opened (the judge's cache connections)."""
+        if self._judge is not None:
+            self._judge.close()
+
     def label_cache(self, config: pytest.Config) -> Path | None:
         """Where cached labels live: the judge's cache folder, or pytest's cache dir."""
         judge = self.settings.judge

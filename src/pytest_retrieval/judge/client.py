@@ -220,6 +220,11 @@ class Judge:
             self._cache = JsonCache(self.config.cache_dir, "judge")
         return self._cache
 
+    def close(self) -> None:
+        """Close the cache's connections (a later call reopens them)."""
+        if self._cache is not None:
+            self._cache.close()
+
     def _credentials(self) -> dict[str, Any]:
         """Client arguments from the config and environment; never stored anywhere else."""
         base_url = self.config.base_url or os.environ.get("OPENAI_BASE_URL")
