@@ -333,6 +333,29 @@ def test_the_parts_go_to_different_workers_among_other_tests(pytester: pytest.Py
 
 
 @pytest.mark.parametrize(
+    ("args", "listed"),
+    [
+        (["-n", "2"], ["good-part1/2", "good-part2/2", "worse-part1/2", "worse-part2/2"]),
+        (["-n", "2", "--dist", "loadfile"], ["good", "worse"]),
+        (["-n", "0"], ["good", "worse"]),
+    ],
+    ids=["split", "loadfile", "no-workers"],
+)
+def test_collect_only_lists_the_items_the_workers_run(
+    pytester: pytest.Pytester, args: list[str], listed: list[str]
+) -> None:
+    """xdist starts no workers under --collect-only: the list came from the controller, which
+    does not split, so it showed one item where the run has one per part."""
+    project(pytester)
+    result = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, "--retrieval-split-min", "100", *args, "--collect-only", "-q"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    shown = [line for line in result.stdout.lines if line.startswith("golden.json::")]
+    assert shown == [f"golden.json::retrieval[{name}]" for name in listed]
+
+
+@pytest.mark.parametrize(
     "args",
     [
         ["--retrieval-split-min", "121"],  # above the golden set's 120 queries

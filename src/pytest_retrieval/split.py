@@ -75,9 +75,23 @@ def _worker_count(config: pytest.Config) -> int:
     """How many workers share this run's items: 1 outside an xdist worker, or when the
     distribution mode keeps a file's items on one worker."""
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or workerinput.get(DIST_KEY) not in SPREADING:
+    if workerinput is None:
+        return _listed_for(config)
+    if workerinput.get(DIST_KEY) not in SPREADING:
         return 1
     return int(workerinput.get("workercount", 1))
+
+
+def _listed_for(config: pytest.Config) -> int:
+    """The workers ``pytest -n N --collect-only`` lists items for: xdist starts none then,
+    and its controller collects what they would have, one item per part (1 otherwise)."""
+    if not config.getoption("collectonly") or config.getoption("dist", "no") not in SPREADING:
+        return 1
+    count = 0
+    for spec in getattr(config.option, "tx", None) or ():  # -n N: N x "popen"; --tx 3*popen
+        times, _, _ = str(spec).partition("*")
+        count += int(times) if "*" in str(spec) and times.isdigit() else 1
+    return count
 
 
 def parts(config: pytest.Config, state: SessionState, golden_path: Path) -> list[Shard]:
