@@ -34,7 +34,7 @@ _NAMING_INI = {"-c", "--config-file", "--inifile"}
 def check_ini_read(config: pytest.Config) -> None:
     """A ConfigError naming the ini file pytest left unread because of one of our options'
     values given after a space, and the fix (``=``)."""
-    from_env = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    from_env = _addopts_from_env()
     words = [*from_env, *(str(arg) for arg in config.invocation_params.args)]
     if not any(word.startswith("--retrieval-") for word in words):
         return
@@ -61,6 +61,14 @@ def check_ini_read(config: pytest.Config) -> None:
         f"{relative(unread, here)} (rootdir: {config.rootpath}); write "
         f"{shlex.quote(f'{option}={value}')}{where}"
     )
+
+
+def _addopts_from_env() -> list[str]:
+    """``PYTEST_ADDOPTS`` split as pytest splits it (none when its quotes do not close)."""
+    try:
+        return shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:
+        return []
 
 
 def _option_kinds(config: pytest.Config) -> dict[str, str] | None:
@@ -199,11 +207,7 @@ def unread_gate_settings(here: Path) -> tuple[Path | None, dict[str, str]]:
         words = shlex.split(addopts) if isinstance(addopts, str) else [str(w) for w in addopts]
     except Exception:  # a file that does not parse, pytest's private helpers changed
         return None, found
-    env = os.environ.get("PYTEST_ADDOPTS", "")
-    try:
-        env_words = shlex.split(env)
-    except ValueError:
-        env_words = []
+    env_words = _addopts_from_env()
     for key, pytest_option, option in GATE_SETTINGS:
         if key in values:
             found[key] = option
