@@ -5,6 +5,7 @@ paired tests against the baseline, verdict, exit status, JUnit test case and bas
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -376,16 +377,15 @@ def test_a_run_cut_short_is_asked_about_its_depth_not_the_retriever(
     )
 
 
-def test_eval_and_combine_name_their_report_option_in_the_error_advice_only() -> None:
-    """Their terminal names --report where pytest's advice names --retrieval-report, and
-    leaves alone a text that already names both (the judged-share warning)."""
-    from pytest_retrieval.offline import _our_report
+def test_the_error_advice_names_the_report_being_written_else_the_option_that_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where every failed call's traceback is kept: eval's and combine's option is --report
+    (pytest's words, --retrieval-report, named an option they do not have), and a run that
+    writes a report was told to give the option it gave."""
+    from pytest_retrieval.offline import kept_in
 
-    advice = "    (-v shows the first traceback of each; --retrieval-report keeps them)"
-    assert _our_report(advice) == "    (-v shows the first traceback of each; --report keeps them)"
-    more = "    ... and 3 more kinds of error (see --retrieval-report)"
-    assert _our_report(more) == "    ... and 3 more kinds of error (see --report)"
-    both = (
-        "(REPORT.json: this run's JSON report, --retrieval-report or eval's and combine's --report)"
-    )
-    assert _our_report(both) == both
+    monkeypatch.chdir(tmp_path)
+    assert kept_in(None) == "--report"
+    assert kept_in(tmp_path / "out" / "whole.json") == os.path.join("out", "whole.json")
+    assert kept_in(Path("whole.json")) == "whole.json"

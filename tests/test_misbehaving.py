@@ -482,6 +482,8 @@ def test_errors_are_grouped_with_the_first_traceback_of_each(tmp_path: Path) -> 
     assert "    q4: hit at rank 1 has no usable id (got int 1)" in text
     assert "raise ConnectionError" not in text
     assert "(-v shows the first traceback of each; --retrieval-report keeps them)" in text
+    written = failure_text(result, kept_in="out/report.json")  # the report the run writes
+    assert "(-v shows the first traceback of each; out/report.json keeps them)" in written
     verbose = failure_text(result, verbose=True)
     assert "      Traceback (most recent call last):" in verbose.splitlines()
     assert 'raise ConnectionError("refused")' in verbose

@@ -350,6 +350,14 @@ def test_a_passing_whole_passes_and_failed_calls_fail_every_way(
     )
     assert status == single.ret == 1
     assert "    retriever errors: 1 of 60 retriever calls failed (they score 0)" in out.splitlines()
+    # the advice names the report each writes (it named --retrieval-report, which they gave)
+    assert "    (-v shows the first traceback of each; whole.json keeps them)" in out.splitlines()
+    single.stdout.fnmatch_lines(
+        ["    (-v shows the first traceback of each; single.json keeps them)"]
+    )
+    shards[failing].stdout.fnmatch_lines(
+        [f"    (-v shows the first traceback of each; part{failing + 1}.json keeps them)"]
+    )
     assert evaluations(pytester.path / "whole.json") == evaluations(pytester.path / "single.json")
     baseline = pytester.path / "golden.json.baseline.json"
     status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json", "--update-baseline")

@@ -1690,6 +1690,6 @@ def _gate_offline(
     )
     gated.reasons += problems
     verdict = gated.verdict
-    for line in summary(gated, verdict, verbose=args.verbose):
+    for line in summary(gated, verdict, verbose=args.verbose, report=outputs.report):
         print(line)
     return 0 if verdict.passed else 1

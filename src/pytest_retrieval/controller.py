@@ -217,8 +217,9 @@ class Reporter:
         results = self.results()
         terminalreporter.section("retrieval")
         verbose = self.config.getoption("verbose") > 0
+        kept_in = self.state.settings.errors_kept_in
         for result in results:
-            for line in summary_lines(result, verbose=verbose):
+            for line in summary_lines(result, verbose=verbose, kept_in=kept_in):
                 terminalreporter.write_line(line)
             terminalreporter.write_line("")
         for line in ab_lines(self._groups(results)):

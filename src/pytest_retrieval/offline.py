@@ -350,13 +350,16 @@ def record_baselines(
     return notes, problems
 
 
-def summary(gated: Gated, verdict: Verdict, *, verbose: bool = False) -> list[str]:
-    """The terminal summary, as the plugin's ``retrieval`` section prints it."""
+def summary(
+    gated: Gated, verdict: Verdict, *, verbose: bool = False, report: Path | None = None
+) -> list[str]:
+    """The terminal summary, as the plugin's ``retrieval`` section prints it (``report``:
+    the JSON report being written, where failed calls' tracebacks are kept)."""
     from .render.terminal import ab_lines, summary_lines
 
     lines: list[str] = []
     for result in gated.results:
-        lines += [*map(_our_report, summary_lines(result, verbose=verbose)), ""]
+        lines += [*summary_lines(result, verbose=verbose, kept_in=kept_in(report)), ""]
     lines += ab_lines(gated.groups)
     lines += gated.notes
     lines += [f"{r.kind}: {r.message}" for r in gated.reasons]
@@ -365,11 +368,10 @@ def summary(gated: Gated, verdict: Verdict, *, verbose: bool = False) -> list[st
     return [*lines, f"retrieval verdict: {verdict.word}{listed}"]
 
 
-def _our_report(line: str) -> str:
-    """The error advice of a terminal line, naming our ``--report`` for pytest's option."""
-    for advice in ("(see --retrieval-report)", "; --retrieval-report keeps them"):
-        line = line.replace(advice, advice.replace("--retrieval-report", "--report"))
-    return line
+def kept_in(report: Path | None) -> str:
+    """Where eval's and combine's advice sends the reader for every failed call's traceback:
+    the report being written, else the option that writes one."""
+    return "--report" if report is None else relative(report)
 
 
 # ---------------------------------------------------------------------------- outputs
@@ -480,7 +482,9 @@ def write_outputs(
         renderers.append((outputs.html, page))
     if outputs.junit is not None:
         cases = outputs.cases
-        renderers.append((outputs.junit, lambda: junit_xml(results, verdict, cases, created)))
+        renderers.append(
+            (outputs.junit, lambda: junit_xml(results, verdict, cases, created, outputs.report))
+        )
     problems: list[Reason] = []
     read = read_by(results, goldens, others, corpora)
     for path, render in renderers:
@@ -552,7 +556,11 @@ def _xml(value: object) -> str:
 
 
 def junit_xml(
-    results: Sequence[EvaluationResult], verdict: Verdict, cases: Sequence[str], created: str
+    results: Sequence[EvaluationResult],
+    verdict: Verdict,
+    cases: Sequence[str],
+    created: str,
+    report: Path | None = None,
 ) -> str:
     """The JUnit file a pytest run's ``--junitxml`` would hold for these evaluations: one
     test case each (named from ``cases``, the pytest node ids), with its properties and, when
@@ -583,7 +591,7 @@ def junit_xml(
         case.set("time", "0.000")
         _properties(case, junit_properties(result, 1))
         if not result.verdict.passed:
-            text = failure_text(result)
+            text = failure_text(result, kept_in=kept_in(report))
             failure = ET.SubElement(case, "failure", message=_xml(text.splitlines()[0]))
             failure.text = _xml(text)
     if refused:

@@ -388,6 +388,14 @@ class Settings:
     runs: tuple[Path, ...] = ()
     export_run: Path | None = None  # --retrieval-export-run: the TREC run to write
 
+    @property
+    def errors_kept_in(self) -> str:
+        """Where the advice sends the reader for every failed call's traceback: the JSON
+        report being written, else the option that writes one."""
+        from ._io import relative
+
+        return "--retrieval-report" if self.report is None else relative(self.report)
+
 
 @dataclass
 class JudgeSettings:

@@ -465,7 +465,8 @@ def _evaluation_function(
             from .render.terminal import failure_text
 
             verbose = request.config.getoption("verbose") > 0
-            pytest.fail(failure_text(result, verbose=verbose), pytrace=False)
+            kept_in = request.config.stash[STATE].settings.errors_kept_in
+            pytest.fail(failure_text(result, verbose=verbose, kept_in=kept_in), pytrace=False)
 
     retrieval.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [

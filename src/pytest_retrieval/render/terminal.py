@@ -66,8 +66,15 @@ def _row(
     return [name, shown, ci(bounds), f">= {outcome.threshold.minimum:g}", status]
 
 
-def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[str]:
-    """The terminal summary section of one evaluation (``verbose``: with tracebacks)."""
+#: where failed calls' tracebacks are kept, as the advice names it when no report is written
+REPORT_OPTION = "--retrieval-report"
+
+
+def summary_lines(
+    result: EvaluationResult, *, verbose: bool = False, kept_in: str = REPORT_OPTION
+) -> list[str]:
+    """The terminal summary section of one evaluation (``verbose``: with tracebacks;
+    ``kept_in``: the report file being written, else the option that writes one)."""
     lines = [title(result), *metric_table(result)]
     latency = (
         "latency n/a (a precomputed run)"
@@ -95,7 +102,7 @@ def summary_lines(result: EvaluationResult, *, verbose: bool = False) -> list[st
         lines.append(
             f"  {len(result.errors)} of {len(result.queries)} retriever calls failed (scored 0):"
         )
-        lines.extend(error_lines(result, verbose, limit=3))
+        lines.extend(error_lines(result, verbose, limit=3, kept_in=kept_in))
     lines.extend(short_results_lines(result))
     if result.open_queries:
         labelled = len(result.queries) - result.open_queries
@@ -324,8 +331,11 @@ def judge_lines(result: EvaluationResult) -> list[str]:
     return [("  " if i == 0 else "    ") + line for i, line in enumerate(judge_bill(result))]
 
 
-def error_lines(result: EvaluationResult, verbose: bool, limit: int) -> list[str]:
-    """One line per kind of error (``verbose``: each with the first traceback kept of it)."""
+def error_lines(
+    result: EvaluationResult, verbose: bool, limit: int, kept_in: str = REPORT_OPTION
+) -> list[str]:
+    """One line per kind of error (``verbose``: each with the first traceback kept of it);
+    the rest are in ``kept_in``."""
     groups = result.error_groups
     lines: list[str] = []
     for group in groups[:limit]:
@@ -333,11 +343,9 @@ def error_lines(result: EvaluationResult, verbose: bool, limit: int) -> list[str
         if verbose and group.traceback:
             lines.extend(f"      {line}" for line in group.traceback.rstrip().splitlines())
     if len(groups) > limit:
-        lines.append(
-            f"    ... and {len(groups) - limit} more kinds of error (see --retrieval-report)"
-        )
+        lines.append(f"    ... and {len(groups) - limit} more kinds of error (see {kept_in})")
     if not verbose and any(group.traceback for group in groups[:limit]):
-        lines.append("    (-v shows the first traceback of each; --retrieval-report keeps them)")
+        lines.append(f"    (-v shows the first traceback of each; {kept_in} keeps them)")
     return lines
 
 
@@ -366,7 +374,9 @@ def short_results_lines(result: EvaluationResult) -> list[str]:
     ]
 
 
-def failure_text(result: EvaluationResult, *, verbose: bool = False) -> str:
+def failure_text(
+    result: EvaluationResult, *, verbose: bool = False, kept_in: str = REPORT_OPTION
+) -> str:
     """Why an evaluation failed: its first reason on the first line, the others next (CI
     systems show a long message's first lines only: JUnit's message keeps ten), then the
     gate table, failed calls (``verbose``: with their tracebacks), the regression and the
@@ -389,7 +399,7 @@ def failure_text(result: EvaluationResult, *, verbose: bool = False) -> str:
         lines.append(
             f"  {len(result.errors)} of {len(result.queries)} retriever calls failed; they score 0:"
         )
-        lines.extend(error_lines(result, verbose, limit=10))
+        lines.extend(error_lines(result, verbose, limit=10, kept_in=kept_in))
     lines.extend(short_results_lines(result))
     if label_problems(verdict):
         lines.extend(judge_lines(result))
