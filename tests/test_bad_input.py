@@ -290,3 +290,42 @@ def test_a_missing_golden_set_a_marker_names_says_where_to_look(
     output = result.stdout.str() + result.stderr.str()
     assert "missing.json: no such file or folder" in output
     assert "a retrieval marker's golden= or retrieval_eval's golden=" in output
+
+
+@pytest.mark.parametrize(
+    "case", ["tied-run", "judge-fallback", "corpus"], ids=lambda case: str(case)
+)
+@pytest.mark.parametrize("strict", [["-W", "error"], ["-o", "filterwarnings=error"]])
+def test_a_start_up_warning_made_an_error_is_a_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, case: str, strict: list[str]
+) -> None:
+    """Strict projects turn warnings into errors (-W error, filterwarnings = error). The
+    warnings the plugin gives while pytest starts (a run file with tied scores, the judge's
+    cache-only fallback, relevant ids the corpus lacks) then raised out of pytest_configure:
+    an INTERNALERROR traceback, exit 3."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    golden: dict[str, Any] = {
+        "name": "g",
+        "queries": [{"id": "q1", "query": "apple", "relevant": ["d1"]}],
+    }
+    args = ["--retrieval-golden", "golden.json", *strict]
+    if case == "tied-run":
+        (pytester.path / "run.trec").write_text("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.5 t\n")
+        args += ["--retrieval-run", "run.trec"]
+        warning = "run file run.trec: 1 query has tied scores"
+    elif case == "judge-fallback":
+        for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
+            monkeypatch.delenv(name, raising=False)
+        args += ["--retrieval-judge", "--retrieval-judge-fallback", "cache-only"]
+        warning = "the LLM judge has no credentials"
+    else:
+        (pytester.path / "corpus.jsonl").write_text('{"_id": "d2", "text": "pear"}\n')
+        golden["corpus"] = "corpus.jsonl"
+        warning = "1 of 1 relevant doc ids are not in the corpus"
+    write_golden(pytester, golden)
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines(
+        [f"ERROR: *{warning}*", "  (a warning, which the warning filters in force make an error*"]
+    )

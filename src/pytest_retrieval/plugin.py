@@ -61,6 +61,7 @@ from .session import (
     layered_allowances,
     layered_thresholds,
     usage_errors,
+    warn_at_start,
 )
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def _configure(config: pytest.Config) -> None:
                 raise OverwriteError(problem)
         problem = None if is_worker(config) else corpus_check(golden, settings)
         if problem is not None:
-            config.issue_config_time_warning(pytest.PytestWarning(problem), stacklevel=2)
+            warn_at_start(config, problem)
         check_tags(layered_thresholds(settings, golden), golden, "")
         layered_allowances(settings, golden)
         if settings.update is None:

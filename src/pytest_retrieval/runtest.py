@@ -19,7 +19,7 @@ import pytest
 
 from ._io import relative
 from .errors import ConfigError
-from .session import STATE, SessionState, is_worker, layered_allowances, load
+from .session import STATE, SessionState, is_worker, layered_allowances, load, warn_at_start
 
 if TYPE_CHECKING:
     from .golden import GoldenSet
@@ -458,7 +458,7 @@ def check_runs(config: pytest.Config, state: SessionState) -> None:
         named[run.name] = run.path
     for run in runs:
         if run.tied:
-            config.issue_config_time_warning(pytest.PytestWarning(ties_warning(run)), stacklevel=2)
+            warn_at_start(config, ties_warning(run))
         for path in state.anchors.values():
             golden = state.golden(path)
             runs_for(golden, run)  # no query in common: a usage error

@@ -160,10 +160,24 @@ def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> 
             "using cached verdicts only, uncached hits count as ungraded"
         )
         if config is not None:
-            config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=2)
+            warn_at_start(config, message)
         else:
             warnings.warn(pytest.PytestWarning(message), stacklevel=2)
         return judge
+
+
+def warn_at_start(config: pytest.Config, message: str) -> None:
+    """A warning while pytest starts. One that the warning filters make an error (``-W
+    error``, ``filterwarnings = error``) is a usage error with its fix, not an INTERNALERROR
+    traceback out of ``pytest_configure``."""
+    try:
+        config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=3)
+    except Warning:
+        raise ConfigError(
+            f"{message}\n  (a warning, which the warning filters in force make an error: -W "
+            "or filterwarnings; fix its cause, or let it be a warning: "
+            "-W default::pytest.PytestWarning)"
+        ) from None
 
 
 def corpus_check(golden: GoldenSet, settings: Settings) -> str | None:
