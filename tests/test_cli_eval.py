@@ -359,6 +359,17 @@ def test_eval_warns_of_tied_scores_as_pytest_does(
     result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-run", "run.trec")
     assert result.ret == 0
     result.stdout.fnmatch_lines([f"*PytestWarning: {warning}"])
+    # a JSON run has no rank column (it was said to have one)
+    (pytester.path / "run.json").write_text('{"q1": {"d1": 0.5, "d2": 0.5}}')
+    status, _, err = evaluate(capsys, "golden.json", "run.json")
+    assert (
+        status == 0
+        and (
+            "run file run.json: 1 query has tied scores; among ties the hits are ranked by doc id, "
+            "descending, as trec_eval ranks them (the docs' order in the file is not read)"
+        )
+        in err
+    )
 
 
 def test_a_run_cut_short_is_asked_about_its_depth_not_the_retriever(

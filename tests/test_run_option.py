@@ -212,7 +212,7 @@ def test_export_note_and_adjusted_scores(pytester: pytest.Pytester) -> None:
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(
         ["run exported: x.trec (synth [[]retriever[]]: 47 queries, * hits); scores of * queries "
-         "adjusted so that trec_eval keeps their order (tied or rising scores)"]
+         "adjusted so that every tool keeps their order (tied or rising scores)"]
     )  # fmt: skip
     first = (pytester.path / "x.trec").read_text().splitlines()[0].split()
     assert first[1] == "Q0" and first[3] == "1" and first[5] == "retriever"

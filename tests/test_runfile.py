@@ -347,8 +347,8 @@ def test_trec_scores_keep_what_already_keeps_the_order() -> None:
         [3.0, 2.0, -1.0],
         False,
     )
-    # a tie already in trec_eval's order (doc ids descending) is kept
-    assert trec_scores(["b", "a"], {"a": 1.0, "b": 1.0}) == ([1.0, 1.0], False)
+    # a tie, even in trec_eval's order (doc ids descending): other tools break ties otherwise
+    assert trec_scores(["b", "a"], {"a": 1.0, "b": 1.0}) == ([1.0, below32(1.0)], True)
     # no scores: n, n-1, ..., 1
     assert trec_scores(["x", "y", "z"], {}) == ([3.0, 2.0, 1.0], False)
 
@@ -388,7 +388,7 @@ def test_scores_apart_only_in_64_bits_are_adjusted_for_pytrec_eval() -> None:
     values, changed = trec_scores(["a", "b"], {"a": 1.0, "b": close})
     assert (values, changed) == ([1.0, below32(1.0)], True)
     assert tie.evaluate({"q": dict(zip("ab", values, strict=True))})["q"]["recip_rank"] == 1.0
-    assert trec_scores(["b", "a"], {"b": 1.0, "a": close}) == ([1.0, close], False)
+    assert trec_scores(["b", "a"], {"b": 1.0, "a": close}) == ([1.0, below32(1.0)], True)
     # beyond a 32-bit float's range every score is infinite there: brought into range
     assert trec_scores(["a", "b"], {"a": 1e300, "b": 1e299}) == ([1e300, below32(np.inf)], True)
 
@@ -442,20 +442,21 @@ def test_written_runs_read_back_in_list_order(ids: list[str], data: st.DataObjec
     values, changed = trec_scores(ids, scores)
     assert trec_order(dict(zip(ids, values, strict=True))) == ids
     assert trec_order({doc: single(v) for doc, v in zip(ids, values, strict=True)}) == ids
+    assert all(single(a) > single(b) for a, b in pairwise(values))  # no tie left
     kept = [v == scores[doc] for doc, v in zip(ids, values, strict=True) if doc in scores]
     assert changed == (not all(kept))
 
 
 def test_write_trec_lines_and_read_back(tmp_path: Path) -> None:
     runs = [
-        QueryRun(ids=["b", "a"], scores={"a": 1.0, "b": 1.0}),  # trec_eval would swap them
+        QueryRun(ids=["b", "a"], scores={"a": 1.0, "b": 1.0}),  # a tie: no tool's rule decides
         QueryRun(),  # returned nothing: no line
         QueryRun(ids=["é", "z"], scores={"é": 0.1, "z": 0.2}),
     ]
     written = write_trec(tmp_path / "out" / "x.trec", ["q1", "q2", "q3"], runs, "my run")
-    assert (written.queries, written.hits, written.adjusted) == (2, 4, 1)
+    assert (written.queries, written.hits, written.adjusted) == (2, 4, 2)
     lines = written.path.read_text(encoding="utf-8").splitlines()
-    assert lines[:2] == ["q1 Q0 b 1 1.0 my_run", "q1 Q0 a 2 1.0 my_run"]
+    assert lines[:2] == ["q1 Q0 b 1 1.0 my_run", f"q1 Q0 a 2 {below32(1.0)!r} my_run"]
     assert lines[2:] == ["q3 Q0 é 1 0.1 my_run", f"q3 Q0 z 2 {below32(0.1)!r} my_run"]
     assert ranked(read_run(written.path)) == {"q1": ["b", "a"], "q3": ["é", "z"]}
     assert list(tmp_path.joinpath("out").iterdir()) == [written.path]  # no temporary left
@@ -500,11 +501,9 @@ MEASURES = {  # our family -> trec_eval measure at k
 }
 
 
-def test_export_round_trip_through_pytrec_eval(tmp_path: Path) -> None:
-    """Lists whose own scores trec_eval would reorder (ties, rising, missing scores), written
-    by write_trec, parsed by pytrec_eval.parse_run and evaluated: the same per-query values as
-    our metrics on the lists, to 1e-9."""
-    pytrec_eval = pytest.importorskip("pytrec_eval")
+def awkward_lists() -> tuple[list[str], dict[str, list[str]], dict[str, dict[str, float]], Any]:
+    """60 queries whose own scores tools would reorder or tie (ties, rising, missing
+    scores), with graded judgments: (query ids, lists, scores, qrels)."""
     rng = random.Random(7)
     docs = [f"d{i}" for i in range(40)] + ["é1", "Z", "z"]
     qids = [f"q{i}" for i in range(60)]
@@ -522,6 +521,15 @@ def test_export_round_trip_through_pytrec_eval(tmp_path: Path) -> None:
             given = {}
         lists[qid], scores[qid] = ranking, given
         qrels[qid] = {doc: rng.randint(0, 3) for doc in rng.sample(docs, 6)}
+    return qids, lists, scores, qrels
+
+
+def test_export_round_trip_through_pytrec_eval(tmp_path: Path) -> None:
+    """Lists whose own scores trec_eval would reorder (ties, rising, missing scores), written
+    by write_trec, parsed by pytrec_eval.parse_run and evaluated: the same per-query values as
+    our metrics on the lists, to 1e-9."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qids, lists, scores, qrels = awkward_lists()
     path = tmp_path / "export.trec"
     written = write_trec(path, qids, [QueryRun(ids=lists[q], scores=scores[q]) for q in qids], "t")
     assert written.adjusted > 0
@@ -541,6 +549,37 @@ def test_export_round_trip_through_pytrec_eval(tmp_path: Path) -> None:
     rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(parsed)
     assert all(abs(mrr[i] - rr[q]["recip_rank"]) <= 1e-9 for i, q in enumerate(qids))
     assert float(ours["ndcg@10"].mean()) > 0  # not vacuous
+
+
+def test_export_round_trip_through_ir_measures(tmp_path: Path) -> None:
+    """ir_measures breaks ties its own way: its RR@k (the MS MARCO provider) puts the smaller
+    doc id first, where trec_eval puts the larger. An export that kept an exact tie in
+    trec_eval's order (d911, d430 at 4.0) gave RR@10 1/3 there for the plugin's 1.0; the
+    written scores now fall strictly, so every tool reads the evaluated list."""
+    ir_measures = pytest.importorskip("ir_measures")
+    from ir_measures import AP, RR, R, nDCG
+
+    qids, lists, scores, qrels = awkward_lists()
+    lists["tie"], scores["tie"], qrels["tie"] = (
+        ["d911", "d430", "d41"],
+        dict.fromkeys(["d911", "d430", "d41"], 4.0),
+        {"d911": 1},
+    )
+    qids = [*qids, "tie"]
+    path = tmp_path / "export.trec"
+    write_trec(path, qids, [QueryRun(ids=lists[q], scores=scores[q]) for q in qids], "t")
+    measures = {"mrr@10": RR @ 10, "ndcg@10": nDCG @ 10, "recall@10": R @ 10, "map@10": AP @ 10}
+    ours = compute(list(measures), [lists[q] for q in qids], [qrels[q] for q in qids])
+    run = list(ir_measures.read_trec_run(str(path)))
+    judged = [ir_measures.Qrel(q, d, g) for q in qids for d, g in qrels[q].items()]
+    theirs = {
+        (m.query_id, m.measure): m.value
+        for m in ir_measures.iter_calc(measures.values(), judged, run)
+    }
+    for name, measure in measures.items():
+        for row, qid in enumerate(qids):
+            assert abs(ours[name][row] - theirs.get((qid, measure), 0.0)) <= 1e-9, (name, qid)
+    assert theirs[("tie", RR @ 10)] == 1.0
 
 
 def test_read_run_of_an_export_is_what_was_written(tmp_path: Path) -> None:

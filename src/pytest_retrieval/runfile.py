@@ -109,9 +109,10 @@ class Run:
 def ties_warning(run: Run) -> str:
     """What pytest and ``eval`` warn of a run with tied scores (``run.tied`` queries)."""
     queries = "query has" if run.tied == 1 else "queries have"
+    unread = "the rank column" if run.format == "trec" else "the docs' order in the file"
     return (
         f"run file {relative(run.path)}: {run.tied} {queries} tied scores; among ties the hits "
-        "are ranked by doc id, descending, as trec_eval ranks them (the rank column is not read)"
+        f"are ranked by doc id, descending, as trec_eval ranks them ({unread} is not read)"
     )
 
 
@@ -626,14 +627,16 @@ def _pointer(key: str) -> str:
 
 
 def trec_scores(ids: Sequence[str], scores: Mapping[str, float]) -> tuple[list[float], bool]:
-    """Scores to write for ``ids`` so that trec_eval ranks them in list order, and whether
+    """Scores to write for ``ids`` so that every tool ranks them in list order, and whether
     any of the retriever's own scores had to change.
 
-    trec_eval compares scores as 64-bit floats since 10.0, as 32-bit floats before (9.0.8),
-    and so does pytrec_eval (ir_measures' default backend): scores that differ only past
-    about 7 significant digits tie there, and the tie goes by doc id. So a hit keeps its
-    own score when that ranks it below the hit above in both precisions (:func:`sorts_after`);
-    else it gets the largest 32-bit float below the hit above. A hit without a (finite)
+    Written scores fall strictly: tools break ties differently (trec_eval by doc id
+    descending, ir_measures' RR@k by doc id ascending), so no tie is left to them, even
+    one in trec_eval's order. trec_eval compares scores as 64-bit floats since 10.0, as
+    32-bit floats before (9.0.8), and so does pytrec_eval (ir_measures' default backend):
+    scores that differ only past about 7 significant digits tie there. So a hit keeps its
+    own score when it is below the hit above in both precisions; else it gets the largest
+    32-bit float below the hit above. A hit without a (finite)
     score gets the score above minus 1 (the first hit: the number of hits), or the 32-bit
     float below where 1 is lost to rounding: a list without scores is written n, ..., 1.
     Where 32-bit floats run out (scores beyond +-3.4e38), the list is written n, ..., 1."""
@@ -644,13 +647,13 @@ def trec_scores(ids: Sequence[str], scores: Mapping[str, float]) -> tuple[list[f
             return cast("list[float]", own), False
     written: list[float] = []
     changed = overflow = False
-    for position, (doc, given) in enumerate(zip(ids, own, strict=True)):
+    for given in own:
         mine = given if given is not None and math.isfinite(given) else None
         if not written:
             written.append(float(len(ids)) if mine is None else mine)
             continue
-        above, above_doc = written[-1], ids[position - 1]
-        if mine is not None and _ranks_after(mine, doc, above, above_doc):
+        above = written[-1]
+        if mine is not None and _below(mine, above):
             value = mine
         elif mine is None and _single(above - 1.0) < _single(above):
             value = above - 1.0
@@ -660,7 +663,7 @@ def trec_scores(ids: Sequence[str], scores: Mapping[str, float]) -> tuple[list[f
             # no 32-bit float below the one above (it is -3.4e38 or -inf): they may tie
             overflow = overflow or not _single(value) < _single(above)
         written.append(value)
-    if not overflow or all(map(_ranks_after, written[1:], ids[1:], written, ids)):
+    if not overflow or all(map(_below, written[1:], written)):
         return written, changed
     # past a 32-bit float's range (+-3.4e38) scores are infinite there and tie: n..1
     written = [float(len(ids) - position) for position in range(len(ids))]
@@ -672,11 +675,10 @@ def _single(value: float) -> float:
     return float(_FLOAT32.unpack(_FLOAT32.pack(value))[0])
 
 
-def _ranks_after(score: float, doc: str, above_score: float, above_doc: str) -> bool:
-    """:func:`sorts_after` both for 64-bit and for 32-bit scores."""
-    return sorts_after(score, doc, above_score, above_doc) and sorts_after(
-        _single(score), doc, _single(above_score), above_doc
-    )
+def _below(score: float, above: float) -> bool:
+    """``score`` below ``above`` both as 64-bit and as 32-bit floats: ranked lower by every
+    tool, whatever its precision and its tie rule."""
+    return score < above and _single(score) < _single(above)
 
 
 def _single_below(score: float) -> float:
@@ -703,8 +705,9 @@ def write_trec(
     path: str | Path, query_ids: Sequence[str], runs: Sequence[QueryRun], tag: str
 ) -> Written:
     """Write ``runs`` (one per query id, ranked) as a TREC run that trec_eval, ranx,
-    pytrec_eval and :func:`read_run` rank exactly as listed: rank = list position, score =
-    the retriever's where it keeps the order, else adjusted (:func:`trec_scores`); ``tag``
+    pytrec_eval, ir_measures and :func:`read_run` rank exactly as listed: rank = list
+    position, score = the retriever's where scores fall strictly, else adjusted
+    (:func:`trec_scores`); ``tag``
     names the run (whitespace becomes ``_``). A query that returned nothing has no line.
     Raises ValueError for an empty id or one with whitespace (a TREC line cannot hold it),
     leaving no file."""

@@ -512,7 +512,7 @@ def export_runs(
         if written.adjusted:
             note += (
                 f"; scores of {written.adjusted} {'query' if written.adjusted == 1 else 'queries'} "
-                "adjusted so that trec_eval keeps their order (tied or rising scores)"
+                "adjusted so that every tool keeps their order (tied or rising scores)"
             )
         notes.append(note)
     return notes, problems
