@@ -449,6 +449,33 @@ def test_a_partial_report_that_is_not_there_is_refused_with_the_outputs(
     assert message == "argument PARTIAL: no such file: 'missing.json'"
 
 
+@pytest.mark.parametrize("option", ["--report", "--markdown", "--junit-xml"])
+def test_an_output_onto_a_partial_report_not_given_is_refused_before_anything_is_written(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    """``combine part1.json part2.json --report part3.json`` (a slip of the shell) replaced
+    shard 3's report with the refusal that shard 3 was missing; a copy of a shard's report
+    elsewhere was overwritten by a gate that passed."""
+    shard3 = (partials.path / "part3.json").read_bytes()
+    status, _, err = combine(capsys, "part1.json", "part2.json", option, "part3.json")
+    assert status == 2 and "Traceback" not in err
+    assert (
+        f"error: {option} part3.json is a shard's partial report (shard 3/3), "
+        "not one given to combine: writing it would overwrite it; give it as a PARTIAL, or "
+        "write the output to another path"
+    ) in err
+    assert (partials.path / "part3.json").read_bytes() == shard3
+    (partials.path / "copy").mkdir()
+    (partials.path / "copy" / "part1.json").write_bytes(shard3)
+    status, _, err = combine(
+        capsys, "part1.json", "part2.json", "part3.json", option, "copy/part1.json"
+    )
+    assert status == 2 and (partials.path / "copy" / "part1.json").read_bytes() == shard3
+    # a report combine wrote before is its own output: written again
+    assert combine(capsys, "part1.json", "part2.json", "part3.json", "--report", "w.json")[0] == 0
+    assert combine(capsys, "part1.json", "part2.json", "part3.json", "--report", "w.json")[0] == 0
+
+
 def test_a_shard_given_twice_is_refused(
     partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

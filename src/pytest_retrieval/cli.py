@@ -1628,6 +1628,19 @@ def _check_overwrites(
     problem = overwrite_problem(written, inputs, records)
     if problem is not None:
         raise UsageError(problem)
+    from .shards import partial_report_of
+
+    given = {path.resolve() for _, path in inputs if path is not None}
+    for option, path in written:
+        if path is not None and path.resolve() not in given:
+            shard = partial_report_of(path)
+            if shard is not None:
+                fix = "give it as a PARTIAL, or " if args.command_name == "combine" else ""
+                raise UsageError(
+                    f"{option} {relative(path)} is a shard's partial report ({shard}), not one "
+                    f"given to {args.command_name}: writing it would overwrite it; {fix}write "
+                    "the output to another path"
+                )
 
 
 #: the offline commands' output options (argparse dests)

@@ -259,6 +259,26 @@ RERUN = "run every shard on the same commit with the same options"
 UNRUN = re.compile(r"(.+?): this shard ran part of it \((.*)\): combine records no baseline .*")
 
 
+#: how a partial report begins its first evaluation (the report writer puts ``part`` first)
+_PART_HEAD = re.compile(
+    rb'"evaluations"\s*:\s*\[\s*\{\s*"part"\s*:\s*\{\s*"index"\s*:\s*(\d+)\s*,'
+    rb'\s*"count"\s*:\s*(\d+)'
+)
+
+
+def partial_report_of(path: Path) -> str | None:
+    """``shard 3/3`` when ``path`` is an existing shard's partial report, else None: told by
+    its first 64 KiB (a partial report of 300,000 queries is hundreds of MB), so an output
+    of ``combine`` never replaces the report of a shard it was not given."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 16)
+    except OSError:  # absent, a folder, unreadable: not one to keep
+        return None
+    found = _PART_HEAD.search(head)
+    return None if found is None else f"shard {int(found[1]) + 1}/{int(found[2])}"
+
+
 def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
     """A partial report (``--retrieval-shard ... --retrieval-report``), checked: it holds
     evaluations, each a part of one shard, and its session failed for no other reason."""
