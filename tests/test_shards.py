@@ -750,6 +750,21 @@ def test_combine_records_several_evaluations_into_one_baseline(
     )
 
 
+def test_a_shard_that_ran_no_evaluation_says_so(pytester: pytest.Pytester) -> None:
+    """-k leaving out every evaluation: the shard wrote no partial report and said nothing,
+    and combine then said only "no such file"."""
+    make_project(pytester, size=40)
+    [shard] = run_shards(pytester, "-k", "nothing_matches", count=1)
+    assert shard.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert not (pytester.path / "part1.json").exists()
+    shard.stdout.fnmatch_lines(
+        ["warning: shard 1/1 ran no evaluation (-k, -m or --lf left out "
+         "golden.json::retrieval[[]bm25[]], golden.json::retrieval[[]dense[]]): it writes no "
+         "partial report (part1.json), and combine needs every shard's"]
+    )  # fmt: skip
+    assert "retrieval verdict" not in shard.stdout.str()  # nothing was decided
+
+
 def test_shards_that_left_an_evaluation_out_record_only_the_whole_golden_sets(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

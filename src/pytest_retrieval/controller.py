@@ -190,6 +190,22 @@ class Reporter:
             for source, why in self.unrun().items()
         ]
 
+    def _empty_shard(self) -> list[str]:
+        """Under --retrieval-shard, a warning when every evaluation collected was left out:
+        no partial report is written (there is nothing to stamp it with), and ``combine``
+        would only say that the file is missing."""
+        shard, report = self.state.settings.shard, self.state.settings.report
+        left_out = sorted(set().union(*self.state.expected.values()))
+        if shard is None or not left_out:
+            return []
+        shown = ", ".join(left_out[:3]) + (", ..." if len(left_out) > 3 else "")
+        written = f" ({relative(report)})" if report is not None else ""
+        return [
+            f"warning: shard {shard} ran no evaluation (-k, -m or --lf left "
+            f"out {shown}): it writes no partial report{written}, and combine needs every "
+            "shard's"
+        ]
+
     def stopped(self) -> list[Reason]:
         """Why golden-set evaluations did not run, in the words the terminal shows: usage
         errors found after start-up, collection errors, evaluations that failed before they
@@ -226,6 +242,8 @@ class Reporter:
             terminalreporter.write_line(line)
         for note in self.notes:
             terminalreporter.write_line(note)
+        if self._nothing_to_say():
+            return  # notes only (a shard that ran nothing): no verdict was reached
         for reason in self.stopped():
             terminalreporter.write_line(f"{reason.kind}: {reason.message}")
         verdict = self.verdict()
@@ -250,6 +268,8 @@ class Reporter:
         ):
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         updating = self.state.settings.update is not None and bool(self.state.anchors)
+        if self._nothing_to_say():
+            self.notes += self._empty_shard()
         if self._nothing_to_say() and not updating:  # an update refuses a run that left
             return  # its golden sets out; else nothing of ours ran (only unit tests, say)
         settings = self.state.settings
