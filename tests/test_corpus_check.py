@@ -63,3 +63,11 @@ def test_retrieval_corpus_fixture_is_checked(pytester: pytest.Pytester) -> None:
     strict.stdout.fnmatch_lines(
         ["*not in the corpus of the retrieval_corpus fixture*", "*fix: *(--retrieval-strict)"]
     )
+    # warnings as errors: the warning raised out of the evaluation, a traceback into the plugin
+    errors = pytester.runpytest("--retrieval-golden", "golden.json", "-W", "error")
+    errors.assert_outcomes(failed=1)
+    assert "runtest.py" not in errors.stdout.str()  # no source listing of the plugin
+    errors.stdout.fnmatch_lines(
+        ["*not in the corpus of the retrieval_corpus fixture*",
+         "*(a warning, which the warning filters in force make an error*"]
+    )  # fmt: skip

@@ -182,13 +182,22 @@ def test_judge_coverage(project: pytest.Pytester) -> None:
     assert_agree(out, passed=False, kinds={"judge coverage"})
 
 
-@pytest.mark.parametrize("strict", [False, True], ids=["warning", "strict"])
-def test_stale_baseline(project: pytest.Pytester, strict: bool) -> None:
+@pytest.mark.parametrize(
+    "strict",
+    [[], ["--retrieval-strict-baseline"], ["-W", "error::pytest.PytestWarning"]],
+    ids=["warning", "strict", "warnings-are-errors"],
+)
+def test_stale_baseline(project: pytest.Pytester, strict: list[str]) -> None:
     record(project)
     (project.path / "golden.json").write_text(json.dumps(golden("e{i}")))  # all re-judged
-    out = run(project, *(["--retrieval-strict-baseline"] if strict else []))
+    out = run(project, *strict)
     if strict:
         assert_agree(out, passed=False, kinds={"stale baseline"})
+        # -W error: the warning raised out of the evaluation, a traceback into the plugin
+        # and no result ("failed before it produced an evaluation")
+        assert "Traceback" not in out.terminal and "no result" not in out.terminal
+        if "-W" in strict:
+            assert "a warning, which the warning filters in force make an error" in out.terminal
     else:
         assert_agree(out, passed=True, kinds=set())
         warnings = out.report["verdict"]["warnings"]  # type: ignore[index]

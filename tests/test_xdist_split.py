@@ -173,6 +173,30 @@ def test_a_split_records_the_same_baseline(pytester: pytest.Pytester) -> None:
     assert len(split_baseline["entries"]["golden.json::good"]["queries"]) == 120
 
 
+@pytest.mark.parametrize("strict", [["-W", "error"], ["-o", "filterwarnings=error"]])
+def test_a_stale_baseline_under_warnings_as_errors_fails_the_merged_gate_in_its_words(
+    pytester: pytest.Pytester, strict: list[str]
+) -> None:
+    """The controller warned of the stale baseline while it merged the parts: with warnings
+    as errors that was a traceback, no retrieval section and no report."""
+    project(pytester)
+    assert (
+        pytester.runpytest_subprocess(*GOLDEN_ARGS, *SERIAL, "--retrieval-update-baseline").ret == 0
+    )
+    result = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, *SPLIT, "--retrieval-k", "2", "--retrieval-report", "r.json", *strict
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(
+        ["*stale baseline: stale baseline golden.json.baseline.json: *; refresh it with "
+         "--retrieval-update-baseline (a warning, which the warning filters in force make an "
+         "error*", "retrieval verdict: FAILED*"]
+    )  # fmt: skip
+    reasons = report(pytester, "r.json")["verdict"]["reasons"]
+    assert {reason["kind"] for reason in reasons} == {"stale baseline"}
+
+
 @pytest.mark.parametrize("minimum", ["0", "0.99"])
 def test_a_threshold_on_a_tag_one_part_lacks_is_decided_on_the_whole(
     pytester: pytest.Pytester, minimum: str

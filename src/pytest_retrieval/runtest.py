@@ -8,7 +8,6 @@ the decisions it hands on are made by pure modules (:mod:`.evaluation`, :mod:`.c
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -19,7 +18,16 @@ import pytest
 
 from ._io import relative
 from .errors import ConfigError
-from .session import STATE, SessionState, is_worker, layered_allowances, load, warn_at_start
+from .session import (
+    AS_ERROR,
+    STATE,
+    SessionState,
+    is_worker,
+    layered_allowances,
+    load,
+    warn_at_start,
+    warned,
+)
 
 if TYPE_CHECKING:
     from .golden import GoldenSet
@@ -163,15 +171,14 @@ def _check_fixture_corpus(
 ) -> None:
     """Relevant ids the ``retrieval_corpus`` fixture lacks: a warning, or with
     --retrieval-strict a failure (the fixture exists only at run time)."""
-    import warnings
 
     from .golden import corpus_problem
 
     problem = corpus_problem(golden, corpus.keys(), "of the retrieval_corpus fixture")
     if problem is not None and state.settings.strict:
         pytest.fail(f"{problem} (--retrieval-strict)", pytrace=False)
-    if problem is not None:
-        warnings.warn(pytest.PytestWarning(str(problem)), stacklevel=1)
+    if problem is not None and not warned(str(problem)):
+        pytest.fail(f"{problem}\n  {AS_ERROR}", pytrace=False)
 
 
 def record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> None:
@@ -350,12 +357,16 @@ def attach_baseline(
         strict_baseline=settings.strict_baseline,
     )
     for warning in result.verdict.warnings:
-        if warning.kind == STALE_BASELINE:
-            warnings.warn(
-                pytest.PytestWarning(
-                    f"{warning.message}; refresh it with --retrieval-update-baseline"
+        message = f"{warning.message}; refresh it with --retrieval-update-baseline"
+        if warning.kind == STALE_BASELINE and not warned(message):  # -W error: fails the gate
+            verdict = result.verdict
+            result = replace(
+                result,
+                verdict=replace(
+                    verdict,
+                    reasons=(*verdict.reasons, replace(warning, message=f"{message} {AS_ERROR}")),
+                    warnings=tuple(w for w in verdict.warnings if w is not warning),
                 ),
-                stacklevel=1,
             )
     return result
 

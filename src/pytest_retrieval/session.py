@@ -166,18 +166,33 @@ def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> 
         return judge
 
 
+#: said of a warning that the warning filters in force (``-W error``, ``filterwarnings =
+#: error``) turn into an error, with the way back
+AS_ERROR = (
+    "(a warning, which the warning filters in force make an error: -W or filterwarnings; "
+    "fix its cause, or let it be a warning: -W default::pytest.PytestWarning)"
+)
+
+
 def warn_at_start(config: pytest.Config, message: str) -> None:
-    """A warning while pytest starts. One that the warning filters make an error (``-W
-    error``, ``filterwarnings = error``) is a usage error with its fix, not an INTERNALERROR
-    traceback out of ``pytest_configure``."""
+    """A warning while pytest starts. One that the warning filters make an error is a usage
+    error with its fix, not an INTERNALERROR traceback out of ``pytest_configure``."""
     try:
         config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=3)
     except Warning:
-        raise ConfigError(
-            f"{message}\n  (a warning, which the warning filters in force make an error: -W "
-            "or filterwarnings; fix its cause, or let it be a warning: "
-            "-W default::pytest.PytestWarning)"
-        ) from None
+        raise ConfigError(f"{message}\n  {AS_ERROR}") from None
+
+
+def warned(message: str) -> bool:
+    """``message`` as a PytestWarning, for pytest's warnings summary; False when the warning
+    filters make it an error. The caller then fails in its own words, keeping what it
+    computed: raised here, inside an evaluation or the controller's merge of a split, it
+    was a traceback and lost the result and the outputs."""
+    try:
+        warnings.warn(pytest.PytestWarning(message), stacklevel=3)
+    except Warning:
+        return False
+    return True
 
 
 def corpus_check(golden: GoldenSet, settings: Settings) -> str | None:
