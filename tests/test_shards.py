@@ -471,6 +471,15 @@ def test_an_output_onto_a_partial_report_not_given_is_refused_before_anything_is
         capsys, "part1.json", "part2.json", "part3.json", option, "copy/part1.json"
     )
     assert status == 2 and (partials.path / "copy" / "part1.json").read_bytes() == shard3
+    # the shard says so in its first bytes, whatever its first evaluation (a retrieval_eval
+    # test's has no part) or its verdict's length; a copy with its keys sorted is read whole
+    assert b'"shard":"3/3"' in shard3[:40]
+    sorted_copy = json.dumps(json.loads(shard3), sort_keys=True, indent=1)
+    (partials.path / "copy" / "sorted.json").write_text(sorted_copy, encoding="utf-8")
+    status, _, err = combine(
+        capsys, "part1.json", "part2.json", "part3.json", option, "copy/sorted.json"
+    )
+    assert status == 2 and "copy/sorted.json is a shard's partial report (shard 3/3)" in err
     # a report combine wrote before is its own output: written again
     assert combine(capsys, "part1.json", "part2.json", "part3.json", "--report", "w.json")[0] == 0
     assert combine(capsys, "part1.json", "part2.json", "part3.json", "--report", "w.json")[0] == 0

@@ -259,24 +259,48 @@ RERUN = "run every shard on the same commit with the same options"
 UNRUN = re.compile(r"(.+?): this shard ran part of it \((.*)\): combine records no baseline .*")
 
 
-#: how a partial report begins its first evaluation (the report writer puts ``part`` first)
+#: how a partial report says so near its start: the top-level ``"shard": "I/N"``, or its
+#: first evaluation's part (written before the ``shard`` key was)
 _PART_HEAD = re.compile(
-    rb'"evaluations"\s*:\s*\[\s*\{\s*"part"\s*:\s*\{\s*"index"\s*:\s*(\d+)\s*,'
+    rb'"shard"\s*:\s*"(\d+)/(\d+)"'
+    rb'|"evaluations"\s*:\s*\[\s*\{\s*"part"\s*:\s*\{\s*"index"\s*:\s*(\d+)\s*,'
     rb'\s*"count"\s*:\s*(\d+)'
 )
+#: a report this small is read whole when its head does not tell (keys sorted by a tool)
+_READ_WHOLE = 32 << 20
 
 
 def partial_report_of(path: Path) -> str | None:
-    """``shard 3/3`` when ``path`` is an existing shard's partial report, else None: told by
-    its first 64 KiB (a partial report of 300,000 queries is hundreds of MB), so an output
-    of ``combine`` never replaces the report of a shard it was not given."""
+    """``shard 3/3`` when ``path`` is an existing shard's partial report, else None, so that
+    an output of ``combine`` or ``eval`` never replaces the report of a shard it was not
+    given. Told by its first 64 KiB (a partial report of 300,000 queries is hundreds of MB),
+    else, for a file under 32 MiB, by reading it whole."""
     try:
         with open(path, "rb") as handle:
             head = handle.read(1 << 16)
+            size = os.fstat(handle.fileno()).st_size
     except OSError:  # absent, a folder, unreadable: not one to keep
         return None
     found = _PART_HEAD.search(head)
-    return None if found is None else f"shard {int(found[1]) + 1}/{int(found[2])}"
+    if found is not None:
+        if found[1] is not None:
+            return f"shard {int(found[1])}/{int(found[2])}"
+        return f"shard {int(found[3]) + 1}/{int(found[4])}"
+    if size > _READ_WHOLE or b"{" not in head[:64]:
+        return None
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    shard = document.get("shard") if isinstance(document, dict) else None
+    if isinstance(shard, str):
+        return f"shard {shard}"
+    evaluations = document.get("evaluations") if isinstance(document, dict) else None
+    for entry in evaluations if isinstance(evaluations, list) else ():
+        part = entry.get("part") if isinstance(entry, dict) else None
+        if isinstance(part, dict) and all(type(part.get(k)) is int for k in ("index", "count")):
+            return f"shard {part['index'] + 1}/{part['count']}"
+    return None
 
 
 def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:

@@ -40,8 +40,12 @@ def json_report(
     made, the session's verdict, every evaluation (with its own), and each A/B comparison
     (every retriever against its group's reference, with the changed queries). Without
     ``queries`` the evaluations' query lists are empty (see :func:`report_text`)."""
+    parts = [result.part for result in results if result.part is not None]
     return {
         "version": REPORT_VERSION,
+        # a shard's partial report says so in its first bytes: an output of combine or eval
+        # never replaces one it was not given (shards.partial_report_of)
+        **({"shard": f"{parts[0].index + 1}/{parts[0].count}"} if parts else {}),
         "plugin_version": __version__,
         "created": created or datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git": dict(git or {}),
