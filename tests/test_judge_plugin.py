@@ -443,3 +443,25 @@ def test_a_judged_session_closes_its_caches(pytester: pytest.Pytester, server: J
         pytester.runpytest(*args).assert_outcomes(passed=1)
     assert held_open() == before
     assert len(server.requests) == 12  # the first run's calls only: the caches answered
+
+
+def test_the_cache_only_fallback_is_said_once_under_xdist(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller and every worker each warned: "3 warnings" for one fact under -n 2."""
+    pytest.importorskip("xdist")
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest(TEXT_RETRIEVER)
+    write_golden(pytester)
+    result = pytester.runpytest_subprocess(
+        "--retrieval-golden=golden.json",
+        "--retrieval-judge",
+        "--retrieval-judge-fallback=cache-only",
+        "--retrieval-judge-cache=c",
+        "--retrieval-judge-min-coverage=0",
+        "-n",
+        "2",
+    )
+    result.assert_outcomes(passed=1, warnings=1)
+    assert result.stdout.str().count("the LLM judge has no credentials") == 1

@@ -767,11 +767,24 @@ def test_a_shard_that_ran_no_evaluation_says_so(pytester: pytest.Pytester) -> No
     assert shard.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     assert not (pytester.path / "part1.json").exists()
     shard.stdout.fnmatch_lines(
-        ["warning: shard 1/1 ran no evaluation (-k, -m or --lf left out "
+        ["warning: shard 1/1 ran no evaluation (-k, -m, --lf, node ids or paths left out "
          "golden.json::retrieval[[]bm25[]], golden.json::retrieval[[]dense[]]): it writes no "
          "partial report (part1.json), and combine needs every shard's"]
     )  # fmt: skip
     assert "retrieval verdict" not in shard.stdout.str()  # nothing was decided
+    # the golden set not collected at all (a path or node id of other tests; --lf skipping
+    # the file), and an earlier run's partial report left there, which combine would take
+    assert run_shards(pytester, count=1)[0].ret == 0
+    pytester.makepyfile(test_other="def test_x():\n    pass\n")
+    pytester.makeini("[pytest]\nretrieval_golden = golden.json\n")
+    other = pytester.runpytest(
+        "--retrieval-shard=1/1", "--retrieval-report=part1.json", "test_other.py"
+    )
+    other.stdout.fnmatch_lines(
+        ["warning: shard 1/1 ran no evaluation (-k, -m, --lf, node ids or paths left out every "
+         "evaluation of golden.json): it writes no partial report; part1.json is an earlier "
+         "run's (shard 1/1): delete it, or combine takes it for this one's"]
+    )  # fmt: skip
 
 
 def test_shards_that_left_an_evaluation_out_record_only_the_whole_golden_sets(

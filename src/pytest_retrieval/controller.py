@@ -191,20 +191,32 @@ class Reporter:
         ]
 
     def _empty_shard(self) -> list[str]:
-        """Under --retrieval-shard, a warning when every evaluation collected was left out:
-        no partial report is written (there is nothing to stamp it with), and ``combine``
-        would only say that the file is missing."""
+        """Under --retrieval-shard, a warning when no evaluation ran (-k, -m, --lf, node ids
+        or paths left every one out): no partial report is written (there is nothing to
+        stamp it with), ``combine`` would only say that the file is missing, or take an
+        earlier run's for this shard's."""
+        from .shards import partial_report_of
+
         shard, report = self.state.settings.shard, self.state.settings.report
         left_out = sorted(set().union(*self.state.expected.values()))
-        if shard is None or not left_out:
+        configured = sorted({relative(path) for path in self.state.settings.goldens})
+        if shard is None or not (left_out or configured):
             return []
         shown = ", ".join(left_out[:3]) + (", ..." if len(left_out) > 3 else "")
-        written = f" ({relative(report)})" if report is not None else ""
-        return [
-            f"warning: shard {shard} ran no evaluation (-k, -m or --lf left "
-            f"out {shown}): it writes no partial report{written}, and combine needs every "
-            "shard's"
-        ]
+        what = shown or f"every evaluation of {', '.join(configured)}"
+        note = (
+            f"warning: shard {shard} ran no evaluation (-k, -m, --lf, node ids or paths left "
+            f"out {what}): it writes no partial report"
+        )
+        earlier = None if report is None else partial_report_of(report)
+        if report is not None and earlier is not None:
+            note += (
+                f"; {relative(report)} is an earlier run's ({earlier}): delete it, or combine "
+                "takes it for this one's"
+            )
+        elif report is not None:
+            note += f" ({relative(report)}), and combine needs every shard's"
+        return [note]
 
     def stopped(self) -> list[Reason]:
         """Why golden-set evaluations did not run, in the words the terminal shows: usage

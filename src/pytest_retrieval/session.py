@@ -160,7 +160,8 @@ def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> 
             "using cached verdicts only, uncached hits count as ungraded"
         )
         if config is not None:
-            warn_at_start(config, message)
+            if not is_worker(config):  # said once, by the controller, not by every worker
+                warn_at_start(config, message)
         else:
             warnings.warn(pytest.PytestWarning(message), stacklevel=2)
         return judge
