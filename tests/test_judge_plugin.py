@@ -465,3 +465,25 @@ def test_the_cache_only_fallback_is_said_once_under_xdist(
     )
     result.assert_outcomes(passed=1, warnings=1)
     assert result.stdout.str().count("the LLM judge has no credentials") == 1
+
+
+def test_a_corrupt_judge_cache_under_warnings_as_errors_fails_in_its_words(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    """A cache that is not a database is moved aside with a warning and the run goes on; with
+    warnings as errors the evaluation failed with a traceback into cache.py."""
+    pytester.makeconftest(TEXT_RETRIEVER)
+    write_golden(pytester)
+    (pytester.path / "c").mkdir()
+    (pytester.path / "c" / "judge.sqlite").write_bytes(bytes(range(256)) * 64)
+    args = ("--retrieval-golden=golden.json", "--retrieval-judge", "--retrieval-judge-cache=c")
+    result = pytester.runpytest(*args, "-W", "error")
+    result.assert_outcomes(failed=1)
+    assert "cache.py" not in result.stdout.str()  # no source listing of the plugin
+    result.stdout.fnmatch_lines(
+        ["*the cache */c/judge.sqlite was not a usable SQLite database*",
+         "*(a warning, which the warning filters in force make an error*"
+         "-W default::pytest_retrieval.cache.CacheWarning)*"]
+    )  # fmt: skip
+    again = pytester.runpytest(*args)  # moved aside: the next run goes on
+    again.assert_outcomes(passed=1)

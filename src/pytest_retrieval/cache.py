@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError, made_an_error
+
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, "
@@ -88,20 +90,15 @@ class JsonCache:
         except (OSError, sqlite3.DatabaseError) as again:
             self._off(f"cannot use {self.path} ({exc}), nor start a new one ({again})")
             return
-        warnings.warn(
-            CacheWarning(
-                f"pytest-retrieval: the cache {self.path} was not a usable SQLite database "
-                f"({exc}); moved it aside to {aside} and started an empty cache "
-                "(delete the .corrupt file once you no longer need it)"
-            ),
-            stacklevel=3,
+        _warn(
+            f"pytest-retrieval: the cache {self.path} was not a usable SQLite database "
+            f"({exc}); moved it aside to {aside} and started an empty cache "
+            "(delete the .corrupt file once you no longer need it)"
         )
 
     def _off(self, why: str) -> None:
         self.broken = why
-        warnings.warn(
-            CacheWarning(f"pytest-retrieval: cache off for this run: {why}"), stacklevel=3
-        )
+        _warn(f"pytest-retrieval: cache off for this run: {why}")
 
     def _db(self) -> sqlite3.Connection:
         """One connection per thread: a thread uses only its own, so transactions of two
@@ -236,6 +233,17 @@ class JsonCache:
         if self.broken is not None:
             return 0
         return int(self._db().execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+
+
+def _warn(message: str) -> None:
+    """A :class:`CacheWarning`; where the warning filters make it an error, a ConfigError
+    with its fix (a failed evaluation in its words, not a traceback into this module)."""
+    try:
+        warnings.warn(CacheWarning(message), stacklevel=4)
+    except Warning:
+        raise ConfigError(
+            f"{message}\n  {made_an_error('pytest_retrieval.cache.CacheWarning')}"
+        ) from None
 
 
 def _answers(key: str, row: tuple[str] | None, usable: Callable[[str, Any], bool]) -> bool:

@@ -66,3 +66,12 @@ class BaselineError(ConfigError):
         self.problem = problem
         self.fix = _RESTORE.format(path=path) if fix is None else fix
         super().__init__(f"baseline {path}: {problem}\n  fix: {self.fix}")
+
+
+def made_an_error(category: str = "pytest.PytestWarning") -> str:
+    """Said after a warning that the warning filters in force (``-W error``,
+    ``filterwarnings = error``) turn into an error, with the way back."""
+    return (
+        "(a warning, which the warning filters in force make an error: -W or filterwarnings; "
+        f"fix its cause, or let it be a warning: -W default::{category})"
+    )

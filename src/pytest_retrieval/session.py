@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._io import relative
-from .errors import ConfigError
+from .errors import ConfigError, made_an_error
 from .options import JudgeSettings, Settings
 
 if TYPE_CHECKING:
@@ -167,12 +167,8 @@ def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> 
         return judge
 
 
-#: said of a warning that the warning filters in force (``-W error``, ``filterwarnings =
-#: error``) turn into an error, with the way back
-AS_ERROR = (
-    "(a warning, which the warning filters in force make an error: -W or filterwarnings; "
-    "fix its cause, or let it be a warning: -W default::pytest.PytestWarning)"
-)
+#: said of a PytestWarning that the warning filters in force turn into an error
+AS_ERROR = made_an_error()
 
 
 def warn_at_start(config: pytest.Config, message: str) -> None:
