@@ -26,6 +26,7 @@ import pytest
 from helpers import GOLDEN, write_golden
 
 from pytest_retrieval import evaluate, load_golden
+from pytest_retrieval.errors import ConfigError
 from pytest_retrieval.golden import GoldenQuery, GoldenSet
 from pytest_retrieval.hits import QueryRun
 from pytest_retrieval.render.terminal import failure_text, summary_lines
@@ -253,6 +254,11 @@ def test_a_blocked_loop_is_named_even_without_a_timeout() -> None:
     with pytest.warns(BlockingRetrieverWarning, match=r"search blocked the event loop for 1\.\d s"):
         runs, _ = _timed(search)
     assert [run.error for run in runs] == [None] * 4  # slow, not wrong
+    # warnings as errors: one message with the way back, not the warning raised from here
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConfigError, match=r"(?s)blocked the event loop.*BlockingRetriever"):
+            _timed(search)
 
 
 @pytest.mark.timeout(30)
