@@ -640,6 +640,19 @@ def test_evaluations_of_the_shards_own_tests_are_left_out(
     assert [
         e["retriever"] for e in json.loads((pytester.path / "w.json").read_text())["evaluations"]
     ] == ["bm25"]
+    # a shard where only that test ran: it was "written without --retrieval-shard"
+    mine_only = run_shards(pytester, "-k", "test_mine", count=1)[0]
+    assert mine_only.ret == 0
+    status, _, err = combine(capsys, "part1.json")
+    assert (
+        status == 2
+        and (
+            "part1.json: shard 1/1 ran no golden-set evaluation, only many [mine] (retrieval_eval "
+            "tests, which shards do not split): run every shard without -k, -m or --lf leaving "
+            "its golden sets out"
+        )
+        in err
+    )
 
 
 # ---------------------------------------------------------------------------- baselines

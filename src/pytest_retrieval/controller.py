@@ -195,13 +195,15 @@ class Reporter:
         or paths left every one out): no partial report is written (there is nothing to
         stamp it with), ``combine`` would only say that the file is missing, or take an
         earlier run's for this shard's."""
-        from .shards import partial_report_of
-
         shard, report = self.state.settings.shard, self.state.settings.report
+        if shard is None:
+            return []
         left_out = sorted(set().union(*self.state.expected.values()))
         configured = sorted({relative(path) for path in self.state.settings.goldens})
-        if shard is None or not (left_out or configured):
+        if not (left_out or configured):
             return []
+        from .shards import partial_report_of
+
         shown = ", ".join(left_out[:3]) + (", ..." if len(left_out) > 3 else "")
         what = shown or f"every evaluation of {', '.join(configured)}"
         note = (
@@ -405,6 +407,7 @@ class Reporter:
             baselines=lambda: self._baselines(results),
             step_summary=settings.shard is None,
             corpora={golden.source: golden.corpus for golden in self.state.goldens.values()},
+            shard=None if settings.shard is None else str(settings.shard),
         )
         for problem in problems:
             self._fail(session, problem)
@@ -535,6 +538,7 @@ def write_outputs(
     step_summary: bool = True,
     goldens: Sequence[Path] = (),
     corpora: Mapping[str, str | None] | None = None,
+    shard: str | None = None,
 ) -> list[Reason]:
     """The session's outputs (:func:`.offline.write_outputs`: JSON, Markdown and the GitHub
     step summary unless not ``step_summary``, HTML), paths relative to where pytest started.
@@ -552,6 +556,7 @@ def write_outputs(
         step_summary=step_summary,
         goldens=goldens,
         corpora=corpora,
+        shard=shard,
     )
 
 

@@ -439,12 +439,13 @@ def write_outputs(
     goldens: Sequence[Path] = (),
     others: Sequence[Path] = (),
     corpora: Mapping[str, str | None] | None = None,
+    shard: str | None = None,
 ) -> list[Reason]:
     """JSON, Markdown (appended to ``$GITHUB_STEP_SUMMARY`` too, unless not
     ``step_summary``), HTML and JUnit, each only when asked for, each stamped with the same
     time and the commit of ``root``; ``baselines`` gives the HTML the stored baselines the
-    results were compared with. Returns an output reason for each file that could not be
-    written."""
+    results were compared with; ``shard`` (``"2/3"``) marks a CI shard's partial report.
+    Returns an output reason for each file that could not be written."""
     from ._io import git_info, now
 
     stamped = outputs.report is not None or outputs.html is not None
@@ -454,7 +455,7 @@ def write_outputs(
         from .render.json import report_text
 
         def report() -> Iterator[str]:  # streamed: a million queries' dicts never at once
-            yield from report_text(results, verdict, groups, created=created, git=git)
+            yield from report_text(results, verdict, groups, created=created, git=git, shard=shard)
             yield "\n"
 
         renderers.append((outputs.report, report))

@@ -333,6 +333,13 @@ def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
         where = malformed([(path, document)])
         raise where or ShardError(f"{path}: a malformed evaluation entry ({exc!r})") from None
     parts = [r for r in results if r.part is not None]
+    if not parts and isinstance(shard := document.get("shard"), str):
+        raise ShardError(
+            f"{path}: shard {shard} ran no golden-set evaluation, only {_label(results[0])}"
+            f"{'' if len(results) == 1 else f' and {len(results) - 1} more'} (retrieval_eval "
+            "tests, which shards do not split): run every shard without -k, -m or --lf "
+            "leaving its golden sets out"
+        )
     if not parts:
         raise ShardError(
             f"{path}: {_label(results[0])} is not a part of a shard: the report was written "

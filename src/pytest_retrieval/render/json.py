@@ -35,17 +35,17 @@ def json_report(
     created: str = "",
     git: Mapping[str, Any] | None = None,
     queries: bool = True,
+    shard: str | None = None,
 ) -> dict[str, Any]:
     """The JSON report: when (``created``, default now) and at which commit (``git``) it was
     made, the session's verdict, every evaluation (with its own), and each A/B comparison
     (every retriever against its group's reference, with the changed queries). Without
-    ``queries`` the evaluations' query lists are empty (see :func:`report_text`)."""
-    parts = [result.part for result in results if result.part is not None]
+    ``queries`` the evaluations' query lists are empty (see :func:`report_text`). A CI
+    shard's partial report names its ``shard`` (``"2/3"``) in its first bytes: no output of
+    combine or eval replaces one it was not given (:func:`.shards.partial_report_of`)."""
     return {
         "version": REPORT_VERSION,
-        # a shard's partial report says so in its first bytes: an output of combine or eval
-        # never replaces one it was not given (shards.partial_report_of)
-        **({"shard": f"{parts[0].index + 1}/{parts[0].count}"} if parts else {}),
+        **({} if shard is None else {"shard": shard}),
         "plugin_version": __version__,
         "created": created or datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git": dict(git or {}),
@@ -76,12 +76,15 @@ def report_text(
     *,
     created: str = "",
     git: Mapping[str, Any] | None = None,
+    shard: str | None = None,
 ) -> Iterator[str]:
     """:func:`json_report` as compact JSON text, a piece at a time: each evaluation's queries
     are encoded QUERY_CHUNK at a time into the rest, so a million-query report never holds
     all their dicts, nor one string of them, in memory. The same text as
     ``dumps(json_report(...))``."""
-    document = json_report(results, verdict, groups, created=created, git=git, queries=False)
+    document = json_report(
+        results, verdict, groups, created=created, git=git, queries=False, shard=shard
+    )
     token = f"pytest-retrieval-queries-{uuid.uuid4().hex}-"  # in no text a user wrote
     for index, evaluation in enumerate(document["evaluations"]):
         evaluation["queries"] = f"{token}{index}"
