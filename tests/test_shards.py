@@ -772,6 +772,32 @@ def test_combine_records_several_evaluations_into_one_baseline(
     )
 
 
+@pytest.mark.parametrize("strict", [["-W", "error"], ["-o", "filterwarnings=error"]])
+def test_a_stale_baseline_under_warnings_as_errors_fails_the_combined_gate_as_one_run(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], strict: list[str]
+) -> None:
+    """One run fails on it (the warning made an error); combine passed the same shards, which
+    could not tell it that the warning filters made it an error."""
+    make_project(pytester, size=60)
+    pytester.runpytest("--retrieval-golden=golden.json", "--retrieval-update-baseline")
+    args = ("--retrieval-golden=golden.json", "--retrieval-k=2", *strict)
+    # in processes of their own: warnings as errors in this one meet other tests' leftovers
+    single = pytester.runpytest_subprocess(*args, "--retrieval-report=single.json")
+    assert single.ret == 1
+    for i in (1, 2, 3):
+        shard = (f"--retrieval-shard={i}/3", f"--retrieval-report=part{i}.json")
+        assert pytester.runpytest_subprocess(*args, *shard).ret == 0
+    status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json", "--report", "w.json")
+    assert status == 1 and "a warning, which the warning filters in force make an error" in out
+    whole = json.loads((pytester.path / "w.json").read_text(encoding="utf-8"))
+    one = json.loads((pytester.path / "single.json").read_text(encoding="utf-8"))
+    assert whole["verdict"]["reasons"] == one["verdict"]["reasons"]
+    assert {r["kind"] for r in whole["verdict"]["reasons"]} == {"stale baseline"}
+    # without the filters the same shards pass, with the stale baseline as a warning
+    assert [s.ret for s in run_shards(pytester, "--retrieval-k=2")] == [0, 0, 0]
+    assert combine(capsys, "part1.json", "part2.json", "part3.json")[0] == 0
+
+
 def test_a_shard_that_ran_no_evaluation_says_so(pytester: pytest.Pytester) -> None:
     """-k leaving out every evaluation: the shard wrote no partial report and said nothing,
     and combine then said only "no such file"."""

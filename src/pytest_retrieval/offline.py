@@ -51,6 +51,9 @@ class GateSettings:
     #: a shard found its evaluation's entry in the baseline (None: not recorded): the gate
     #: of the whole must find it too, or it would pass as "no baseline"
     baseline_seen: bool | None = None
+    #: the shards' warning filters made a stale baseline's warning an error (-W error): the
+    #: whole fails on it, as one run with those filters does
+    stale_fails: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +71,7 @@ class GateSettings:
             "baseline_key": self.baseline_key,
             "compare_to": self.compare_to,
             "baseline_seen": self.baseline_seen,
+            "stale_fails": self.stale_fails,
         }
 
     @classmethod
@@ -96,6 +100,7 @@ class GateSettings:
             baseline_key=str(data["baseline_key"]),
             compare_to=data["compare_to"],
             baseline_seen=data.get("baseline_seen"),
+            stale_fails=bool(data.get("stale_fails", False)),
         )
 
 
@@ -112,6 +117,7 @@ def compare_with_baseline(
     chosen: Sequence[str] | None,
     alpha: float,
     strict_baseline: bool,
+    stale_fails: bool = False,
 ) -> EvaluationResult:
     """``result`` compared with its stored baseline, with the gated set, the power of the
     gate and its verdict. ``entries``: the baseline file at ``path`` (None: this run records
@@ -142,7 +148,29 @@ def compare_with_baseline(
         )
         result = replace(result, comparison=comparison)
     result = replace(result, power=power_table(result, entry, allowances, alpha))
-    return decide(result, strict_baseline=strict_baseline)
+    result = decide(result, strict_baseline=strict_baseline)
+    return stale_as_error(result) if stale_fails else result
+
+
+#: a stale baseline's fix, as the warning and the failure say it
+REFRESH = "refresh it with --retrieval-update-baseline"
+
+
+def stale_as_error(result: EvaluationResult) -> EvaluationResult:
+    """``result`` with its stale-baseline warnings as reasons: the warning filters in force
+    (``-W error``, ``filterwarnings = error``) make that warning an error."""
+    from .errors import made_an_error
+    from .verdicts import STALE_BASELINE
+
+    verdict = result.verdict
+    stale = [w for w in verdict.warnings if w.kind == STALE_BASELINE]
+    if not stale:
+        return result
+    failing = tuple(replace(w, message=f"{w.message}; {REFRESH} {made_an_error()}") for w in stale)
+    kept = tuple(w for w in verdict.warnings if w.kind != STALE_BASELINE)
+    return replace(
+        result, verdict=replace(verdict, reasons=(*verdict.reasons, *failing), warnings=kept)
+    )
 
 
 @dataclass(frozen=True)
@@ -229,6 +257,7 @@ def gate(wholes: Sequence[Whole], *, recording: bool) -> Gated:
                 chosen=s.gate,
                 alpha=s.alpha,
                 strict_baseline=s.strict_baseline,
+                stale_fails=s.stale_fails,
             )
         )
     gated = Gated(results, [], found)

@@ -341,7 +341,7 @@ def attach_baseline(
     gated set, the power of the gate and its verdict (:func:`.offline.compare_with_baseline`,
     which ``pytest-retrieval combine`` and ``eval`` use too)."""
     from .baseline import golden_key
-    from .offline import compare_with_baseline
+    from .offline import REFRESH, compare_with_baseline, stale_as_error
     from .verdicts import STALE_BASELINE
 
     settings = state.settings
@@ -356,18 +356,9 @@ def attach_baseline(
         alpha=settings.alpha,
         strict_baseline=settings.strict_baseline,
     )
-    for warning in result.verdict.warnings:
-        message = f"{warning.message}; refresh it with --retrieval-update-baseline"
-        if warning.kind == STALE_BASELINE and not warned(message):  # -W error: fails the gate
-            verdict = result.verdict
-            result = replace(
-                result,
-                verdict=replace(
-                    verdict,
-                    reasons=(*verdict.reasons, replace(warning, message=f"{message} {AS_ERROR}")),
-                    warnings=tuple(w for w in verdict.warnings if w is not warning),
-                ),
-            )
+    stale = [w for w in result.verdict.warnings if w.kind == STALE_BASELINE]
+    if stale and not all([warned(f"{w.message}; {REFRESH}") for w in stale]):
+        result = stale_as_error(result)  # -W error: the gate fails on it, outputs kept
     return result
 
 

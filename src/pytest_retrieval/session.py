@@ -180,6 +180,17 @@ def warn_at_start(config: pytest.Config, message: str) -> None:
         raise ConfigError(f"{message}\n  {AS_ERROR}") from None
 
 
+def warnings_fail(message: str) -> bool:
+    """Whether the warning filters in force make a PytestWarning saying ``message`` an error,
+    found without showing it (a shard stamps this, so ``combine`` decides as one run)."""
+    with warnings.catch_warnings(record=True):
+        try:
+            warnings.warn(pytest.PytestWarning(message), stacklevel=2)
+        except Warning:
+            return True
+    return False
+
+
 def warned(message: str) -> bool:
     """``message`` as a PytestWarning, for pytest's warnings summary; False when the warning
     filters make it an error. The caller then fails in its own words, keeping what it

@@ -184,7 +184,7 @@ def shard_settings(
     from .baseline import find, golden_key
     from .offline import GateSettings
     from .runtest import chosen_gate
-    from .session import layered_allowances
+    from .session import layered_allowances, warnings_fail
 
     settings = state.settings
     path = state.baseline_path(golden)
@@ -200,6 +200,7 @@ def shard_settings(
         baseline_key=key,
         compare_to=settings.compare_to,
         baseline_seen=entry is not None,
+        stale_fails=warnings_fail(f"stale baseline {relative(path)}"),
     )
 
 
