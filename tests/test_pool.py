@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import PROC_FD, held_open
 from judge_server import JudgeServer, serve
 
 from pytest_retrieval.cli import main
@@ -476,3 +479,27 @@ def test_hits_without_text_count_against_the_coverage(
     )
     assert main([*command, "--corpus", "corpus.json"]) == 0
     assert len(read_review(Path("review.jsonl")).proposals) == 3
+
+
+@pytest.mark.skipif(not os.path.isdir(PROC_FD), reason="lists /proc/self/fd")
+def test_pool_closes_the_judge_cache(project: JudgeServer) -> None:
+    """Its connections stayed open till the process ended (a ResourceWarning, "unclosed
+    database", on Python 3.13)."""
+    assert main(POOL) == 0  # the process's own event loop for the judge: kept, by design
+    before = held_open()
+    assert main(POOL) == 0
+    assert held_open() == before
+
+
+def test_a_corrupt_cache_under_warnings_as_errors_is_one_line(
+    project: JudgeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """python -W error: the cache's warning raised as a traceback out of pool."""
+    Path("jc").mkdir()
+    Path("jc", "judge.sqlite").write_bytes(bytes(range(256)) * 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(POOL) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pytest-retrieval pool: pytest-retrieval: the cache jc/judge.sqlite")
+    assert "(a warning, which the warning filters in force make an error" in err

@@ -73,12 +73,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub.print_usage(sys.stderr)
         print(f"{sub.prog}: error: {exc}", file=sys.stderr)
         return 2
-    except CliError as exc:
+    except (CliError, ConfigError) as exc:  # ConfigError: a cache warning -W error raises
         print(f"pytest-retrieval {args.command_name}: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `show ... | head` closed the pipe: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    finally:  # what the command opened (a judge's cache): closed, not left to exit
+        for opened in getattr(args, "opened", ()):
+            opened.close()
 
 
 def _parser() -> argparse.ArgumentParser:

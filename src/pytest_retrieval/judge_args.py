@@ -93,4 +93,6 @@ def judge_from_args(args: argparse.Namespace, scale: str = "0-3") -> Judge:
     setting such as a missing API key."""
     from .judge import Judge
 
-    return Judge(judge_config(args, scale))
+    judge = Judge(judge_config(args, scale))
+    args.opened = [*getattr(args, "opened", ()), judge]  # closed when the command ends
+    return judge
