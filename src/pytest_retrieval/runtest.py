@@ -171,7 +171,6 @@ def _check_fixture_corpus(
 ) -> None:
     """Relevant ids the ``retrieval_corpus`` fixture lacks: a warning, or with
     --retrieval-strict a failure (the fixture exists only at run time)."""
-
     from .golden import corpus_problem
 
     problem = corpus_problem(golden, corpus.keys(), "of the retrieval_corpus fixture")

@@ -72,8 +72,9 @@ def tell_worker(config: pytest.Config, workerinput: dict[str, Any]) -> None:
 
 
 def _worker_count(config: pytest.Config) -> int:
-    """How many workers share this run's items: 1 outside an xdist worker, or when the
-    distribution mode keeps a file's items on one worker."""
+    """How many workers share this run's items: 1 outside an xdist worker (but for
+    ``--collect-only``: :func:`_listed_for`), or when the distribution mode keeps a file's
+    items on one worker."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:
         return _listed_for(config)
