@@ -21,8 +21,8 @@ A. 100,000 queries x 100 hits (k = 100):
      calls in a separate ``pytest --retrieval-concurrency 1`` run (no call waits for
      another thread's). It is the retriever's cost where the plugin's work shares the CPU
      caches with it, and what it returns is kept: 1.35x its time alone at 100,000 x 100
-     here (1.07 s and 0.79 s), 1.6x at 100,000 x 10 (0.27 s and 0.17 s). The plugin's share is the whole
-     process less this;
+     here (1.07 s and 0.79 s), 1.6x at 100,000 x 10 (0.27 s and 0.17 s). The plugin's
+     share is the whole process less this;
    - pytrec_eval's ``evaluate`` alone (recall_100, recip_rank, ndcg_cut_100; its input
      dicts built beforehand and not timed) on the same lists.
    - the floor: what one pytest process that calls this retriever for every query must
