@@ -476,7 +476,9 @@ def test_unknown_model_on_a_reasoning_endpoint_falls_back_on_the_400(
     assert evaluation(pytester)["judge"]["graded"] == pairs
     rejected = [s for s in server.requests if s.status == 400]
     assert 1 <= len(rejected) <= 2 * 2  # each parameter learnt once (a few in flight)
-    assert all(s.status == 200 for s in server.requests[-pairs // 2 :])
+    # every pair answered once, only the rejected re-sent. (Not "the last half answered":
+    # under load a rejected call in flight beside the other slot was answered 9th of 14.)
+    assert len(server.requests) == pairs + len(rejected)
     result.stdout.fnmatch_lines(
         ["*the endpoint refused some request parameters; sent without them: temperature*"]
     )
