@@ -653,6 +653,17 @@ def test_evaluations_of_the_shards_own_tests_are_left_out(
         )
         in err
     )
+    # the golden set from the ini, left out by the path given: the shard said nothing
+    pytester.makeini("[pytest]\nretrieval_golden = golden.json\n")
+    by_path = pytester.runpytest(
+        "--retrieval-shard=1/1", "--retrieval-report=part1.json", "test_mine.py"
+    )
+    assert by_path.ret == 0
+    by_path.stdout.fnmatch_lines(
+        ["warning: shard 1/1 ran no golden-set evaluation, only retrieval_eval tests, which "
+         "shards do not split (node ids or paths left out golden.json): combine refuses its "
+         "report (part1.json)"]
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- baselines

@@ -220,6 +220,19 @@ class Reporter:
             note += f" ({relative(report)}), and combine needs every shard's"
         return [note]
 
+    def _tests_only_shard(self) -> list[str]:
+        """Under --retrieval-shard, a warning when only ``retrieval_eval`` tests ran (a path
+        or node id left the golden sets out): its report holds no part for ``combine``."""
+        configured = sorted({relative(path) for path in self.state.settings.goldens})
+        report = self.state.settings.report
+        written = f" ({relative(report)})" if report is not None else ""
+        return [
+            f"warning: shard {self.state.settings.shard} ran no golden-set evaluation, only "
+            f"retrieval_eval tests, which shards do not split (node ids or paths left out "
+            f"{', '.join(configured) or 'the golden sets'}): combine refuses its report"
+            f"{written}"
+        ]
+
     def stopped(self) -> list[Reason]:
         """Why golden-set evaluations did not run, in the words the terminal shows: usage
         errors found after start-up, collection errors, evaluations that failed before they
@@ -296,7 +309,10 @@ class Reporter:
             from .shards import shard_notes
 
             self.notes += shard_notes(self.results(self.golden_ids()), settings.report)
-            self.notes += [f"warning: {w.message}" for w in self._unrun_shard()]
+            unrun = self._unrun_shard()
+            self.notes += [f"warning: {w.message}" for w in unrun]
+            if not unrun and all(result.part is None for result in self.results()):
+                self.notes += self._tests_only_shard()
         if settings.export_run is not None:  # here, on the controller: workers never race
             from .runtest import export_runs
 
