@@ -1280,3 +1280,18 @@ def test_a_partial_report_edited_past_the_schema_is_refused_without_a_traceback(
     path.write_text(json.dumps(document), encoding="utf-8")
     message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json")
     assert message.startswith(expected), message
+
+
+def test_a_shard_that_ran_nothing_is_not_said_to_have_run_only_tests(
+    pytester: pytest.Pytester,
+) -> None:
+    """A collection error in the only path given: nothing ran, which is not "only
+    retrieval_eval tests ran"."""
+    make_project(pytester, size=20)
+    pytester.makeini("[pytest]\nretrieval_golden = golden.json\n")
+    pytester.makepyfile(test_broken="def test_x(:\n    pass\n")
+    shard = pytester.runpytest(
+        "--retrieval-shard=1/1", "--retrieval-report=part1.json", "test_broken.py"
+    )
+    assert shard.ret == pytest.ExitCode.INTERRUPTED  # the collection error
+    assert "only retrieval_eval tests" not in shard.stdout.str()

@@ -311,7 +311,8 @@ class Reporter:
             self.notes += shard_notes(self.results(self.golden_ids()), settings.report)
             unrun = self._unrun_shard()
             self.notes += [f"warning: {w.message}" for w in unrun]
-            if not unrun and all(result.part is None for result in self.results()):
+            ran = self.results()  # none: the evaluations failed, as the reasons say
+            if not unrun and ran and all(result.part is None for result in ran):
                 self.notes += self._tests_only_shard()
         if settings.export_run is not None:  # here, on the controller: workers never race
             from .runtest import export_runs
