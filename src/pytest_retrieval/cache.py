@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, made_an_error
+from .errors import warning_made_error
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -238,12 +238,8 @@ class JsonCache:
 def _warn(message: str) -> None:
     """A :class:`CacheWarning`; where the warning filters make it an error, a ConfigError
     with its fix (a failed evaluation in its words, not a traceback into this module)."""
-    try:
+    with warning_made_error(message, "pytest_retrieval.cache.CacheWarning"):
         warnings.warn(CacheWarning(message), stacklevel=4)
-    except Warning:
-        raise ConfigError(
-            f"{message}\n  {made_an_error('pytest_retrieval.cache.CacheWarning')}"
-        ) from None
 
 
 def _answers(key: str, row: tuple[str] | None, usable: Callable[[str, Any], bool]) -> bool:

@@ -199,13 +199,12 @@ class Reporter:
         if shard is None:
             return []
         left_out = sorted(set().union(*self.state.expected.values()))
-        configured = sorted({relative(path) for path in self.state.settings.goldens})
-        if not (left_out or configured):
+        if not (left_out or self.state.settings.goldens):
             return []
         from .shards import partial_report_of
 
         shown = ", ".join(left_out[:3]) + (", ..." if len(left_out) > 3 else "")
-        what = shown or f"every evaluation of {', '.join(configured)}"
+        what = shown or f"every evaluation of {self._configured()}"
         note = (
             f"warning: shard {shard} ran no evaluation (-k, -m, --lf, node ids or paths left "
             f"out {what}): it writes no partial report"
@@ -223,15 +222,17 @@ class Reporter:
     def _tests_only_shard(self) -> list[str]:
         """Under --retrieval-shard, a warning when only ``retrieval_eval`` tests ran (a path
         or node id left the golden sets out): its report holds no part for ``combine``."""
-        configured = sorted({relative(path) for path in self.state.settings.goldens})
         report = self.state.settings.report
         written = f" ({relative(report)})" if report is not None else ""
         return [
             f"warning: shard {self.state.settings.shard} ran no golden-set evaluation, only "
             f"retrieval_eval tests, which shards do not split (node ids or paths left out "
-            f"{', '.join(configured) or 'the golden sets'}): combine refuses its report"
-            f"{written}"
+            f"{self._configured() or 'the golden sets'}): combine refuses its report{written}"
         ]
+
+    def _configured(self) -> str:
+        """The golden sets the options and ini name, as the warnings show them."""
+        return ", ".join(sorted({relative(path) for path in self.state.settings.goldens}))
 
     def stopped(self) -> list[Reason]:
         """Why golden-set evaluations did not run, in the words the terminal shows: usage

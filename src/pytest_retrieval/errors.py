@@ -8,6 +8,8 @@ pulls in another's dependencies.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _RESTORE = (
@@ -66,6 +68,17 @@ class BaselineError(ConfigError):
         self.problem = problem
         self.fix = _RESTORE.format(path=path) if fix is None else fix
         super().__init__(f"baseline {path}: {problem}\n  fix: {self.fix}")
+
+
+@contextmanager
+def warning_made_error(message: str, category: str) -> Iterator[None]:
+    """Around issuing a warning: one that the warning filters in force make an error is a
+    ConfigError in its words with the way back (a usage error at start-up, a failed
+    evaluation in a test, one line from a command), not a traceback out of the plugin."""
+    try:
+        yield
+    except Warning:
+        raise ConfigError(f"{message}\n  {made_an_error(category)}") from None
 
 
 def made_an_error(category: str = "pytest.PytestWarning") -> str:

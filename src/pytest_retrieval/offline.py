@@ -398,9 +398,10 @@ def summary(
 
 
 def kept_in(report: Path | None) -> str:
-    """Where eval's and combine's advice sends the reader for every failed call's traceback:
-    the report being written, else the option that writes one."""
-    return "--report" if report is None else relative(report)
+    """:func:`.render.terminal.kept_in` with eval's and combine's ``--report``."""
+    from .render import terminal
+
+    return terminal.kept_in(report, "--report")
 
 
 # ---------------------------------------------------------------------------- outputs

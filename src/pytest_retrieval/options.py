@@ -392,9 +392,9 @@ class Settings:
     def errors_kept_in(self) -> str:
         """Where the advice sends the reader for every failed call's traceback: the JSON
         report being written, else the option that writes one."""
-        from ._io import relative
+        from .render.terminal import kept_in
 
-        return "--retrieval-report" if self.report is None else relative(self.report)
+        return kept_in(self.report)
 
 
 @dataclass

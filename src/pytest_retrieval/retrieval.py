@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 
 from ._loop import GRACE, run_private, shared_loop
 from .async_calls import Batch
-from .errors import ConfigError, made_an_error
+from .errors import warning_made_error
 from .golden import GoldenQuery
 from .hits import HitError, QueryRun, describe_error, error_key, normalize_hits, timed_out
 from .ramp import Ramp
@@ -407,14 +407,11 @@ class Runner:
             "stalls every other query and the timeout; await an async client or wrap the "
             "call in asyncio.to_thread"
         )
-        try:
+        with warning_made_error(str(warning), f"{__name__}.{type(warning).__name__}"):
             if stuck is None:
                 warnings.warn(warning, stacklevel=3)
             else:  # shown at the blocking line, not at ours
                 warnings.warn_explicit(warning, type(warning), stuck.file, stuck.line)
-        except Warning:  # -W error: the evaluation fails in these words, not a traceback
-            category = "pytest_retrieval.retrieval.BlockingRetrieverWarning"
-            raise ConfigError(f"{warning}\n  {made_an_error(category)}") from None
 
 
 async def _await(awaitable: Awaitable[Any]) -> Any:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._io import relative
-from .errors import ConfigError, made_an_error
+from .errors import ConfigError, made_an_error, warning_made_error
 from .options import JudgeSettings, Settings
 
 if TYPE_CHECKING:
@@ -174,21 +174,15 @@ AS_ERROR = made_an_error()
 def warn_at_start(config: pytest.Config, message: str) -> None:
     """A warning while pytest starts. One that the warning filters make an error is a usage
     error with its fix, not an INTERNALERROR traceback out of ``pytest_configure``."""
-    try:
+    with warning_made_error(message, "pytest.PytestWarning"):
         config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=3)
-    except Warning:
-        raise ConfigError(f"{message}\n  {AS_ERROR}") from None
 
 
 def warnings_fail(message: str) -> bool:
     """Whether the warning filters in force make a PytestWarning saying ``message`` an error,
     found without showing it (a shard stamps this, so ``combine`` decides as one run)."""
     with warnings.catch_warnings(record=True):
-        try:
-            warnings.warn(pytest.PytestWarning(message), stacklevel=2)
-        except Warning:
-            return True
-    return False
+        return not warned(message)
 
 
 def warned(message: str) -> bool:

@@ -41,6 +41,8 @@ from .text import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..compare import ABGroup
     from ..results import Comparison, ErrorGroup, EvaluationResult, GateOutcome, QueryResult
 
@@ -68,6 +70,12 @@ def _row(
 
 #: where failed calls' tracebacks are kept, as the advice names it when no report is written
 REPORT_OPTION = "--retrieval-report"
+
+
+def kept_in(report: Path | None, option: str = REPORT_OPTION) -> str:
+    """Where the advice sends the reader for every failed call's traceback: the JSON report
+    being written, else the tool's ``option`` that writes one."""
+    return option if report is None else relative(report)
 
 
 def summary_lines(
