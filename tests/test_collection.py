@@ -64,6 +64,46 @@ def test_missing_fixture_names_the_conftest_files_that_would_cover_it(
     assert "INTERNALERROR" not in result.stdout.str()
 
 
+@pytest.mark.parametrize("ini", [False, True])
+def test_a_fixture_in_a_conftest_that_does_not_cover_the_golden_set_is_named(
+    pytester: pytest.Pytester, ini: bool
+) -> None:
+    """The first thing a team tries: golden.json at the root, the retriever fixture in
+    tests/conftest.py. pytest cannot see it from the root, whether tests/ was collected
+    (its conftest.py imported: the ini's testpaths) or not (the golden file as the only
+    path); the message names where it is and the two ways to fix it."""
+    _golden(pytester.path / "golden.json")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "conftest.py").write_text(KEYWORD_RETRIEVER)
+    (pytester.path / "tests" / "test_unit.py").write_text("def test_unit():\n    pass\n")
+    (pytester.path / "evals").mkdir()  # one more, named through name=: also found
+    (pytester.path / "evals" / "conftest.py").write_text(
+        "import pytest\n\n@pytest.fixture(name='retriever')\ndef _search():\n"
+        "    return lambda query, k: []\n"
+    )
+    (pytester.path / ".venv" / "lib").mkdir(parents=True)  # not walked into
+    (pytester.path / ".venv" / "lib" / "conftest.py").write_text(KEYWORD_RETRIEVER)
+    if ini:
+        pytester.makeini(
+            "[pytest]\nretrieval_golden = golden.json\ntestpaths = tests golden.json\n"
+        )
+        result = pytester.runpytest()
+    else:
+        result = pytester.runpytest("--retrieval-golden=golden.json", "golden.json")
+    result.assert_outcomes(errors=1, passed=1 if ini else 0)
+    result.stdout.fnmatch_lines(
+        [
+            "*no fixture named 'retriever'*",
+            "  a fixture named 'retriever' is defined in evals/conftest.py and "
+            "tests/conftest.py, which pytest applies only to the tests under their own "
+            "folder: golden.json is not under one.",
+            "  fix: move the golden set into one of those folders (e.g. evals/golden.json), "
+            "or the fixture into conftest.py",
+        ]
+    )
+    assert ".venv" not in result.stdout.str()
+
+
 def test_golden_file_outside_the_rootdir(pytester: pytest.Pytester) -> None:
     project = pytester.path / "project"
     project.mkdir()

@@ -368,21 +368,106 @@ def isatty(reporter: Any) -> bool:
 
 
 def no_fixture_message(item: pytest.Item, fixture: str, golden: Path) -> str:
-    """Name the conftest.py files that would cover this golden set: they are where to look."""
+    """Name the conftest.py files that would cover this golden set: they are where to look.
+    A conftest.py elsewhere that defines the fixture (golden.json at the root, the fixture
+    in tests/conftest.py: the first layout teams try) is named, with the two ways out."""
     rootpath = item.config.rootpath
     folder = item.path.parent
     folders = [folder, *folder.parents]
     inside = [f for f in folders if f == rootpath or rootpath in f.parents] or [folder]
     places = ", ".join(relative(f / "conftest.py") for f in reversed(inside))
-    return (
+    missing = (
         f"no fixture named {fixture!r}: the retrieval evaluation of {relative(golden)} "
         f"calls it for every query.\n"
+    )
+    elsewhere = fixture_homes(item.config, fixture)
+    if elsewhere:
+        shown = " and ".join(relative(path) for path in elsewhere)
+        target = relative(elsewhere[0].parent / golden.name)
+        where = (
+            f"that folder ({target})"
+            if len(elsewhere) == 1
+            else f"one of those folders (e.g. {target})"
+        )
+        return (
+            f"{missing}"
+            f"  a fixture named {fixture!r} is defined in {shown}, which pytest applies only "
+            f"to the tests under their own folder: {relative(golden)} is not under one.\n"
+            f"  fix: move the golden set into {where}, or the fixture into "
+            f"{relative(folder / 'conftest.py')}"
+        )
+    return (
+        f"{missing}"
         f"  fix: define it in a conftest.py that covers this golden set ({places}), e.g.\n\n"
         f"    @pytest.fixture(scope='session')\n"
         f"    def {fixture}():\n"
         f"        return lambda query, k: my_index.search(query, k)  # ranked doc ids\n\n"
         f"  (or name your fixture in the ini option retrieval_fixture)"
     )
+
+
+#: folders :func:`fixture_homes` looks into at most (it runs on the error path only)
+MAX_FOLDERS = 5000
+
+
+def fixture_homes(config: pytest.Config, fixture: str) -> list[Path]:
+    """The conftest.py files under the rootdir that define ``fixture`` (by name or
+    ``name=``), read without importing them: pytest imports only those on the paths it
+    collects, so one under ``tests/`` is unknown to a run given ``golden.json``. The walk
+    skips what pytest's does (``norecursedirs``, virtualenvs) and stops after
+    :data:`MAX_FOLDERS` folders."""
+    import fnmatch
+    import os
+
+    skipped = [str(pattern) for pattern in config.getini("norecursedirs")]
+    found = []
+    for visited, (top, folders, files) in enumerate(os.walk(config.rootpath)):
+        if visited >= MAX_FOLDERS:
+            break
+        folders[:] = sorted(
+            name
+            for name in folders
+            if not any(fnmatch.fnmatch(name, pattern) for pattern in skipped)
+            and not os.path.exists(os.path.join(top, name, "pyvenv.cfg"))
+        )
+        if "conftest.py" in files and _defines_fixture(Path(top, "conftest.py"), fixture):
+            found.append(Path(top, "conftest.py"))
+    return found
+
+
+def _defines_fixture(path: Path, fixture: str) -> bool:
+    """Whether ``path`` (Python source) defines a fixture named ``fixture``: a function with
+    that name or ``name=`` under a ``fixture`` decorator (``pytest.fixture``, bare or
+    called). Unreadable or invalid source defines nothing (pytest will say why)."""
+    import ast
+
+    try:
+        source = path.read_text(encoding="utf-8")
+        if fixture not in source:
+            return False
+        tree = ast.parse(source, str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            call = decorator if isinstance(decorator, ast.Call) else None
+            target = call.func if call is not None else decorator
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if name != "fixture":
+                continue
+            named = next(
+                (
+                    keyword.value.value
+                    for keyword in (call.keywords if call is not None else [])
+                    if keyword.arg == "name" and isinstance(keyword.value, ast.Constant)
+                ),
+                node.name,
+            )
+            if named == fixture:
+                return True
+    return False
 
 
 def golden_for(
