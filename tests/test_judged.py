@@ -9,6 +9,7 @@ import os
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import ir_measures
 import jsonschema
@@ -33,7 +34,7 @@ from pytest_retrieval.metrics import (
     grade_matrix,
     parse_metric,
 )
-from pytest_retrieval.results import JUDGED_GAP, Comparison, MetricChange, UnjudgedHits
+from pytest_retrieval.results import JUDGED_GAP, Comparison, UnjudgedHits
 from pytest_retrieval.verdicts import THRESHOLD
 
 KS = (1, 2, 3, 5, 10, 20)
@@ -204,9 +205,45 @@ def test_the_warning_needs_more_than_the_gap(tmp_path: Path) -> None:
     assert found is not None and found.current == pytest.approx(1 - 1 / 6)
 
 
+def test_queries_that_returned_nothing_are_not_unjudged_documents(tmp_path: Path) -> None:
+    """judged@k of an empty list is 0, yet it holds no unjudged document: a retriever that
+    finds nothing (a broken index), for every query or for half of them, warned that its top
+    k held documents the golden set had not judged, and advised pooling them. The rule is
+    decided on the queries both runs answered, and says so when that is fewer."""
+    path = golden(tmp_path / "g.json")
+    reference = evaluate(judged_search, path, retriever_id="judged")
+    recorded = entry_from_result(reference, {}, "2025-01-01T00:00:00Z")
+
+    def half(search: Any) -> Any:
+        return lambda query, k: search(query, k) if int(query.split()[-1]) % 2 else []
+
+    for other in (lambda query, k: [], half(judged_search)):
+        run = evaluate(other, path, retriever_id="empty")
+        assert run.metrics["judged@3"] < reference.metrics["judged@3"] - JUDGED_GAP
+        assert compare_runs(reference, run, {}).unjudged is None
+        assert compare_to_baseline(run, recorded, {}).unjudged is None
+        assert compare_runs(run, reference, {}).unjudged is None
+    holey = evaluate(half(holey_search), path, retriever_id="holey")
+    found = compare_to_baseline(holey, recorded, {}).unjudged
+    assert found == UnjudgedHits("judged@3", 1.0, pytest.approx(1 / 3), queries=N // 2)
+    assert compare_runs(reference, holey, {}).unjudged == found
+    assert found.message("baseline b.json").startswith(
+        "judged@3 is 0.3333 against 1.0000 for baseline b.json on the 20 queries both "
+        "answered (more than 0.1 lower): its top 3 holds documents the golden set has not judged"
+    )
+    stored = found.to_dict()
+    assert stored["queries"] == N // 2
+    assert UnjudgedHits.from_dict(json.loads(json.dumps(stored))) == found
+    assert UnjudgedHits.from_dict({**stored, "queries": None}).queries is None
+    assert "both answered" not in UnjudgedHits.from_dict(
+        {k: v for k, v in stored.items() if k != "queries"}
+    ).message("b")  # a report written before the field: all the shared queries
+
+
 def holes(reference: float, current: float) -> UnjudgedHits | None:
-    """The warning for judged@10 of ``reference`` against ``current``."""
-    return unjudged_hits([MetricChange("judged@10", reference, current, 0.0)], 10)
+    """The warning for judged@10 of ``reference`` against ``current`` (one query)."""
+    values = {"judged@10": np.array([reference])}, {"judged@10": np.array([current])}
+    return unjudged_hits(*values, 10, [True])
 
 
 ABSOLUTE = "(more than 0.1 lower)"

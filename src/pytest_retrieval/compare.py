@@ -163,7 +163,12 @@ def compare_to_baseline(
         changes=changes,
         shifts=shifts,
         judge_changed=judge_changed,
-        unjudged=unjudged_hits(changes, result.k),
+        unjudged=unjudged_hits(
+            before,
+            after,
+            result.k,
+            [bool(current[q].returned) and bool(entry.queries[q].ranked) for q in common],
+        ),
         stale="the baseline has none of the metrics this run computes"
         if missing and len(missing) == len(result.metrics)
         else None,
@@ -191,22 +196,34 @@ def _judged_of_rankings(
     return found
 
 
-def unjudged_hits(changes: Sequence[MetricChange], k: int) -> UnjudgedHits | None:
+def unjudged_hits(
+    before: Mapping[str, FloatArray],
+    after: Mapping[str, FloatArray],
+    k: int,
+    answered: Sequence[bool],
+) -> UnjudgedHits | None:
     """The warning that a run's top k holds many more unjudged documents than its
-    reference's: its judged@k (on the shared queries) more than JUDGED_GAP below the
-    reference's, or more than JUDGED_SHARE_GAP of it below while at least JUDGED_MIN_GAP
-    below (the rule at :data:`.results.JUDGED_GAP`)."""
+    reference's: its judged@k more than JUDGED_GAP below the reference's, or more than
+    JUDGED_SHARE_GAP of it below while at least JUDGED_MIN_GAP below (the rule at
+    :data:`.results.JUDGED_GAP`), on the shared queries both ``answered`` (returned a hit
+    for): judged@k of an empty list is 0, yet it holds no unjudged document -- a retriever
+    that finds nothing has no holes to pool."""
     name = f"{JUDGED_FAMILY}@{k}"
-    change = next((c for c in changes if c.metric == name), None)
-    if change is None:
+    if name not in before or name not in after:
         return None
-    reference, current = change.baseline, change.current
-    gap = reference - current  # NaN on either side compares False: no warning
+    old, new = before[name], after[name]
+    paired = np.isfinite(old) & np.isfinite(new)  # open queries have no judged@k
+    rows = paired & np.asarray(answered, dtype=bool)
+    if not rows.any():
+        return None
+    reference, current = float(old[rows].mean()), float(new[rows].mean())
+    gap = reference - current
     absolute = gap > JUDGED_GAP + TOLERANCE
     share = current < (1 - JUDGED_SHARE_GAP) * reference - TOLERANCE
     if not (absolute or (share and gap >= JUDGED_MIN_GAP - TOLERANCE)):
         return None
-    return UnjudgedHits(name, reference, current)
+    fewer = int(rows.sum()) if rows.sum() < paired.sum() else None
+    return UnjudgedHits(name, reference, current, queries=fewer)
 
 
 def _judge_depth(metrics: Iterable[str]) -> int:
@@ -492,7 +509,12 @@ def compare_runs(
         changes=changes,
         shifts=shifts,
         alpha=alpha,
-        unjudged=unjudged_hits(changes, other.k),
+        unjudged=unjudged_hits(
+            before,
+            after,
+            other.k,
+            [bool(ours[q].returned) and bool(theirs[q].returned) for q in common],
+        ),
     )
 
 

@@ -644,8 +644,11 @@ class UnjudgedHits:
     the reference. Decided once by :mod:`.compare`; every output renders :meth:`message`."""
 
     metric: str  # judged@k at the evaluation's k
-    reference: float  # the reference's judged@k on the shared queries
+    reference: float  # the reference's judged@k on the shared queries both answered
     current: float  # this run's, on the same queries
+    #: how many queries that is, when some shared queries are left out (either run
+    #: returned nothing for them); None: all of them
+    queries: int | None = None
 
     @property
     def k(self) -> int:
@@ -663,9 +666,10 @@ class UnjudgedHits:
         """The warning, naming the reference (``Comparison.reference``) and the arm of the
         rule that held; it ends where the :meth:`command` that fills the holes follows."""
         k = self.k
+        on = "" if self.queries is None else f" on the {self.queries} queries both answered"
         return (
-            f"{self.metric} is {self.current:.4f} against {self.reference:.4f} for {against} "
-            f"({self.rule}): its top {k} holds documents the golden set "
+            f"{self.metric} is {self.current:.4f} against {self.reference:.4f} for {against}"
+            f"{on} ({self.rule}): its top {k} holds documents the golden set "
             f"has not judged, which count as not relevant, so its recall@{k} and ndcg@{k} may "
             "be understated. Pool them for the LLM judge to grade and you to review "
             "(REPORT.json: this run's JSON report, --retrieval-report or eval's and combine's "
@@ -679,11 +683,22 @@ class UnjudgedHits:
         return f"pytest-retrieval pool {relative(golden)} REPORT.json -o review.jsonl"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "reference": self.reference, "current": self.current}
+        return {
+            "metric": self.metric,
+            "reference": self.reference,
+            "current": self.current,
+            "queries": self.queries,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> UnjudgedHits:
-        return cls(str(data["metric"]), _nan(data["reference"]), _nan(data["current"]))
+        queries = data.get("queries")
+        return cls(
+            str(data["metric"]),
+            _nan(data["reference"]),
+            _nan(data["current"]),
+            None if queries is None else int(queries),
+        )
 
 
 @dataclass(frozen=True)
