@@ -32,6 +32,29 @@ def test_missing_ids_are_a_warning(with_corpus: pytest.Pytester) -> None:
     )
 
 
+def test_a_corpus_path_that_does_not_exist_names_the_golden_file_and_its_key(
+    pytester: pytest.Pytester,
+) -> None:
+    """A golden set copied without its corpus (the bundled example into another repo): the
+    warning named the corpus path as the golden set ("golden set .../corpus.jsonl: no such
+    corpus file"); it names the golden file, its "corpus" key, the path as written and
+    where it was looked for. With a judge needing texts, the evaluation fails saying the
+    same."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    write_golden(pytester, dict(GOLDEN, corpus="cranfield/corpus.jsonl"))
+    result = pytester.runpytest("--retrieval-golden", "golden.json")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*PytestWarning: golden set {pytester.path / 'golden.json'}, /corpus: the corpus it names, "
+            "cranfield/corpus.jsonl, does not exist "
+            f"({pytester.path / 'cranfield' / 'corpus.jsonl'})",
+            '*fix: correct the "corpus" path (relative to the golden file) or remove it',
+        ]
+    )
+    assert "no such" not in result.stdout.str()
+
+
 @pytest.mark.parametrize(
     ("ini", "args"), [("", ["--retrieval-strict"]), ("retrieval_strict = true\n", [])]
 )

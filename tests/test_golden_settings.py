@@ -415,9 +415,9 @@ def test_corpus_ids_match_load_corpus(tmp_path: Path) -> None:
 def test_corpus_ids_refuse_a_bad_line(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"_id": "d1", "text": "a"}\n{"text": "no id"}\n', "utf-8")
-    with pytest.raises(GoldenError, match=r"corpus.jsonl, line 2: a corpus line needs an id"):
-        load_corpus_ids(corpus)
-    with pytest.raises(GoldenError, match=r"no such corpus file"):
+    with pytest.raises(GoldenError, match=r"^corpus .*corpus.jsonl, line 2: a corpus line needs"):
+        load_corpus_ids(corpus)  # a corpus, not a "golden set"
+    with pytest.raises(GoldenError, match=r"^corpus .*nope.jsonl: no such file"):
         load_corpus_ids(tmp_path / "nope.jsonl")
 
 
@@ -508,8 +508,14 @@ def test_validate_checks_the_corpus_named_in_a_golden_file(
     path = _fruit(tmp_path, corpus="docs.json")
     assert main(["validate", "--strict", str(path)]) == 1
     assert "2 of 6 relevant doc ids are not in the corpus" in capsys.readouterr().err
-    path = _fruit(tmp_path, corpus="nope.jsonl")
+    path = _fruit(tmp_path, corpus="sub/nope.jsonl")
+    missing = (
+        f"golden set {path}, /corpus: the corpus it names, sub/nope.jsonl, does not exist "
+        f"({tmp_path / 'sub' / 'nope.jsonl'})\n"
+        '  fix: correct the "corpus" path (relative to the golden file) or remove it'
+    )
     assert main(["validate", str(path)]) == 0
-    assert "warning: golden set " in capsys.readouterr().out
+    shown = missing.replace("\n  fix:", "; fix:")  # a warning line of validate's summary
+    assert f"warning: {shown}" in capsys.readouterr().out
     assert main(["validate", "--strict", str(path)]) == 1
-    assert "nope.jsonl: no such corpus file" in capsys.readouterr().err
+    assert missing in capsys.readouterr().err

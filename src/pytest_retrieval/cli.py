@@ -1268,7 +1268,7 @@ def _cut_short(exc: json.JSONDecodeError) -> bool:
 
 
 def _batch_corpus(args: argparse.Namespace, report: dict[str, Any]) -> dict[str, str]:
-    from .golden import GoldenError, load_corpus, load_golden
+    from .golden import GoldenError, corpus_file, load_corpus, load_golden
 
     try:
         if args.corpus is not None:
@@ -1279,7 +1279,7 @@ def _batch_corpus(args: argparse.Namespace, report: dict[str, Any]) -> dict[str,
             golden = load_golden(source, require_relevant=False)
             if golden.corpus is None:
                 raise CliError(f"{source} names no corpus; pass --corpus")
-            corpus.update(load_corpus(golden.corpus))
+            corpus.update(load_corpus(corpus_file(golden)))
         return corpus
     except GoldenError as exc:
         raise CliError(str(exc)) from None

@@ -46,16 +46,19 @@ class AllowanceError(ConfigError):
 class GoldenError(ConfigError):
     """A golden set that cannot be used, with where the problem is and how to fix it."""
 
-    def __init__(self, source: str | Path, where: str, problem: str, fix: str = "") -> None:
+    def __init__(
+        self, source: str | Path, where: str, problem: str, fix: str = "", kind: str = "golden set"
+    ) -> None:
         self.source = str(source)
         self.where = where
         self.problem = problem
         self.fix = fix
+        self.kind = kind  # what ``source`` is: a golden set, or the corpus it names
         super().__init__(str(self))
 
     def __str__(self) -> str:
         place = f"{self.source}, {self.where}" if self.where else self.source
-        text = f"golden set {place}: {self.problem}"
+        text = f"{self.kind} {place}: {self.problem}"
         return f"{text}\n  fix: {self.fix}" if self.fix else text
 
 

@@ -454,9 +454,10 @@ def load_corpus(path: str | Path) -> dict[str, str]:
     per line; ``id`` also accepted) or a JSON object ``{"doc-id": "text", ...}``."""
     source = _corpus_file(path)
     if source.suffix == ".json":
-        return _json_corpus(source)
+        with _as_corpus():
+            return _json_corpus(source)
     corpus: dict[str, str] = {}
-    with paused_gc():
+    with _as_corpus(), paused_gc():
         for number, line in enumerate(read_text(source).splitlines(), start=1):
             if line.strip():
                 doc_id, body = _corpus_record(source, line, number)
@@ -481,6 +482,7 @@ def load_corpus_ids(path: str | Path) -> set[str]:
     ids: set[str] = set()
     number = 0
     with (
+        _as_corpus(),
         _reading(source, lambda _: f"after line {number}"),
         source.open(encoding="utf-8-sig") as handle,
         paused_gc(),
@@ -497,8 +499,17 @@ def load_corpus_ids(path: str | Path) -> set[str]:
 def _corpus_file(path: str | Path) -> Path:
     source = Path(path)
     if not source.is_file():
-        raise GoldenError(source, "", "no such corpus file", "fix the golden set's corpus path")
+        raise GoldenError(source, "", "no such file", "fix the path", kind="corpus")
     return source
+
+
+@contextmanager
+def _as_corpus() -> Iterator[None]:
+    """Errors reading a corpus name it a corpus (they are raised as a golden set's)."""
+    try:
+        yield
+    except GoldenError as exc:
+        raise GoldenError(exc.source, exc.where, exc.problem, exc.fix, kind="corpus") from None
 
 
 def _json_corpus(source: Path) -> dict[str, str]:

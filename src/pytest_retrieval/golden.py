@@ -47,6 +47,7 @@ from pydantic import (
 )
 
 from ._gc import paused_gc
+from ._io import relative
 from .errors import GoldenError as GoldenError
 from .formats import MAX_GRADE as MAX_GRADE
 from .formats import RawGolden, read_golden, read_trec, shown
@@ -709,6 +710,24 @@ def _schema_error(
     else:
         problem = message
     return GoldenError(source, pointer, problem, _FIXES.get(field or "", ""))
+
+
+def corpus_file(golden: GoldenSet) -> str:
+    """The corpus file the golden set names (it names one). One that is not there (a golden
+    set copied without it) is a GoldenError naming the golden file and its "corpus" key,
+    the path as written and where it was looked for."""
+    corpus = golden.corpus
+    if corpus is None:
+        raise ValueError(f"golden set {golden.source} names no corpus")
+    if Path(corpus).is_file():
+        return corpus
+    written = relative(corpus, Path(golden.source).parent)
+    raise GoldenError(
+        golden.source,
+        "/corpus",
+        f"the corpus it names, {written}, does not exist ({corpus})",
+        'correct the "corpus" path (relative to the golden file) or remove it',
+    )
 
 
 def missing_from_corpus(golden: GoldenSet, corpus_ids: Container[str]) -> list[str]:

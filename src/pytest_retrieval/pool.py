@@ -414,13 +414,11 @@ def _kept_decisions(previous: Review | None, golden: GoldenSet) -> tuple[list[Pr
 
 def _corpus(args: argparse.Namespace, golden: GoldenSet) -> Mapping[str, str]:
     from .cli import CliError
-    from .golden import GoldenError, load_corpus
+    from .golden import GoldenError, corpus_file, load_corpus
 
-    path = args.corpus or golden.corpus
-    if path is None:
-        return {}
     try:
-        return load_corpus(path)
+        path = args.corpus or (None if golden.corpus is None else corpus_file(golden))
+        return {} if path is None else load_corpus(path)
     except GoldenError as exc:
         raise CliError(str(exc)) from None
 

@@ -157,10 +157,10 @@ def _corpus(
     if golden.corpus is None or not texts_needed:
         return None
     if golden.corpus not in state.corpora:
-        from .golden import GoldenError, load_corpus
+        from .golden import GoldenError, corpus_file, load_corpus
 
         try:
-            state.corpora[golden.corpus] = load_corpus(golden.corpus)
+            state.corpora[golden.corpus] = load_corpus(corpus_file(golden))
         except GoldenError as exc:
             pytest.fail(str(exc), pytrace=False)
     return state.corpora[golden.corpus]

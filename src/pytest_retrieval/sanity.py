@@ -21,6 +21,7 @@ def corpus_check(golden: GoldenSet) -> tuple[dict[str, Any] | None, GoldenError 
     from .golden import (
         SHOWN_MISSING,
         GoldenError,
+        corpus_file,
         corpus_problem,
         load_corpus_ids,
         missing_from_corpus,
@@ -30,7 +31,7 @@ def corpus_check(golden: GoldenSet) -> tuple[dict[str, Any] | None, GoldenError 
         return None, None
     summary: dict[str, Any] = {"path": golden.corpus, "documents": None, "missing": None}
     try:
-        ids = load_corpus_ids(golden.corpus)
+        ids = load_corpus_ids(corpus_file(golden))
     except GoldenError as exc:
         return summary, exc
     missing = missing_from_corpus(golden, ids)

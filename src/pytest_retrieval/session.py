@@ -200,12 +200,12 @@ def warned(message: str) -> bool:
 def corpus_check(golden: GoldenSet, settings: Settings) -> str | None:
     """Relevant ids missing from the golden set's own corpus (its ``"corpus"`` path or a BEIR
     folder's corpus.jsonl): a warning to return, or a usage error with --retrieval-strict."""
-    from .golden import GoldenError, corpus_problem, load_corpus_ids
+    from .golden import GoldenError, corpus_file, corpus_problem, load_corpus_ids
 
     if golden.corpus is None:
         return None
     try:
-        problem = corpus_problem(golden, load_corpus_ids(golden.corpus), golden.corpus)
+        problem = corpus_problem(golden, load_corpus_ids(corpus_file(golden)), golden.corpus)
     except GoldenError as exc:  # a missing or unreadable corpus: nothing to check against
         problem = exc
     if problem is not None and settings.strict:
