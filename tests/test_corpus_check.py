@@ -46,8 +46,8 @@ def test_a_corpus_path_that_does_not_exist_names_the_golden_file_and_its_key(
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(
         [
-            f"*PytestWarning: golden set {pytester.path / 'golden.json'}, /corpus: the corpus it names, "
-            "cranfield/corpus.jsonl, does not exist "
+            f"*PytestWarning: golden set {pytester.path / 'golden.json'}, /corpus: the corpus "
+            "it names, cranfield/corpus.jsonl, does not exist "
             f"({pytester.path / 'cranfield' / 'corpus.jsonl'})",
             '*fix: correct the "corpus" path (relative to the golden file) or remove it',
         ]

@@ -367,3 +367,29 @@ def test_a_gate_reading_failed_and_short_queries_keeps_no_query_result() -> None
     missed = evaluate(lambda q, k: ["x"], golden, metrics=["recall@10"], concurrency=1)
     assert missed.short_results is not None and missed.short_results.short == 400
     assert missed.table._built is None and not missed.table._single
+
+
+RELEASED = """
+import gc, json, pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    # pytest's own cleanups (gc.collect, more than once) run after this: what is alive now
+    # is traversed by each of them, then again at interpreter exit
+    alive = sum(type(o).__name__ == "GoldenQuery" for o in gc.get_objects())
+    with open("alive.json", "w") as out:
+        json.dump(alive, out)
+"""
+
+
+def test_the_golden_sets_are_released_before_pytest_cleans_up(pytester: pytest.Pytester) -> None:
+    """A million golden queries kept alive to the end cost pytest's closing garbage
+    collections and the interpreter's exit a traversal each; nothing reads them after the
+    outputs are written, so the session lets them go when it closes."""
+    from helpers import KEYWORD_RETRIEVER, write_golden
+
+    pytester.makeconftest(KEYWORD_RETRIEVER + RELEASED)
+    write_golden(pytester)
+    result = pytester.runpytest_subprocess("--retrieval-golden", "golden.json")
+    result.assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "alive.json").read_text()) == 0
