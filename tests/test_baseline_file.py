@@ -76,6 +76,16 @@ HAND_EDITS: list[tuple[str, Any, str]] = [
     (f"{ENTRY}/ci/ndcg@3", [1.0, 0.5], "ci/ndcg@3: low 1.0 is above high 0.5"),
     (f"{ENTRY}/ci/ndcg@3/1", "x", "ci/ndcg@3/1: 'x' is not a number in [0, 1]"),
     (f"{ENTRY}/queries/apple/ranked", ["d1", 3], "queries/apple/ranked/1: 3 is not a string"),
+    (f"{ENTRY}/queries/apple/ranked", "d1", "queries/apple/ranked: 'd1' is not a list"),
+    (f"{ENTRY}/queries/apple/metrics/recall@3", True, "apple/metrics/recall@3: recall@3 is True"),
+    (f"{ENTRY}/queries/apple/metrics/mrr@03", 0.5, "apple/metrics/mrr@03: 'mrr@03' is not how"),
+    (f"{ENTRY}/queries/apple/metrics/recal@3", 0.5, "apple/metrics/recal@3: unknown metric"),
+    (f"{ENTRY}/queries/apple/judged", [1, 4], "apple/judged/1: 4 is not a judge label"),
+    (f"{ENTRY}/queries/apple/judged", [True], "apple/judged/0: True is not a judge label"),
+    (f"{ENTRY}/queries/apple/judged", "1", "apple/judged: '1' is not a list"),
+    (f"{ENTRY}/queries/apple/fingerprint", "", "apple/fingerprint: '' is not a non-empty"),
+    (f"{ENTRY}/queries/apple/latency_ms", math.inf, "apple/latency_ms: inf is not a number"),
+    (f"{ENTRY}/queries/apple", [], "/queries/apple: [] is not an object"),
     (f"{ENTRY}/queries/apple/fingerprint", DELETE, "queries/apple/fingerprint is missing"),
     (f"{ENTRY}/queries/apple/latency_ms", -1, "queries/apple/latency_ms: -1 is not a number of"),
     (f"{ENTRY}/queries/apple/latency_ms", "2", "queries/apple/latency_ms: '2' is not a number"),
@@ -132,6 +142,35 @@ def test_the_recorded_file_reads_back(recorded: dict[str, Any], tmp_path: Path) 
     (entry,) = read(path).values()
     assert entry.k == 3 and sorted(entry.queries) == ["apple", "bread", "cherry", "juice"]
     assert entry.metrics_version == DEFINITIONS_VERSION
+
+
+def test_the_per_query_fast_path_reads_what_the_checked_path_reads(
+    recorded: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query entry is read by plain type checks, and by the field-by-field path (which
+    names the field at fault) only when one fails: the same entries either way, nulls,
+    integers and judge labels included."""
+    from pytest_retrieval import baseline
+
+    document = json.loads(json.dumps(recorded))
+    (entry,) = document["entries"].values()
+    apple = entry["queries"]["apple"]
+    apple["metrics"]["recall@3"] = None  # an open query's golden metrics
+    apple["metrics"]["mrr@3"] = 1  # an int, as another tool may write it
+    apple["latency_ms"] = None
+    apple["judged"] = [1, None, 0]
+    entry["queries"]["bread"]["latency_ms"] = 0
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(document))
+    fast = read(path)
+    monkeypatch.setattr(baseline, "_plain_query", lambda value: None)
+    checked = read(path)
+    assert fast.keys() == checked.keys()
+    for key, entry_read in fast.items():
+        for qid, query in entry_read.queries.items():
+            other = checked[key].queries[qid]
+            assert repr(query) == repr(other)  # NaN != NaN: compared as text
+            assert [type(v) for v in query.metrics.values()] == [float] * len(query.metrics)
 
 
 @pytest.mark.parametrize(("pointer", "value", "fragment"), HAND_EDITS, ids=IDS)

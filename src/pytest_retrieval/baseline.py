@@ -19,7 +19,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -435,6 +435,9 @@ def _entry(key: str, raw: _Field) -> BaselineEntry:
 
 
 def _query(raw: _Field) -> BaselineQuery:
+    plain = _plain_query(raw.value)
+    if plain is not None:
+        return plain
     judged = raw.child("judged", None)
     return BaselineQuery(
         raw.child("fingerprint").string(empty=False),
@@ -443,6 +446,63 @@ def _query(raw: _Field) -> BaselineQuery:
         _latency(raw.child("latency_ms", None)),
         None if judged.value is None else [_label(slot) for slot in judged.elements()],
     )
+
+
+#: metric names already found canonical (a baseline repeats a dozen names in every query)
+_CANONICAL_NAMES: set[str] = set()
+
+
+def _plain_query(value: Any) -> BaselineQuery | None:
+    """A query entry read by plain type checks (100,000 queries: 0.7 s instead of 7 s);
+    None when one fails, and :func:`_query` reads it field by field to name the fault."""
+    if type(value) is not dict:
+        return None
+    fingerprint, metrics = value.get("fingerprint"), value.get("metrics")
+    ranked, latency = value.get("ranked"), value.get("latency_ms")
+    judged = value.get("judged")
+    if (
+        type(fingerprint) is not str
+        or not fingerprint
+        or type(metrics) is not dict
+        or type(ranked) is not list
+        or not all(type(doc) is str for doc in ranked)
+        or not (latency is None or (type(latency) in (int, float) and 0 <= latency < math.inf))
+        or not (judged is None or (type(judged) is list and all(map(_is_label, judged))))
+        or not all(map(_is_rate, metrics.values()))
+        or not _canonical(metrics)
+    ):
+        return None
+    return BaselineQuery(
+        fingerprint,
+        {name: math.nan if v is None else float(v) for name, v in metrics.items()},
+        ranked,
+        None if latency is None else float(latency),
+        judged,
+    )
+
+
+def _is_rate(value: Any) -> bool:
+    """null, or a number in [0, 1] (not a bool)."""
+    return value is None or (type(value) in (float, int) and 0 <= value <= 1)
+
+
+def _is_label(value: Any) -> bool:
+    return value is None or (type(value) is int and 0 <= value <= 3)
+
+
+def _canonical(names: Iterable[str]) -> bool:
+    """Whether every name is a metric name as written canonically (remembered if so)."""
+    from .metrics import MetricNameError, parse_metric
+
+    for name in names:  # no set difference: a query holds a dozen names, all known by now
+        if name not in _CANONICAL_NAMES:
+            try:
+                if parse_metric(name).name != name:
+                    return False
+            except MetricNameError:
+                return False
+            _CANONICAL_NAMES.add(name)
+    return True
 
 
 def _label(slot: _Field) -> int | None:

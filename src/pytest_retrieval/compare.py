@@ -106,11 +106,11 @@ def compare_to_baseline(
     if stale is not None:
         return replace(comparison, stale=stale)
     recovered = _judged_of_rankings(result, entry, common)
-    missing = [
-        m
-        for m in result.metrics
-        if m not in recovered and not all(m in entry.queries[q].metrics for q in common)
-    ]
+    wanted = {m for m in result.metrics if m not in recovered}
+    unstored: set[str] = set()  # wanted metrics some shared query has no stored value of
+    for q in common:  # a set difference per query, not a lookup per metric and query
+        unstored |= wanted - entry.queries[q].metrics.keys()
+    missing = [m for m in result.metrics if m in unstored]
     judge_changed: dict[str, list[Any]] = {}
     judge_now = judge_definition(result)
     recorded = None if entry.judge is None else {**JUDGE_DEFAULTS, **entry.judge}
@@ -131,11 +131,12 @@ def compare_to_baseline(
         if m not in missing
     }
     after = {m: np.array([current[q].metrics[m] for q in common]) for m in before}
+    depth = _judge_depth(result.metrics)
     _on_common_slots(
         before,
         after,
         [entry.queries[q].judged for q in common],
-        [result.judge_slots(current[q], _judge_depth(result.metrics)) for q in common],
+        [result.judge_slots(current[q], depth) for q in common],
         graded=(result.judge or {}).get("scale") == "0-3",
         level=result.relevance_level,
     )
