@@ -588,3 +588,62 @@ def test_read_run_of_an_export_is_what_was_written(tmp_path: Path) -> None:
     golden = golden_set(tmp_path, ["q1", "q2"])
     path = write_trec(tmp_path / "x.trec", ["q1", "q2"], runs_for(golden, source), "t").path
     assert ranked(read_run(path)) == {"q1": ["c", "a", "b"], "q2": ["x", "y"]}
+
+
+def test_json_lines_may_hold_unicode_line_separators(tmp_path: Path) -> None:
+    """JSON allows U+2028, U+2029 and U+0085 unescaped in strings (``json.dumps(...,
+    ensure_ascii=False)`` writes them so; web and PDF text holds them): a JSONL file is
+    split at line feeds only, not where ``str.splitlines`` splits. Run files, golden sets,
+    BEIR queries and corpora."""
+    from pytest_retrieval.corpus import read_corpus
+    from pytest_retrieval.golden import load_corpus
+
+    odd = "a\u2028b\u2029c\x85d\x1ce\x0bf"
+    run = tmp_path / "run.jsonl"
+    record = {"id": "q1", "hits": [{"id": "d1", "text": odd}, {"id": "d2"}]}
+    run.write_text(json.dumps(record, ensure_ascii=False) + "\r\n", encoding="utf-8")
+    assert read_run(run).queries["q1"].texts == {"d1": odd}
+    golden = tmp_path / "golden.jsonl"
+    query = {"id": "q1", "query": odd, "relevant": ["d1"]}
+    golden.write_text(json.dumps(query, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert load_golden(golden).queries[0].query == odd
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    (beir / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": odd}, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    corpus_line = json.dumps({"_id": "d1", "text": odd}, ensure_ascii=False) + "\n"
+    (beir / "corpus.jsonl").write_text(corpus_line, encoding="utf-8")
+    assert load_golden(beir).queries[0].query == odd
+    assert load_corpus(beir / "corpus.jsonl") == {"d1": odd}
+    assert [d.text for d in read_corpus(beir / "corpus.jsonl")] == [odd]
+
+
+def test_a_query_id_trec_readers_take_for_a_comment_is_not_exported(tmp_path: Path) -> None:
+    """``#1 Q0 a 1 3.0 run`` is a comment to trec_eval 10 and to this reader: the query would
+    vanish on the way back (recall 1.0 read back as 0.5), so the export refuses it as it
+    refuses an id with whitespace."""
+    with pytest.raises(ValueError, match=r"query id '#1' .*starts with '#'.*comment"):
+        write_trec(tmp_path / "r.trec", ["#1"], [QueryRun(ids=("a",))], "run")
+    assert not (tmp_path / "r.trec").exists()
+    written = write_trec(tmp_path / "r.trec", ["q#1"], [QueryRun(ids=("#a",))], "run")
+    assert written.queries == 1  # '#' elsewhere is fine
+
+
+@pytest.mark.parametrize("form", ["object", "list"])
+def test_huge_integer_scores_that_cancel_out_are_not_finite_numbers(
+    tmp_path: Path, form: str
+) -> None:
+    """The quick check summed the scores: 10**400 and -10**400 sum to 0, then float() of
+    each raised OverflowError (an INTERNALERROR under pytest)."""
+    big = "1" + "0" * 400
+    hits = (
+        f'{{"d1": {big}, "d2": -{big}}}'
+        if form == "object"
+        else f'[{{"id": "d1", "score": {big}}}, {{"id": "d2", "score": -{big}}}]'
+    )
+    path = tmp_path / "run.json"
+    path.write_text(f'{{"q1": {hits}}}')
+    with pytest.raises(RunFileError, match=r"is not a finite number"):
+        read_run(path)

@@ -203,3 +203,12 @@ def counted(n: int, noun: str) -> str:
     if n == 1:
         return f"1 {noun}"
     return f"{n} {noun[:-1]}ies" if noun.endswith("y") else f"{n} {noun}s"
+
+
+def text_lines(text: str) -> list[str]:
+    """``text`` split at line ends ("\\n", "\\r\\n", a lone "\\r") only: ``str.splitlines``
+    also splits at U+2028, U+2029, U+0085 and other characters that a JSON string may hold
+    unescaped (``json.dumps(..., ensure_ascii=False)`` writes them so)."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.split("\n")

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._io import text_lines
+
 _ID_KEYS = ("_id", "id", "doc_id")
 _TEXT_KEYS = ("text", "contents")
 _OWN_KEYS = frozenset({*_ID_KEYS, *_TEXT_KEYS, "title", "metadata"})
@@ -104,7 +106,7 @@ def _parse(path: Path, text: str, where: str) -> Any:
 def _jsonl(path: Path) -> list[Document]:
     seen: dict[str, str] = {}
     documents = []
-    for number, line in enumerate(_text(path).splitlines(), start=1):
+    for number, line in enumerate(text_lines(_text(path)), start=1):
         if line.strip():
             where = f"line {number}"
             document = _record(path, where, _parse(path, line, where), path.name)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ._gc import paused_gc
+from ._io import text_lines
 from .errors import GoldenError
 
 #: the largest judgment grade (0-3 or 0-4 are usual; 100 allows percentage-like scales)
@@ -185,7 +186,7 @@ def _read_json(source: Path) -> RawGolden:
 def _read_jsonl(source: Path) -> RawGolden:
     entries: list[Any] = []
     lines: list[int] = []
-    for number, line in enumerate(read_text(source).splitlines(), start=1):
+    for number, line in enumerate(text_lines(read_text(source)), start=1):
         if line.strip():
             entries.append(parse_json(source, line, line=number))
             lines.append(number)
@@ -271,7 +272,7 @@ def _read_beir(folder: Path, split: str | None) -> RawGolden:
     qrels_file = qrels_dir / f"{split}.tsv"
     judgments = _read_beir_qrels(qrels_file)
     texts: dict[str, tuple[str, dict[str, Any]]] = {}
-    for number, line in enumerate(read_text(queries_file).splitlines(), start=1):
+    for number, line in enumerate(text_lines(read_text(queries_file)), start=1):
         if not line.strip():
             continue
         record = parse_json(queries_file, line, line=number)
@@ -304,7 +305,7 @@ def _read_beir(folder: Path, split: str | None) -> RawGolden:
 
 
 def _read_beir_qrels(path: Path) -> dict[str, dict[str, int]]:
-    lines = read_text(path).splitlines()
+    lines = text_lines(read_text(path))
 
     def rows() -> Iterator[tuple[int, Sequence[str]]]:
         for number, row in enumerate(csv.reader(lines, delimiter="\t"), start=1):
@@ -369,7 +370,7 @@ def _judgments(path: Path, rows: Rows, layout: str, columns: int) -> dict[str, d
 
 def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
     """TREC qrels plus a ``QUERY_ID<TAB>TEXT`` queries file (default: found beside them)."""
-    lines = read_text(source).splitlines()
+    lines = text_lines(read_text(source))
 
     def rows() -> Iterator[tuple[int, Sequence[str]]]:
         for number, fields in enumerate(map(str.split, lines), start=1):
@@ -391,7 +392,7 @@ def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
     elif not queries_file.is_file():
         raise GoldenError(queries_file, "", "no such queries file", "check the --queries path")
     texts: dict[str, str] = {}
-    for number, line in enumerate(read_text(queries_file).splitlines(), start=1):
+    for number, line in enumerate(text_lines(read_text(queries_file)), start=1):
         if not line.strip():
             continue
         query_id, sep, text = line.partition("\t")
@@ -458,7 +459,7 @@ def load_corpus(path: str | Path) -> dict[str, str]:
             return _json_corpus(source)
     corpus: dict[str, str] = {}
     with _as_corpus(), paused_gc():
-        for number, line in enumerate(read_text(source).splitlines(), start=1):
+        for number, line in enumerate(text_lines(read_text(source)), start=1):
             if line.strip():
                 doc_id, body = _corpus_record(source, line, number)
                 corpus[doc_id] = body

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from ._gc import paused_gc
-from ._io import relative
+from ._io import relative, text_lines
 from .errors import ConfigError
 from .hits import QueryRun
 from .metrics import trec_order
@@ -412,7 +412,7 @@ def _jsonl_records(source: Path, document: str) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) of each non-blank line, parsed a batch of lines at a
     time as one JSON array; a batch that does not parse is parsed line by line, which
     names the line that is not one JSON value."""
-    lines = document.splitlines()
+    lines = text_lines(document)
     for first in range(0, len(lines), _BATCH):
         numbered = [
             (number, line)
@@ -560,10 +560,11 @@ def _finite_numbers(values: list[Any], types: set[type] | None = None) -> bool:
     """Whether every value is a finite int or float (a bool is neither): a quick check; the
     caller checks value by value when it fails (an overflowing sum fails it too).
     ``types``: the values' types, when the caller has them."""
-    if not (set(map(type, values)) if types is None else types) <= {float, int}:
+    kinds = set(map(type, values)) if types is None else types
+    if not kinds <= {float, int}:
         return False
-    try:
-        return math.isfinite(sum(values))
+    try:  # ints as floats: 10**400 and -10**400 sum to 0, but neither is a float
+        return math.isfinite(sum(map(float, values)) if int in kinds else sum(values))
     except OverflowError:
         return False
 
@@ -788,9 +789,15 @@ def _file_part(name: str) -> str:
 
 
 def _check_ids(qid: str, docs: Sequence[str]) -> None:
-    """A query's ids fit a TREC line: none empty, none with whitespace (one search for all)."""
-    if qid and "" not in docs and not _SPACE.search(qid + "".join(docs)):
+    """A query's ids fit a TREC line: none empty, none with whitespace (one search for all),
+    no query id read as a comment."""
+    if qid and "" not in docs and not _SPACE.search(qid + "".join(docs)) and qid[0] != "#":
         return
+    if qid.startswith("#"):
+        raise ValueError(
+            f"query id {qid!r} starts with '#': trec_eval and TREC run readers (this one too) "
+            "take such a line for a comment, so the query would be lost on the way back"
+        )
     for what, value in [("query id", qid), *(("doc id", doc) for doc in docs)]:
         if not value or _SPACE.search(value):
             raise ValueError(

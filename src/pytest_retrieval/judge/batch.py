@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._io import text_lines
 from .client import Judge, JudgePair, is_transport_error, scrub
 from .generate import is_completion_key
 
@@ -253,7 +254,7 @@ def _line_error(record: Mapping[str, Any]) -> str | None:
 
 def _read_lines(judge: Judge, text: str, outcome: Collected) -> None:
     """Store each verdict of an output or error file; count every other line by cause."""
-    for line in text.splitlines():
+    for line in text_lines(text):
         if not line.strip():
             continue
         try:
