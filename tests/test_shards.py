@@ -553,8 +553,12 @@ def test_shards_of_another_retriever_are_refused(
         (["--retrieval-k", "5"], "k 10 vs 5"),
         (["--retrieval-metric", "ndcg@3"], "metrics hit_rate@10, "),
         (["--retrieval-gate", "map@10"], "gated metrics the default vs map@10"),
+        (
+            ["-W", "error:stale baseline:pytest.PytestWarning"],
+            "a stale baseline is an error (-W) False vs True",
+        ),
     ],
-    ids=["threshold", "alpha", "max-drop", "k", "metric", "gate"],
+    ids=["threshold", "alpha", "max-drop", "k", "metric", "gate", "warnings-as-errors"],
 )
 def test_shards_run_with_other_settings_are_refused(
     partials: pytest.Pytester, capsys: pytest.CaptureFixture[str], options: list[str], expected: str

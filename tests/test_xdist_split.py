@@ -217,6 +217,35 @@ def test_a_threshold_on_a_tag_one_part_lacks_is_decided_on_the_whole(
     assert outcome["metric"] == "recall@3[rare]" and outcome["passed"] == (minimum == "0")
 
 
+def test_a_part_no_query_hashes_to_is_not_waited_for(pytester: pytest.Pytester) -> None:
+    """q2, q3 and q4 all hash to part 2 of 2: part 1 is not collected (it has nothing to
+    evaluate), and the controller did not count it as a part that did not run -- the
+    session failed ("1 of 2 parts did not run") where -n 0 passed."""
+    from pytest_retrieval.shards import shard_of
+
+    ids = ["q4", "q2", "q3"]
+    assert {shard_of(qid, 2) for qid in ids} == {1}
+    golden = {
+        "name": "lopsided",
+        "k": 3,
+        "queries": [{"id": i, "query": f"query {i[1:]}", "relevant": [f"d{i[1:]}"]} for i in ids],
+    }
+    pytester.makeconftest(RETRIEVERS)
+    write_golden(pytester, golden)
+    serial = pytester.runpytest_subprocess(*GOLDEN_ARGS, *SERIAL, "--retrieval-report", "s.json")
+    split = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, "-n", "2", "--retrieval-split-min", "1", "--retrieval-report", "n.json"
+    )
+    assert serial.ret == split.ret == 0, split.stdout.str()
+    assert "part1/2" not in split.stdout.str() and "incomplete" not in split.stdout.str()
+    listed = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, "-n", "2", "--retrieval-split-min", "1", "--co", "-q"
+    )
+    listed.stdout.fnmatch_lines(["golden.json::retrieval[[]good-part2/2[]]"])
+    assert "part1/2" not in listed.stdout.str()
+    assert steady(report(pytester, "n.json")) == steady(report(pytester, "s.json"))
+
+
 def test_a_crashed_worker_is_named_as_such(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -724,6 +724,8 @@ def _difference(
         ("strict baseline", a_gate.strict_baseline, b_gate.strict_baseline),
         ("baseline", a_gate.baseline, b_gate.baseline),
         ("A/B reference", a_gate.compare_to, b_gate.compare_to),
+        # -W error in one shard's job: the whole would fail or pass on which shard is first
+        ("a stale baseline is an error (-W)", a_gate.stale_fails, b_gate.stale_fails),
     ]
     # labels of two judges do not make one on-topic rate: what a baseline compares of one
     a_judge, b_judge = judge_definition(a) or {}, judge_definition(b) or {}

@@ -250,11 +250,12 @@ def merge_received(
         count = items[ids[0]].count
         missing = [nodeid for nodeid in ids if nodeid not in received]
         broken = [nodeid for nodeid in missing if nodeid in failed]
-        # and the parts no worker collected (a node id or --lf chose the others)
+        # and the parts no worker collected (a node id or --lf chose the others); a part no
+        # query hashes to is never collected, nor waited for
         collected = {items[nodeid].index for nodeid in ids}
-        unrun = sorted(
-            [*(items[nodeid].index for nodeid in missing), *set(range(count)) - collected]
-        )
+        golden = state.golden(items[ids[0]].golden)
+        expected = {shard_of(query.id, count) for query in golden.queries}
+        unrun = sorted([*(items[nodeid].index for nodeid in missing), *expected - collected])
         reason = None
         if unrun and (broken or len(unrun) < count):  # all deselected: as without -n
             what = ", ".join(part_id(Shard(index, count)) for index in unrun)
@@ -270,9 +271,8 @@ def merge_received(
                     else "; run every part (no -k, -m, --lf or node id that leaves one out)"
                 ),
             )
-            merged.incomplete.add(state.golden(items[ids[0]].golden).source)
+            merged.incomplete.add(golden.source)
         elif not missing:
-            golden = state.golden(items[ids[0]].golden)
             try:
                 result = _merge(golden, [r for nodeid in ids for r in received[nodeid][1]], state)
             except ValueError as exc:  # PartsMismatch, Incomplete
