@@ -86,6 +86,8 @@ def test_eval_of_a_run_is_the_pytest_run_of_the_same_lists(
     single_entries = evaluations(project.path / "single.json")
     assert [e.pop("run_file") for e in single_entries] == [None]  # a live retriever
     assert [e.pop("run_file") for e in ours] == [str(run)]  # the one difference
+    assert [e.pop("run_format") for e in single_entries] == [None]  # ... and its format
+    assert [e.pop("run_format") for e in ours] == ["json"]
     assert ours == single_entries
     (entry,) = ours
     assert entry["metrics"]["recall@10"] == pytest.approx(0.6)
@@ -105,6 +107,7 @@ def test_eval_of_a_run_is_the_pytest_run_of_the_same_lists(
     )
     from_run_entries = evaluations(project.path / "run.json")
     assert [e.pop("run_file") for e in from_run_entries] == [str(run)]
+    assert [e.pop("run_format") for e in from_run_entries] == ["json"]
     assert from_run.ret == 1 and from_run_entries == ours
 
     trec = trec_file(run, project.path / "bm25.trec")
@@ -112,6 +115,7 @@ def test_eval_of_a_run_is_the_pytest_run_of_the_same_lists(
     assert status == 1
     scored = evaluations(project.path / "trec.json")
     assert [e.pop("run_file") for e in scored] == [str(trec)]
+    assert [e.pop("run_format") for e in scored] == ["trec"]
     first = scored[0]["queries"][1]  # the run's scores are kept, as a retriever's would be
     assert first["scores"] == {doc: 99 - rank for rank, doc in enumerate(first["returned"])}
     for query in [*scored[0]["queries"], *ours[0]["queries"]]:
@@ -132,6 +136,46 @@ def test_eval_says_which_golden_queries_the_run_lacks(
     assert "run file bm25.json lacks 1 of the 120 queries of golden set many ('q3')" in out
     (entry,) = evaluations(project.path / "eval.json")
     assert next(q for q in entry["queries"] if q["id"] == "q3")["returned"] == []
+
+
+def test_a_run_lacking_golden_queries_records_no_baseline_unless_forced(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A truncated JSON run (a batch job that died half way) scores the queries it lacks 0:
+    recorded, it would lower the bar every later run is held to. Refused as failed calls
+    are, by pytest and by eval, with the way to force it. A TREC run records (with its
+    note): it has no line for a query that found nothing, so a complete one may lack some."""
+    project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "single.json")
+    run = run_file(project.path / "single.json", project.path / "bm25.json")
+    lists = json.loads(run.read_text())
+    for qid in ("q3", "q7"):
+        del lists[qid]
+    run.write_text(json.dumps(lists), encoding="utf-8")
+    baseline = project.path / "golden.json.baseline.json"
+    before = baseline.read_text()
+    refusal = (
+        "baseline NOT updated for golden.json: this run is partial (run file bm25.json lacks "
+        "2 of the 120 queries of many [bm25]). Give the run file every query (an empty list "
+        "for one that found nothing)"
+    )
+    status, out, _ = evaluate(capsys, "golden.json", "bm25.json", "--update-baseline")
+    assert status == 1 and refusal + ", or force it with --update-baseline=force" in out
+    assert baseline.read_text() == before
+    result = project.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", "bm25.json",
+        "--retrieval-update-baseline",
+    )  # fmt: skip
+    assert result.ret == 1
+    assert f"{refusal}, or force it with --retrieval-update-baseline=force" in result.stdout.str()
+    assert baseline.read_text() == before
+    status, out, _ = evaluate(capsys, "golden.json", "bm25.json", "--update-baseline=force")
+    assert status == 0, out
+    assert baseline.read_text() != before
+    baseline.write_text(before)
+    trec = trec_file(run, project.path / "bm25.trec")
+    status, out, _ = evaluate(capsys, "golden.json", str(trec), "--update-baseline")
+    assert status == 0, out
+    assert "lacks 2 of the 120 queries" in out and baseline.read_text() != before
 
 
 def test_a_run_given_as_the_golden_set_says_what_it_is(

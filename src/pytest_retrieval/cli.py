@@ -1579,6 +1579,7 @@ def _eval(args: argparse.Namespace) -> int:
         result,
         run_file=str(start / args.run),
         run_missing=missing_queries(golden, run),
+        run_format=run.format,
         rerun=_typed(args),
     )
     path = args.baseline or default_path(golden.source)

@@ -472,13 +472,13 @@ class Reporter:
     def partial(self) -> dict[str, list[str]]:
         """Golden set source -> why this run cannot stand for the whole set (absent when it
         can): :meth:`unrun`, and failed retriever calls."""
+        from .offline import incomplete_result
+
         reasons = self.unrun()
         for result in self.results():
-            if result.errors:
-                reasons.setdefault(result.golden_source, []).append(
-                    f"{len(result.errors)} failed retriever calls in {result.golden_name} "
-                    f"[{result.retriever_id}]"
-                )
+            why = incomplete_result(result)
+            if why:
+                reasons.setdefault(result.golden_source, []).extend(why)
         return reasons
 
     def unrun(self) -> dict[str, list[str]]:
@@ -502,7 +502,7 @@ class Reporter:
     def _update_baselines(self, session: pytest.Session) -> None:
         from ._io import git_info, now
         from .baseline import golden_key
-        from .offline import record_baselines
+        from .offline import incomplete_fixes, record_baselines, sentence
 
         partial = {} if self.state.settings.update == "force" else self.partial()
         for source in self.incomplete:  # forcing cannot help: there is nothing whole to record
@@ -521,16 +521,14 @@ class Reporter:
             )
         refused = sorted({reason for reasons in partial.values() for reason in reasons})
         if refused:
-            failed = any(r.errors for r in self.results() if r.golden_source in partial)
-            fixes = ["fix the failed calls"] if failed else []
+            fixes = incomplete_fixes(r for r in self.results() if r.golden_source in partial)
             fixes += ["run the whole golden set"] if self.unrun() or not fixes else []
             message = (
                 "baseline NOT updated for "
                 + ", ".join(sorted(relative(s) for s in partial))
                 + ": this run is partial ("
                 + "; ".join(refused)
-                + f"). {' and '.join(fixes).capitalize()}, or force it with "
-                "--retrieval-update-baseline=force"
+                + f"). {sentence(fixes)}, or force it with --retrieval-update-baseline=force"
             )
             self._fail(session, Reason(PARTIAL_RUN, message))
         chosen = [

@@ -138,6 +138,7 @@ def merge_parts(
             sampled_from=first.sampled_from,
             run_file=first.run_file,
             run_missing=tuple(q.id for q in queries if q.id in missing),
+            run_format=first.run_format,
             tracebacks=tracebacks,
         )
     )

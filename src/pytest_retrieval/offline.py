@@ -289,6 +289,41 @@ def _stored(path: Path, recording: bool) -> dict[str, BaselineEntry]:
         raise
 
 
+def incomplete_result(result: EvaluationResult) -> list[str]:
+    """Why ``result`` cannot stand for its golden set as a baseline, in words: failed
+    retriever calls (they score 0), queries its JSON or JSONL run file lacks (they score 0
+    too: a truncated run would lower the bar every later run is held to). A TREC run's
+    missing queries are not a reason: it has no line for a query that found nothing.
+    Empty: it can."""
+    why = []
+    if result.errors:
+        why.append(
+            f"{len(result.errors)} failed retriever calls in {result.golden_name} "
+            f"[{result.retriever_id}]"
+        )
+    if result.run_missing and result.run_format not in (None, "trec"):
+        why.append(
+            f"run file {Path(result.run_file or '').name} lacks {len(result.run_missing)} of "
+            f"the {len(result.queries)} queries of {result.golden_name} [{result.retriever_id}]"
+        )
+    return why
+
+
+def incomplete_fixes(results: Iterable[EvaluationResult]) -> list[str]:
+    """How to make results :func:`incomplete_result` refuses whole."""
+    results = list(results)
+    fixes = ["fix the failed calls"] if any(r.errors for r in results) else []
+    if any(r.run_missing and r.run_format not in (None, "trec") for r in results):
+        fixes.append("give the run file every query (an empty list for one that found nothing)")
+    return fixes
+
+
+def sentence(parts: Sequence[str]) -> str:
+    """``["fix a", "run b"]`` -> ``Fix a and run b``."""
+    text = " and ".join(parts)
+    return text[:1].upper() + text[1:]
+
+
 def record(
     gated: Gated,
     wholes: Sequence[Whole],
@@ -315,16 +350,14 @@ def record(
                 partial.setdefault(relative(source), []).extend(why)
                 refused.add(source)
         for r in gated.results:
-            if r.errors:
-                partial.setdefault(relative(r.golden_source), []).append(
-                    f"{len(r.errors)} failed retriever calls in {r.golden_name} [{r.retriever_id}]"
-                )
+            why = incomplete_result(r)
+            if why:
+                partial.setdefault(relative(r.golden_source), []).extend(why)
                 refused.add(r.golden_source)
     if partial:
-        fixes = ["fix the failed calls"] if any(r.errors for r in gated.results) else []
+        fixes = incomplete_fixes(gated.results)
         if unrun:
             fixes.append("run every shard without -k, -m or --lf leaving an evaluation out")
-        fix = ", ".join(fixes)
         gated.reasons.append(
             Reason(
                 PARTIAL_RUN,
@@ -332,10 +365,7 @@ def record(
                 + ", ".join(sorted(partial))
                 + ": this run is partial ("
                 + "; ".join(dict.fromkeys(why for whys in partial.values() for why in whys))
-                + "). "
-                + fix[:1].upper()
-                + fix[1:]
-                + ", or force it with --update-baseline=force",
+                + f"). {sentence(fixes)}, or force it with --update-baseline=force",
             )
         )
     chosen = [

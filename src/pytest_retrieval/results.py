@@ -842,6 +842,9 @@ class EvaluationResult:
     run_file: str | None = None
     #: golden query ids (golden order) the run file lacks: evaluated as returning nothing
     run_missing: tuple[str, ...] = ()
+    #: the run file's format ("trec", "json", "jsonl"): one that can list a query with no
+    #: hits and does not list one lacks it (no baseline is recorded); a TREC run cannot
+    run_format: str | None = None
     #: the downstream (eRAG) labeller's run summary; None without one
     erag: dict[str, Any] | None = None
     #: error kind (``QueryResult.error_key``) -> the first traceback the run kept of it
@@ -1053,6 +1056,7 @@ class EvaluationResult:
             "sampled_from": self.sampled_from,
             "run_file": self.run_file,
             "run_missing": list(self.run_missing),
+            "run_format": self.run_format,
             "erag": self.erag,
             "queries": self.table.entries() if queries else [],
         }
@@ -1181,6 +1185,7 @@ def _result_from_dict(data: Mapping[str, Any]) -> EvaluationResult:
         sampled_from=data.get("sampled_from"),
         run_file=data.get("run_file"),
         run_missing=tuple(data.get("run_missing") or ()),
+        run_format=data.get("run_format"),
         erag=data.get("erag"),
         tracebacks={
             error_key(group["error"]): group["traceback"]

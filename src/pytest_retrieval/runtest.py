@@ -71,11 +71,12 @@ def run_evaluation(
     if part_of is not None and any(q.relevant for q in part_of.queries):
         # as the whole computes it, also on a part with no judged query (or none at all)
         metrics = [*metrics, f"{JUDGED_FAMILY}@{k or settings.k or part_of.k}"]
-    runs, default_id, run_file = None, settings.fixture, None
+    runs, default_id, run_file, run_format = None, settings.fixture, None, None
     run_missing: tuple[str, ...] = ()
     if isinstance(retriever, Run):  # a precomputed run (--retrieval-run): nothing to call
         runs = runs_for(golden, retriever, part=part_of is not None)
         run_missing = missing_queries(golden, retriever)
+        run_format = retriever.format
         retriever, default_id, run_file = None, retriever.name, str(retriever.path)
     chosen_id = retriever_id or _retriever_id(request, default_id)
     printer = progress_printer(request.config, f"{golden.name} [{chosen_id}]")
@@ -111,7 +112,7 @@ def run_evaluation(
     if problem is not None:  # outside the except block: no "During handling of..." chain
         pytest.fail(problem, pytrace=False)
     if run_file is not None:
-        result = replace(result, run_file=run_file, run_missing=run_missing)
+        result = replace(result, run_file=run_file, run_missing=run_missing, run_format=run_format)
     if rerun:
         result = replace(result, rerun=rerun)
     if part_of is not None:
