@@ -114,10 +114,13 @@ def test_a_split_run_equals_the_serial_run_number_for_number(
         "--junitxml", "junit.xml",
     )  # fmt: skip
     serial.assert_outcomes(passed=1, failed=1)  # without -n, "worse" fails its test
-    split.assert_outcomes(passed=4)  # the parts pass; the merged verdict fails the session
+    # good's parts pass, worse's fail on their failed calls (as without -n, and for
+    # --reruns); the merged verdicts fail the session
+    split.assert_outcomes(passed=2, failed=2)
     assert serial.ret == split.ret == pytest.ExitCode.TESTS_FAILED
-    for part in ("good-part1/2", "worse-part2/2"):  # in whatever order the workers finish
+    for part in ("good-part1/2", "good-part2/2"):  # in whatever order the workers finish
         split.stdout.fnmatch_lines([f"*PASSED golden.json::retrieval[[]{part}[]]*"])
+    split.stdout.fnmatch_lines(["*FAILED golden.json::retrieval[[]worse-part2/2[]]*"])
     assert "golden.json::retrieval[good-part2/2]" in split.stdout.str()
     split.stdout.fnmatch_lines(
         [
@@ -244,6 +247,46 @@ def test_a_part_no_query_hashes_to_is_not_waited_for(pytester: pytest.Pytester) 
     listed.stdout.fnmatch_lines(["golden.json::retrieval[[]good-part2/2[]]"])
     assert "part1/2" not in listed.stdout.str()
     assert steady(report(pytester, "n.json")) == steady(report(pytester, "s.json"))
+
+
+@pytest.mark.keep_plugins
+def test_a_part_with_failed_calls_fails_so_that_rerunfailures_runs_it_again(
+    pytester: pytest.Pytester,
+) -> None:
+    """A transient failure (the first call of each worker times out): without -n,
+    ``--reruns 1`` runs the evaluation again and it passes. A part passed despite its
+    failed calls, so it was never run again and the merged verdict failed; now it fails on
+    them (as a shard does), is run again, and only its last attempt is merged."""
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makeconftest(
+        "import pytest\n\n"
+        "@pytest.fixture(scope='session')\n"
+        "def retriever():\n"
+        "    calls = []\n"
+        "    def search(query, k):\n"
+        "        calls.append(query)\n"
+        "        if len(calls) == 1:\n"
+        "            raise TimeoutError('the backend timed out')\n"
+        "        return [f'd{query.split()[-1]}', 'x1', 'x2'][:k]\n"
+        "    return search\n"
+    )
+    write_golden(pytester, GOLDEN)
+    args = (*GOLDEN_ARGS, "-p", "no:randomly", "--reruns", "1")
+    serial = pytester.runpytest_subprocess(*args, *SERIAL, "--retrieval-report", "s.json")
+    split = pytester.runpytest_subprocess(*args, *SPLIT, "--retrieval-report", "n.json")
+    assert serial.ret == split.ret == 0, split.stdout.str()
+    serial.stdout.fnmatch_lines(["*1 passed, 1 rerun*"])
+    split.stdout.fnmatch_lines(["*2 passed, 2 rerun*"])
+    assert steady(report(pytester, "n.json")) == steady(report(pytester, "s.json"))
+    failed = pytester.runpytest_subprocess(*GOLDEN_ARGS, "-p", "no:randomly", *SPLIT)
+    assert failed.ret == pytest.ExitCode.TESTS_FAILED
+    failed.assert_outcomes(failed=2)
+    failed.stdout.fnmatch_lines(
+        [
+            "*graded [[]retriever[]] part1/2: 1 of * retriever calls failed (they score 0); "
+            "merged with the other parts and decided on the controller"
+        ]
+    )
 
 
 def test_a_crashed_worker_is_named_as_such(

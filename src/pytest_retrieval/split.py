@@ -137,11 +137,17 @@ def run_part(
     part: Shard,
 ) -> None:
     """Evaluate ``part``'s queries of the golden set (:func:`~.shards.evaluate_part`): the
-    result goes to the controller in the test report, undecided; its item passes."""
+    result goes to the controller in the test report, undecided. Its item passes, unless
+    retriever calls failed: it fails on them, as a shard does and as the whole would, so
+    that pytest-rerunfailures runs it again (only its last attempt is merged)."""
+    from .verdicts import RETRIEVER_ERRORS
+
     golden = state.golden(golden_path)
     callspec = request.node.callspec
     retriever_id = _whole_param_id(str(callspec.id), part) or state.settings.fixture
-    _, positions = evaluate_part(request, retriever, golden, part, thresholds, state, retriever_id)
+    result, positions = evaluate_part(
+        request, retriever, golden, part, thresholds, state, retriever_id
+    )
     request.node.user_properties.append(
         (
             "retrieval.part",
@@ -149,6 +155,14 @@ def run_part(
             "the controller)",
         )
     )
+    failed = result.verdict.of_kind(RETRIEVER_ERRORS)
+    if failed:
+        pytest.fail(
+            f"{golden.name} [{retriever_id}] {part_id(part)}: "
+            + "; ".join(reason.message for reason in failed)
+            + "; merged with the other parts and decided on the controller",
+            pytrace=False,
+        )
 
 
 def _part(item: pytest.Item) -> Shard | None:
