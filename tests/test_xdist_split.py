@@ -449,6 +449,19 @@ def test_collect_only_lists_the_items_the_workers_run(
     assert result.ret == pytest.ExitCode.OK
     shown = [line for line in result.stdout.lines if line.startswith("golden.json::")]
     assert shown == [f"golden.json::retrieval[{name}]" for name in listed]
+    # an A/B reference is checked against the retrievers, not the parts' ids (it was a usage
+    # error: "no retriever of that id ran; the ids are good-part1/2, ...")
+    ab = ("--retrieval-compare-to", "good")
+    listed_ab = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, "--retrieval-split-min", "100", *args, *ab, "--collect-only", "-q"
+    )
+    assert listed_ab.ret == pytest.ExitCode.OK, listed_ab.stdout.str()
+    wrong = pytester.runpytest_subprocess(
+        *GOLDEN_ARGS, "--retrieval-split-min", "100", *args, "--retrieval-compare-to", "bm25",
+        "--collect-only", "-q",
+    )  # fmt: skip
+    assert wrong.ret == pytest.ExitCode.USAGE_ERROR
+    assert "no retriever of that id ran; the ids are good, worse" in wrong.stderr.str()
 
 
 @pytest.mark.parametrize(

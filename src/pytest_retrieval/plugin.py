@@ -519,14 +519,17 @@ def pytest_collection_modifyitems(
             with usage_errors(state):
                 check_item_marker(item, state)
     if state.settings.compare_to is not None and not is_worker(config):
+        from .split import retriever_param_id
+
         with usage_errors(state):  # before any evaluation runs (under xdist: at session end)
-            check_compare_to(
+            check_compare_to(  # the parts -n lists under --collect-only: their retrievers'
                 state.settings.compare_to,
                 {
-                    str(item.callspec.id)
+                    retriever_param_id(item)
                     for item in items
-                    if isinstance(item.parent, GoldenModule) and hasattr(item, "callspec")
-                },
+                    if isinstance(item.parent, GoldenModule)
+                }
+                - {""},
             )
     if worker:  # the controller decides partial runs from what workers collected
         config.workeroutput[EXPECTED_KEY] = {  # type: ignore[attr-defined]

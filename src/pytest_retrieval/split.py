@@ -165,6 +165,16 @@ def run_part(
         )
 
 
+def retriever_param_id(item: pytest.Item) -> str:
+    """The item's parameter id as without ``-n``: a part's (``bm25-part1/2``) without its
+    part (``bm25``), "" for one with no other parameter, or for no parameter at all."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return ""
+    part = _part(item)
+    return str(callspec.id) if part is None else _whole_param_id(str(callspec.id), part)
+
+
 def _part(item: pytest.Item) -> Shard | None:
     callspec = getattr(item, "callspec", None)
     part = None if callspec is None else callspec.params.get(PART_ARG)
