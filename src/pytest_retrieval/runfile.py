@@ -700,6 +700,9 @@ class Written:
     queries: int  # queries with at least one hit (a query with none has no line)
     hits: int
     adjusted: int  # queries whose own scores were changed to keep their order
+    #: hits written with a score of the export's making in queries that have the
+    #: retriever's scores for others (a result keeps the first HIT_DETAIL hits' scores)
+    made_up: int = 0
 
 
 def write_trec(
@@ -714,7 +717,7 @@ def write_trec(
     leaving no file."""
     target = Path(path)
     tag = re.sub(r"\s+", "_", tag) or "run"
-    queries = hits = adjusted = 0
+    queries = hits = adjusted = made_up = 0
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
@@ -731,10 +734,12 @@ def write_trec(
                 queries += 1
                 hits += len(run.ids)
                 adjusted += changed
+                if run.scores:  # plain ids have no score to lose: ranks are written
+                    made_up += sum(doc not in run.scores for doc in run.ids)
         os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)
-    return Written(target, queries, hits, adjusted)
+    return Written(target, queries, hits, adjusted, made_up)
 
 
 @contextmanager

@@ -601,5 +601,12 @@ def export_runs(
                 f"; scores of {written.adjusted} {'query' if written.adjusted == 1 else 'queries'} "
                 "adjusted so that every tool keeps their order (tied or rising scores)"
             )
+        if written.made_up:
+            from .results import HIT_DETAIL
+
+            note += (
+                f"; {written.made_up} hits had no score (a result keeps the first {HIT_DETAIL} "
+                "hits' scores): written with falling scores of the export's making"
+            )
         notes.append(note)
     return notes, problems
