@@ -78,6 +78,12 @@ HAND_EDITS: list[tuple[str, Any, str]] = [
     (f"{ENTRY}/queries/apple/ranked", ["d1", 3], "queries/apple/ranked/1: 3 is not a string"),
     (f"{ENTRY}/queries/apple/ranked", "d1", "queries/apple/ranked: 'd1' is not a list"),
     (f"{ENTRY}/queries/apple/metrics/recall@3", True, "apple/metrics/recall@3: recall@3 is True"),
+    (f"{ENTRY}/queries/apple/metrics/recall@3", 10**400, "apple/metrics/recall@3: recall@3 is 1"),
+    (
+        f"{ENTRY}/queries/apple/metrics/recall@3",
+        math.nan,
+        "apple/metrics/recall@3: recall@3 is nan",
+    ),
     (f"{ENTRY}/queries/apple/metrics/mrr@03", 0.5, "apple/metrics/mrr@03: 'mrr@03' is not how"),
     (f"{ENTRY}/queries/apple/metrics/recal@3", 0.5, "apple/metrics/recal@3: unknown metric"),
     (f"{ENTRY}/queries/apple/judged", [1, 4], "apple/judged/1: 4 is not a judge label"),

@@ -465,10 +465,10 @@ def _plain_query(value: Any) -> BaselineQuery | None:
         or not fingerprint
         or type(metrics) is not dict
         or type(ranked) is not list
-        or not all(type(doc) is str for doc in ranked)
+        or not _STRINGS.issuperset(map(type, ranked))
         or not (latency is None or (type(latency) in (int, float) and 0 <= latency < math.inf))
         or not (judged is None or (type(judged) is list and all(map(_is_label, judged))))
-        or not all(map(_is_rate, metrics.values()))
+        or not _rates(list(metrics.values()))
         or not _canonical(metrics)
     ):
         return None
@@ -479,6 +479,21 @@ def _plain_query(value: Any) -> BaselineQuery | None:
         None if latency is None else float(latency),
         judged,
     )
+
+
+_STRINGS = frozenset({str})
+_NUMBERS = frozenset({float, int})
+
+
+def _rates(values: list[Any]) -> bool:
+    """Whether every value is null or a number in [0, 1] (not a bool): in C loops when
+    none is null (a finite sum rules out NaN and infinities), else value by value."""
+    if not _NUMBERS.issuperset(map(type, values)):
+        return all(map(_is_rate, values))
+    if not values:
+        return True
+    low, high = min(values), max(values)  # NaN may hide from them: the sum finds it
+    return low >= 0 and high <= 1 and math.isfinite(sum(values))
 
 
 def _is_rate(value: Any) -> bool:
