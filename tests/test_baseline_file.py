@@ -91,6 +91,8 @@ HAND_EDITS: list[tuple[str, Any, str]] = [
     (f"{ENTRY}/queries/apple/judged", "1", "apple/judged: '1' is not a list"),
     (f"{ENTRY}/queries/apple/fingerprint", "", "apple/fingerprint: '' is not a non-empty"),
     (f"{ENTRY}/queries/apple/latency_ms", math.inf, "apple/latency_ms: inf is not a number"),
+    (f"{ENTRY}/queries/apple/latency_ms", 10**400, "apple/latency_ms: 1000"),  # no float holds it
+    (f"{ENTRY}/latency_ms/p50", 10**400, "latency_ms/p50: 1000"),
     (f"{ENTRY}/queries/apple", [], "/queries/apple: [] is not an object"),
     (f"{ENTRY}/queries/apple/fingerprint", DELETE, "queries/apple/fingerprint is missing"),
     (f"{ENTRY}/queries/apple/latency_ms", -1, "queries/apple/latency_ms: -1 is not a number of"),

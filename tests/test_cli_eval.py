@@ -178,6 +178,34 @@ def test_a_run_lacking_golden_queries_records_no_baseline_unless_forced(
     assert "lacks 2 of the 120 queries" in out and baseline.read_text() != before
 
 
+def test_shards_of_different_run_files_are_not_combined(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run.trec in one shard's job, run.jsonl in the others (one retriever id, "run"): the
+    whole took the first part's format, so whether a run lacking queries recorded a
+    baseline depended on the order of the arguments (a reviewer). Refused, naming both."""
+    project.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "single.json")
+    lists = json.loads(run_file(project.path / "single.json", project.path / "l.json").read_text())
+    (project.path / "run.jsonl").write_text(
+        "".join(json.dumps({"id": qid, "hits": hits}) + "\n" for qid, hits in lists.items()),
+        encoding="utf-8",
+    )
+    trec_file(project.path / "l.json", project.path / "run.trec")
+    for index, run in ((1, "run.trec"), (2, "run.jsonl"), (3, "run.jsonl")):
+        shard = project.runpytest(
+            "--retrieval-golden", "golden.json", "--retrieval-run", run,
+            "--retrieval-shard", f"{index}/3", "--retrieval-report", f"part{index}.json",
+        )  # fmt: skip
+        assert shard.ret == 0, shard.stdout.str()
+    capsys.readouterr()
+    assert main(["combine", "part2.json", "part1.json", "part3.json"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "part1.json and part2.json differ on golden.json [run]: run file 'run.trec (trec)' vs "
+        "'run.jsonl (jsonl)'"
+    ) in err
+
+
 def test_a_run_given_as_the_golden_set_says_what_it_is(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -104,6 +104,34 @@ def test_a_fixture_in_a_conftest_that_does_not_cover_the_golden_set_is_named(
     assert ".venv" not in result.stdout.str()
 
 
+def test_a_fixture_pytest_did_not_apply_where_it_covers_is_not_misnamed(
+    pytester: pytest.Pytester,
+) -> None:
+    """A conftest.py in the golden set's own folders that defines the fixture yet was not
+    applied (a fixture method in a class, --noconftest) is not "elsewhere": moving the
+    golden set "into that folder" would be no fix; the generic message stays. One far down
+    a deep tree beside tests/ does not hide tests/conftest.py (the walk goes level by
+    level)."""
+    _golden(pytester.path / "golden.json")
+    (pytester.path / "conftest.py").write_text(
+        "import pytest\n\nclass Helpers:\n    @pytest.fixture\n    def retriever(self):\n"
+        "        return lambda query, k: []\n"
+    )
+    result = pytester.runpytest("--retrieval-golden=golden.json", "golden.json")
+    result.assert_outcomes(errors=1)
+    assert "is defined in" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*fix: define it in a conftest.py that covers this golden set*"])
+    (pytester.path / "conftest.py").unlink()
+    deep = pytester.path / "data"
+    for a in range(80):
+        for b in range(70):
+            (deep / f"a{a}" / f"b{b}").mkdir(parents=True)
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "conftest.py").write_text(KEYWORD_RETRIEVER)
+    result = pytester.runpytest("--retrieval-golden=golden.json", "golden.json")
+    result.stdout.fnmatch_lines(["*a fixture named 'retriever' is defined in tests/conftest.py*"])
+
+
 def test_golden_file_outside_the_rootdir(pytester: pytest.Pytester) -> None:
     project = pytester.path / "project"
     project.mkdir()

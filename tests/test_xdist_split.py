@@ -249,6 +249,47 @@ def test_a_part_no_query_hashes_to_is_not_waited_for(pytester: pytest.Pytester) 
     assert steady(report(pytester, "n.json")) == steady(report(pytester, "s.json"))
 
 
+def test_a_lopsided_split_left_out_by_k_is_left_out_quietly(pytester: pytest.Pytester) -> None:
+    """-k choosing only a unit test: the golden set is deselected whole, as without -n. Its
+    only part counted as 1 of 2 (the empty one) and the session failed (a reviewer)."""
+    golden = {
+        "name": "lopsided",
+        "k": 3,
+        "queries": [
+            {"id": i, "query": f"query {i[1:]}", "relevant": [f"d{i[1:]}"]}
+            for i in ("q4", "q2", "q3")
+        ],
+    }
+    pytester.makeconftest(RETRIEVERS)
+    write_golden(pytester, golden)
+    pytester.makepyfile(test_unit="def test_u():\n    pass\n")
+    args = (*GOLDEN_ARGS, "-p", "no:randomly", "--retrieval-split-min", "1", "-k", "test_u")
+    serial = pytester.runpytest_subprocess(*args, *SERIAL)
+    split = pytester.runpytest_subprocess(*args, "-n", "2")
+    assert serial.ret == split.ret == 0, split.stdout.str()
+    assert "incomplete" not in split.stdout.str()
+
+
+def test_last_failed_reruns_every_part_of_a_golden_set_a_failed_part_belongs_to(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Part 2 fails (its retriever fixture raised; a part's failed calls fail it too):
+    --lf then chose the part 2 items alone, and each evaluation was incomplete (FAILED),
+    where -n 0's --lf re-runs a whole golden set. A failed part marks its golden set's
+    other parts failed too, so --lf runs them all and the evaluations are whole."""
+    project(pytester)
+    monkeypatch.setenv("FAIL_PART", "2")
+    args = (*GOLDEN_ARGS, "-p", "no:randomly", "-p", "cacheprovider", *SPLIT)
+    first = pytester.runpytest_subprocess(*args)
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    first.assert_outcomes(passed=2, errors=2)
+    monkeypatch.delenv("FAIL_PART")
+    again = pytester.runpytest_subprocess(*args, "--lf", "--retrieval-report", "lf.json")
+    assert "incomplete" not in again.stdout.str(), again.stdout.str()
+    again.assert_outcomes(passed=4)
+    assert [e["n_queries"] for e in report(pytester, "lf.json")["evaluations"]] == [120, 120]
+
+
 @pytest.mark.keep_plugins
 def test_a_part_with_failed_calls_fails_so_that_rerunfailures_runs_it_again(
     pytester: pytest.Pytester,
@@ -375,12 +416,10 @@ def test_a_part_left_out_leaves_the_gate_unrun(pytester: pytest.Pytester) -> Non
     assert not (pytester.path / "golden.json.baseline.json").exists()
 
 
-def test_a_part_chosen_by_node_id_or_last_failed_says_the_others_did_not_run(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A part picked by its node id, or rerun alone by --lf after it failed, is collected
-    without the others: the evaluation did not run whole (it said the golden file had
-    changed during the run)."""
+def test_a_part_chosen_by_node_id_says_the_others_did_not_run(pytester: pytest.Pytester) -> None:
+    """A part picked by its node id is collected without the others: the evaluation did not
+    run whole (it said the golden file had changed during the run). --lf after a failed
+    part runs them all: test_last_failed_reruns_every_part_of_a_golden_set_..."""
     project(pytester)
     pytester.makeini("[pytest]\nretrieval_split_min = 100\n")
     chosen = "golden.json::retrieval[good-part1/2]"
@@ -395,16 +434,6 @@ def test_a_part_chosen_by_node_id_or_last_failed_says_the_others_did_not_run(
             "one out)",
         ]
     )
-    monkeypatch.setenv("FAIL_PART", "2")
-    assert pytester.runpytest_subprocess(*GOLDEN_ARGS, "-n", "2").ret == 1
-    monkeypatch.delenv("FAIL_PART")
-    again = pytester.runpytest_subprocess(*GOLDEN_ARGS, "-n", "2", "--lf")
-    assert again.ret == pytest.ExitCode.TESTS_FAILED
-    assert "changed during the run" not in again.stdout.str()
-    again.stdout.fnmatch_lines(
-        ["partial run: golden.json::retrieval[[]*[]]: evaluation incomplete: 1 of 2 parts did not "
-         "run (part1/2)*"]
-    )  # fmt: skip
 
 
 def test_the_parts_go_to_different_workers_among_other_tests(pytester: pytest.Pytester) -> None:

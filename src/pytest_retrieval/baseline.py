@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -339,7 +340,8 @@ class _Field:
         if value is None:
             return math.nan
         number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number or not low <= value <= high or math.isinf(value):
+        # compared with the largest float, not math.isinf(): a 400-digit int overflows it
+        if not number or not low <= value <= high or not -_LARGEST <= value <= _LARGEST:
             self.fail(problem, show=show)
         return float(value)
 
@@ -466,7 +468,7 @@ def _plain_query(value: Any) -> BaselineQuery | None:
         or type(metrics) is not dict
         or type(ranked) is not list
         or not _STRINGS.issuperset(map(type, ranked))
-        or not (latency is None or (type(latency) in (int, float) and 0 <= latency < math.inf))
+        or not (latency is None or (type(latency) in (int, float) and 0 <= latency <= _LARGEST))
         or not (judged is None or (type(judged) is list and all(map(_is_label, judged))))
         or not _rates(list(metrics.values()))
         or not _canonical(metrics)
@@ -482,6 +484,7 @@ def _plain_query(value: Any) -> BaselineQuery | None:
 
 
 _STRINGS = frozenset({str})
+_LARGEST = sys.float_info.max  # an int beyond it has no float: compared, never converted
 _NUMBERS = frozenset({float, int})
 
 

@@ -360,8 +360,9 @@ class Reporter:
         compared with its baseline and decided (:mod:`.split`)."""
         if not self.state.anchors:
             return  # no golden set, nothing split
-        from .split import merge_received
+        from .split import fail_together, merge_received
 
+        fail_together(self.config)
         merged = merge_received(self.config, self.state, self.received, set(self.broken))
         if merged is not None:
             self.received, self._results = merged.received, None

@@ -801,7 +801,8 @@ def _check_ids(qid: str, docs: Sequence[str]) -> None:
     if qid.startswith("#"):
         raise ValueError(
             f"query id {qid!r} starts with '#': trec_eval and TREC run readers (this one too) "
-            "take such a line for a comment, so the query would be lost on the way back"
+            "take such a line for a comment, so the query would be lost on the way back; "
+            "rename the query in the golden set"
         )
     for what, value in [("query id", qid), *(("doc id", doc) for doc in docs)]:
         if not value or _SPACE.search(value):

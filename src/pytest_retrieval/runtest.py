@@ -381,7 +381,9 @@ def no_fixture_message(item: pytest.Item, fixture: str, golden: Path) -> str:
         f"no fixture named {fixture!r}: the retrieval evaluation of {relative(golden)} "
         f"calls it for every query.\n"
     )
-    elsewhere = fixture_homes(item.config, fixture)
+    # one in the golden set's own folders would apply to it: not found there for another
+    # reason (a fixture method in a class, --noconftest, --confcutdir): the generic message
+    elsewhere = [p for p in fixture_homes(item.config, fixture) if p.parent not in folders]
     if elsewhere:
         shown = " and ".join(relative(path) for path in elsewhere)
         target = relative(elsewhere[0].parent / golden.name)
@@ -415,25 +417,34 @@ def fixture_homes(config: pytest.Config, fixture: str) -> list[Path]:
     """The conftest.py files under the rootdir that define ``fixture`` (by name or
     ``name=``), read without importing them: pytest imports only those on the paths it
     collects, so one under ``tests/`` is unknown to a run given ``golden.json``. The walk
-    skips what pytest's does (``norecursedirs``, virtualenvs) and stops after
+    goes level by level (``tests/`` before ``data/a/b/``), skips what pytest's does
+    (``norecursedirs``, virtualenvs, symlinked folders) and stops after
     :data:`MAX_FOLDERS` folders."""
     import fnmatch
     import os
+    from collections import deque
 
     skipped = [str(pattern) for pattern in config.getini("norecursedirs")]
     found = []
-    for visited, (top, folders, files) in enumerate(os.walk(config.rootpath)):
-        if visited >= MAX_FOLDERS:
-            break
-        folders[:] = sorted(
-            name
-            for name in folders
-            if not any(fnmatch.fnmatch(name, pattern) for pattern in skipped)
-            and not os.path.exists(os.path.join(top, name, "pyvenv.cfg"))
-        )
-        if "conftest.py" in files and _defines_fixture(Path(top, "conftest.py"), fixture):
-            found.append(Path(top, "conftest.py"))
-    return found
+    queue, visited = deque([str(config.rootpath)]), 0
+    while queue and visited < MAX_FOLDERS:
+        top = queue.popleft()
+        visited += 1
+        try:
+            entries = sorted(os.scandir(top), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == "conftest.py" and entry.is_file():
+                if _defines_fixture(Path(entry.path), fixture):
+                    found.append(Path(entry.path))
+            elif (
+                entry.is_dir(follow_symlinks=False)
+                and not any(fnmatch.fnmatch(entry.name, pattern) for pattern in skipped)
+                and not os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))
+            ):
+                queue.append(entry.path)
+    return sorted(found)
 
 
 def _defines_fixture(path: Path, fixture: str) -> bool:

@@ -726,6 +726,9 @@ def _difference(
         ("A/B reference", a_gate.compare_to, b_gate.compare_to),
         # -W error in one shard's job: the whole would fail or pass on which shard is first
         ("a stale baseline is an error (-W)", a_gate.stale_fails, b_gate.stale_fails),
+        # the whole takes one part's: a TREC run records a baseline, a JSON run lacking
+        # queries does not (checkouts may sit at different places: the file's name)
+        ("run file", _run_of(a), _run_of(b)),
     ]
     # labels of two judges do not make one on-topic rate: what a baseline compares of one
     a_judge, b_judge = judge_definition(a) or {}, judge_definition(b) or {}
@@ -738,6 +741,13 @@ def _difference(
         if mine != theirs:
             return f"{what} {_spelled(mine)} vs {_spelled(theirs)}"
     return None
+
+
+def _run_of(result: EvaluationResult) -> str | None:
+    """A part's run file as parts are compared: its name and format (None: a retriever)."""
+    if result.run_file is None:
+        return None
+    return f"{Path(result.run_file).name} ({result.run_format or 'format not recorded'})"
 
 
 def _spelled(value: Any) -> str:

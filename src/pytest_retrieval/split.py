@@ -231,6 +231,23 @@ def receive(config: pytest.Config, output: Mapping[str, Any]) -> None:
         config.stash.setdefault(_PARTS, {})[nodeid] = PartItem(Path(golden), whole, index, count)
 
 
+def fail_together(config: pytest.Config) -> None:
+    """A failed part marks the other parts of its golden set failed in pytest's last-failed
+    cache (before the cache plugin writes it), so that ``--lf`` runs the whole evaluation
+    again, as it does without ``-n``: the failed part alone would leave it incomplete."""
+    items = config.stash.get(_PARTS, None)
+    lastfailed = getattr(config.pluginmanager.get_plugin("lfplugin"), "lastfailed", None)
+    if not items or not isinstance(lastfailed, dict) or not lastfailed:
+        return
+    keys = {str(key): key for key in lastfailed}  # pytest 9.2 keys them by NodeId, not str
+    failed = {items[nodeid].whole for nodeid in keys if nodeid in items}
+    kind = type(next(iter(lastfailed)))
+    key_of = kind.parse if hasattr(kind, "parse") else str
+    for nodeid, item in items.items():
+        if item.whole in failed and nodeid not in keys:
+            lastfailed[key_of(nodeid)] = True
+
+
 #: what the controller received of an item: (declaration order, its evaluations)
 Received = dict[str, tuple[int, list[Any]]]
 
@@ -281,7 +298,7 @@ def merge_received(
         expected = {shard_of(query.id, count) for query in golden.queries}
         unrun = sorted([*(items[nodeid].index for nodeid in missing), *expected - collected])
         reason = None
-        if unrun and (broken or len(unrun) < count):  # all deselected: as without -n
+        if unrun and (broken or len(unrun) < len(expected)):  # all deselected: as without -n
             what = ", ".join(part_id(Shard(index, count)) for index in unrun)
             why = "failed" if broken else "did not run"
             reason = Reason(
