@@ -653,7 +653,8 @@ def junit_xml(
         _properties(case, junit_properties(result, 1))
         if not result.verdict.passed:
             text = failure_text(result, kept_in=kept_in(report))
-            failure = ET.SubElement(case, "failure", message=_xml(text.splitlines()[0]))
+            # as pytest writes a pytest.fail(): the whole text, which CI viewers show
+            failure = ET.SubElement(case, "failure", message=_xml(f"Failed: {text}"))
             failure.text = _xml(text)
     if refused:
         case = ET.SubElement(suite, "testcase", classname="pytest-retrieval", name="gate")
