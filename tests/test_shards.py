@@ -678,6 +678,29 @@ def test_evaluations_of_the_shards_own_tests_are_left_out(
 # ---------------------------------------------------------------------------- baselines
 
 
+def test_no_baseline_is_recorded_for_a_golden_set_other_than_the_shards(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The gate job on another commit than the shards' (a golden set edited since): combine
+    recorded the shards' numbers as the baseline of the golden set here, which they never
+    evaluated (a reviewer). Refused, naming both fingerprints; gating is still allowed (the
+    baseline's per-query fingerprints tell changed queries apart)."""
+    golden = partials.path / "golden.json"
+    document = json.loads(golden.read_text(encoding="utf-8"))
+    document["queries"] = document["queries"][:-1]
+    golden.write_text(json.dumps(document), encoding="utf-8")
+    message = refused(capsys, partials.path, "part1.json", "part2.json", "part3.json",
+                      "--update-baseline=force")  # fmt: skip
+    assert message.startswith(
+        "golden.json::retrieval[bm25]: the golden set here, golden.json, is not the one the "
+        "shards evaluated (fingerprint "
+    )
+    assert "run combine on the commit the shards ran" in message
+    assert not (partials.path / "golden.json.baseline.json").exists()
+    status, _, _ = combine(capsys, "part1.json", "part2.json", "part3.json")
+    assert status == 0
+
+
 def test_the_baseline_is_recorded_from_the_whole_only(
     partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

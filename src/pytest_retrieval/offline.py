@@ -192,6 +192,9 @@ class Whole:
     cannot_record: str | None = None
     #: why this whole's baseline entry cannot be told here (None: it can)
     cannot_gate: str | None = None
+    #: the shards' golden set as found here (None: not found, or not sharded): a baseline
+    #: is recorded only when it is the set they evaluated
+    local_golden: Path | None = None
 
 
 @dataclass
@@ -225,6 +228,8 @@ def gate(wholes: Sequence[Whole], *, recording: bool) -> Gated:
     results, found = [], {}
     for index, whole in enumerate(wholes):
         why = whole.cannot_gate or (whole.cannot_record if recording else None)
+        if why is None and recording and whole.local_golden is not None:
+            why = _another_golden(whole.local_golden, whole.result.fingerprint)
         if why is not None:
             raise ConfigError(f"{whole.nodeid}: {why}")
         entries = None
@@ -287,6 +292,22 @@ def _stored(path: Path, recording: bool) -> dict[str, BaselineEntry]:
         if recording:
             return _UNREADABLE
         raise
+
+
+def _another_golden(path: Path, evaluated: str) -> str | None:
+    """Why the shards' numbers cannot be recorded as the baseline of the golden set at
+    ``path`` (None: it is the one they evaluated, by fingerprint): the gate job runs on
+    another commit than theirs."""
+    from .golden import load_golden
+
+    here = load_golden(path, require_relevant=False).fingerprint
+    if here == evaluated:
+        return None
+    return (
+        f"the golden set here, {relative(path)}, is not the one the shards evaluated "
+        f"(fingerprint {here} here, {evaluated} theirs): a baseline recorded from them would "
+        "not be its; run combine on the commit the shards ran"
+    )
 
 
 def incomplete_result(result: EvaluationResult) -> list[str]:

@@ -686,6 +686,7 @@ def _whole(
         named,
         cannot_record=cannot_record,
         cannot_gate=cannot_gate,
+        local_golden=golden if golden.exists() else None,
     )
 
 
