@@ -288,6 +288,24 @@ def test_last_failed_reruns_every_part_of_a_golden_set_a_failed_part_belongs_to(
     assert "incomplete" not in again.stdout.str(), again.stdout.str()
     again.assert_outcomes(passed=4)
     assert [e["n_queries"] for e in report(pytester, "lf.json")["evaluations"]] == [120, 120]
+    # a merged verdict that failed (every part passed) is a failure for --lf too: without
+    # -n its item fails; a failing unit test beside it made --lf run that test alone
+    pytester.makepyfile(
+        test_unit="import os\n\ndef test_u():\n    assert not os.environ.get('U')\n"
+    )
+    monkeypatch.setenv("U", "1")
+    gate = ("--retrieval-threshold", "recall@3=0.99")
+    failing = pytester.runpytest_subprocess(*args, *gate)
+    assert failing.ret == pytest.ExitCode.TESTS_FAILED
+    failing.assert_outcomes(passed=4, failed=1)
+    last = pytester.runpytest_subprocess(*args, *gate, "--lf")
+    last.assert_outcomes(passed=4, failed=1)  # the unit test and every part, run again
+    last.stdout.fnmatch_lines(["*retrieval verdict: FAILED*"])
+    monkeypatch.delenv("U")
+    fixed = pytester.runpytest_subprocess(*args, "--lf")
+    fixed.assert_outcomes(passed=5)
+    cleared = pytester.runpytest_subprocess(*args, "--lf")  # nothing failed: all run, pass
+    assert cleared.ret == 0 and "incomplete" not in cleared.stdout.str()
 
 
 @pytest.mark.keep_plugins
@@ -409,7 +427,7 @@ def test_a_part_left_out_leaves_the_gate_unrun(pytester: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(
         [
             "partial run: golden.json::retrieval[[]good[]]: evaluation incomplete: 1 of 2 parts "
-            "did not run (part2/2); * run every part (no -k, -m, --lf or node id that leaves one "
+            "did not run (part2/2); * run every part (no -k, -m, --sw or node id that leaves one "
             "out)",
         ]
     )
@@ -430,7 +448,7 @@ def test_a_part_chosen_by_node_id_says_the_others_did_not_run(pytester: pytest.P
     result.stdout.fnmatch_lines(
         [
             "partial run: golden.json::retrieval[[]good[]]: evaluation incomplete: 1 of 2 parts "
-            "did not run (part2/2); * run every part (no -k, -m, --lf or node id that leaves "
+            "did not run (part2/2); * run every part (no -k, -m, --sw or node id that leaves "
             "one out)",
         ]
     )

@@ -362,9 +362,9 @@ class Reporter:
             return  # no golden set, nothing split
         from .split import fail_together, merge_received
 
-        fail_together(self.config)
         merged = merge_received(self.config, self.state, self.received, set(self.broken))
         if merged is not None:
+            fail_together(self.config, merged.failed)
             self.received, self._results = merged.received, None
             self.reasons += merged.reasons
             self.notes += merged.notes

@@ -629,12 +629,21 @@ def _value(value: float) -> object:
     return "n/a" if value != value else round(value, 6)
 
 
-#: characters XML 1.0 cannot hold (pytest's JUnit writer drops them too)
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
 def _xml(value: object) -> str:
-    return _NOT_XML.sub("?", str(value))
+    """``value`` as pytest's JUnit writer puts it in XML: characters XML 1.0 cannot hold
+    (and DEL) shown as ``#x01``."""
+    from _pytest.junitxml import bin_xml_escape
+
+    return bin_xml_escape(value)
+
+
+def _message(text: str) -> str:
+    """A failure's ``message`` attribute as the pytest that is installed writes it: the
+    whole text, cut to about 500 characters from pytest 9.2 (the element text keeps it)."""
+    import _pytest.junitxml
+
+    shorten: Callable[[str], str] = getattr(_pytest.junitxml, "shorten_message", str)
+    return _xml(shorten(text))
 
 
 def junit_xml(
@@ -675,7 +684,7 @@ def junit_xml(
         if not result.verdict.passed:
             text = failure_text(result, kept_in=kept_in(report))
             # as pytest writes a pytest.fail(): the whole text, which CI viewers show
-            failure = ET.SubElement(case, "failure", message=_xml(f"Failed: {text}"))
+            failure = ET.SubElement(case, "failure", message=_message(f"Failed: {text}"))
             failure.text = _xml(text)
     if refused:
         case = ET.SubElement(suite, "testcase", classname="pytest-retrieval", name="gate")

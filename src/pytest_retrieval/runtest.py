@@ -444,7 +444,7 @@ def fixture_homes(config: pytest.Config, fixture: str) -> list[Path]:
                 and not os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))
             ):
                 queue.append(entry.path)
-    return sorted(found)
+    return found  # shallowest first: the message suggests the first
 
 
 def _defines_fixture(path: Path, fixture: str) -> bool:

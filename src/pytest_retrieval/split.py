@@ -27,7 +27,7 @@ that reason -- the gate did not run, so no output may say it passed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -231,21 +231,37 @@ def receive(config: pytest.Config, output: Mapping[str, Any]) -> None:
         config.stash.setdefault(_PARTS, {})[nodeid] = PartItem(Path(golden), whole, index, count)
 
 
-def fail_together(config: pytest.Config) -> None:
-    """A failed part marks the other parts of its golden set failed in pytest's last-failed
-    cache (before the cache plugin writes it), so that ``--lf`` runs the whole evaluation
-    again, as it does without ``-n``: the failed part alone would leave it incomplete."""
+def fail_together(config: pytest.Config, failed: set[str]) -> None:
+    """Every part of a failed evaluation (``failed``: node ids as without ``-n``; a part of
+    it failed, or its merged verdict) is marked failed in pytest's last-failed cache, before
+    the cache plugin writes it, so that ``--lf`` (under the same ``-n``) runs the whole
+    evaluation again, as it does without ``-n``: a failed part alone would leave it
+    incomplete, and a failed merged verdict left no failed item at all."""
     items = config.stash.get(_PARTS, None)
     lastfailed = getattr(config.pluginmanager.get_plugin("lfplugin"), "lastfailed", None)
-    if not items or not isinstance(lastfailed, dict) or not lastfailed:
+    if not items or not isinstance(lastfailed, dict):
         return
     keys = {str(key): key for key in lastfailed}  # pytest 9.2 keys them by NodeId, not str
-    failed = {items[nodeid].whole for nodeid in keys if nodeid in items}
-    kind = type(next(iter(lastfailed)))
-    key_of = kind.parse if hasattr(kind, "parse") else str
+    failed = failed | {items[nodeid].whole for nodeid in keys if nodeid in items}
+    key_of = _last_failed_key(lastfailed)
     for nodeid, item in items.items():
         if item.whole in failed and nodeid not in keys:
             lastfailed[key_of(nodeid)] = True
+
+
+def _last_failed_key(lastfailed: Mapping[Any, bool]) -> Callable[[str], Any]:
+    """How pytest's last-failed cache keys a node id: a NodeId from pytest 9.2 (its reports
+    have an ``id``), a str before."""
+    if lastfailed:
+        kind = type(next(iter(lastfailed)))
+        parse: Callable[[str], Any] = getattr(kind, "parse", str)
+        return parse
+    if hasattr(pytest.TestReport, "id"):
+        from _pytest.nodeid import NodeId  # type: ignore[import-not-found,unused-ignore]
+
+        parsed: Callable[[str], Any] = NodeId.parse
+        return parsed
+    return str
 
 
 #: what the controller received of an item: (declaration order, its evaluations)
@@ -262,6 +278,9 @@ class Merged:
     notes: list[str] = field(default_factory=list)
     #: golden set sources with an incomplete evaluation: no baseline, even forced
     incomplete: set[str] = field(default_factory=set)
+    #: the node ids (as without -n) of the evaluations that failed: incomplete, not
+    #: merged, or a merged verdict that failed (for ``--lf``: :func:`fail_together`)
+    failed: set[str] = field(default_factory=set)
 
 
 class Incomplete(ValueError):
@@ -309,7 +328,7 @@ def merge_received(
                 + (
                     ""
                     if broken
-                    else "; run every part (no -k, -m, --lf or node id that leaves one out)"
+                    else "; run every part (no -k, -m, --sw or node id that leaves one out)"
                 ),
             )
             merged.incomplete.add(golden.source)
@@ -320,7 +339,10 @@ def merge_received(
                 reason = Reason(NO_RESULT, f"{whole}: its parts cannot be merged: {exc}")
             else:
                 merged.received[ids[0]] = (min(received[nodeid][0] for nodeid in ids), [result])
+                if not result.verdict.passed:
+                    merged.failed.add(whole)
         if reason is not None:
+            merged.failed.add(whole)
             merged.reasons.append(reason)
             merged.notes.append(f"{reason.kind}: {reason.message}")
     return merged
