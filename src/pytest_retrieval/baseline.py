@@ -455,8 +455,9 @@ _CANONICAL_NAMES: set[str] = set()
 
 
 def _plain_query(value: Any) -> BaselineQuery | None:
-    """A query entry read by plain type checks (100,000 queries: 0.7 s instead of 7 s);
-    None when one fails, and :func:`_query` reads it field by field to name the fault."""
+    """A query entry read by plain type checks (100,000 queries: a fifth of the time the
+    field-by-field reading takes); None when one fails, and :func:`_query` reads it field
+    by field to name the fault."""
     if type(value) is not dict:
         return None
     fingerprint, metrics = value.get("fingerprint"), value.get("metrics")
