@@ -79,3 +79,12 @@ def held_open() -> list[str]:
         with contextlib.suppress(OSError):  # the listing's own descriptor, closed meanwhile
             held.append(os.readlink(f"{PROC_FD}/{fd}"))
     return sorted(held)
+
+
+def opened_since(before: list[str]) -> list[str]:
+    """What is held open now that was not in ``before`` (a :func:`held_open`): what was
+    opened and left open. Not an equality: a descriptor something else closed meanwhile (an
+    earlier test's socket, collected) is no leak -- that made these checks flaky under CI."""
+    from collections import Counter
+
+    return sorted((Counter(held_open()) - Counter(before)).elements())

@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 import pytest
-from helpers import GOLDEN, KEYWORD_RETRIEVER, PROC_FD, held_open, write_golden
+from helpers import GOLDEN, KEYWORD_RETRIEVER, PROC_FD, held_open, opened_since, write_golden
 
 
 def test_evaluation_passes_and_prints_summary(project: pytest.Pytester) -> None:
@@ -517,4 +517,4 @@ def test_an_evaluation_leaves_no_file_or_socket_open(project: pytest.Pytester) -
     before = held_open()
     for _ in range(3):
         project.runpytest(*args).assert_outcomes(passed=2)
-    assert held_open() == before
+    assert opened_since(before) == []
