@@ -225,11 +225,12 @@ def gate(wholes: Sequence[Whole], *, recording: bool) -> Gated:
     from .compare import UnknownReference, ab_groups
 
     files: dict[Path, dict[str, BaselineEntry]] = {}
+    here: dict[Path, str] = {}  # local golden set -> its fingerprint (A/B: one load)
     results, found = [], {}
     for index, whole in enumerate(wholes):
         why = whole.cannot_gate or (whole.cannot_record if recording else None)
         if why is None and recording and whole.local_golden is not None:
-            why = _another_golden(whole.local_golden, whole.result.fingerprint)
+            why = _another_golden(whole.local_golden, whole.result.fingerprint, here)
         if why is not None:
             raise ConfigError(f"{whole.nodeid}: {why}")
         entries = None
@@ -294,13 +295,15 @@ def _stored(path: Path, recording: bool) -> dict[str, BaselineEntry]:
         raise
 
 
-def _another_golden(path: Path, evaluated: str) -> str | None:
+def _another_golden(path: Path, evaluated: str, loaded: dict[Path, str]) -> str | None:
     """Why the shards' numbers cannot be recorded as the baseline of the golden set at
     ``path`` (None: it is the one they evaluated, by fingerprint): the gate job runs on
-    another commit than theirs."""
+    another commit than theirs. ``loaded``: fingerprints already read, by path."""
     from .golden import load_golden
 
-    here = load_golden(path, require_relevant=False).fingerprint
+    if path not in loaded:
+        loaded[path] = load_golden(path, require_relevant=False).fingerprint
+    here = loaded[path]
     if here == evaluated:
         return None
     return (
@@ -322,7 +325,7 @@ def incomplete_result(result: EvaluationResult) -> list[str]:
             f"{len(result.errors)} failed retriever calls in {result.golden_name} "
             f"[{result.retriever_id}]"
         )
-    if result.run_missing and result.run_format not in (None, "trec"):
+    if _lacks_queries(result):
         why.append(
             f"run file {Path(result.run_file or '').name} lacks {len(result.run_missing)} of "
             f"the {len(result.queries)} queries of {result.golden_name} [{result.retriever_id}]"
@@ -330,11 +333,16 @@ def incomplete_result(result: EvaluationResult) -> list[str]:
     return why
 
 
+def _lacks_queries(result: EvaluationResult) -> bool:
+    """A run file that could list a query with no hits (JSON, JSONL) lacks golden queries."""
+    return bool(result.run_missing) and result.run_format not in (None, "trec")
+
+
 def incomplete_fixes(results: Iterable[EvaluationResult]) -> list[str]:
     """How to make results :func:`incomplete_result` refuses whole."""
     results = list(results)
     fixes = ["fix the failed calls"] if any(r.errors for r in results) else []
-    if any(r.run_missing and r.run_format not in (None, "trec") for r in results):
+    if any(map(_lacks_queries, results)):
         fixes.append("give the run file every query (an empty list for one that found nothing)")
     return fixes
 

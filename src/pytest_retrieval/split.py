@@ -305,6 +305,7 @@ def merge_received(
     groups: dict[str, list[str]] = {}
     for nodeid, item in sorted(items.items(), key=lambda kv: (kv[1].whole, kv[1].index)):
         groups.setdefault(item.whole, []).append(nodeid)
+    hashed: dict[tuple[str, int], set[int]] = {}  # (golden set, count) -> its parts
     merged = Merged({nodeid: got for nodeid, got in received.items() if nodeid not in items})
     for whole, ids in groups.items():
         count = items[ids[0]].count
@@ -314,7 +315,9 @@ def merge_received(
         # query hashes to is never collected, nor waited for
         collected = {items[nodeid].index for nodeid in ids}
         golden = state.golden(items[ids[0]].golden)
-        expected = {shard_of(query.id, count) for query in golden.queries}
+        if (golden.source, count) not in hashed:  # A/B: once per golden set, not retriever
+            hashed[golden.source, count] = {shard_of(q.id, count) for q in golden.queries}
+        expected = hashed[golden.source, count]
         unrun = sorted([*(items[nodeid].index for nodeid in missing), *expected - collected])
         reason = None
         if unrun and (broken or len(unrun) < len(expected)):  # all deselected: as without -n
