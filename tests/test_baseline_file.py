@@ -152,27 +152,35 @@ def test_the_recorded_file_reads_back(recorded: dict[str, Any], tmp_path: Path) 
     assert entry.metrics_version == DEFINITIONS_VERSION
 
 
+@pytest.mark.parametrize("plain", [True, False], ids=["all-at-once", "one-by-one"])
 def test_the_per_query_fast_path_reads_what_the_checked_path_reads(
-    recorded: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    recorded: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain: bool
 ) -> None:
-    """A query entry is read by plain type checks, and by the field-by-field path (which
-    names the field at fault) only when one fails: the same entries either way, nulls,
-    integers and judge labels included."""
+    """The query entries are read by plain type checks, all at once or one by one, and by
+    the field-by-field path (which names the field at fault) only when one fails: the same
+    entries either way, nulls, integers and judge labels included (``plain``: every query's
+    values are floats, which the all-at-once path keeps as read)."""
     from pytest_retrieval import baseline
 
     document = json.loads(json.dumps(recorded))
     (entry,) = document["entries"].values()
     apple = entry["queries"]["apple"]
-    apple["metrics"]["recall@3"] = None  # an open query's golden metrics
-    apple["metrics"]["mrr@3"] = 1  # an int, as another tool may write it
-    apple["latency_ms"] = None
     apple["judged"] = [1, None, 0]
-    entry["queries"]["bread"]["latency_ms"] = 0
+    if not plain:
+        apple["metrics"]["recall@3"] = None  # an open query's golden metrics
+        apple["metrics"]["mrr@3"] = 1  # an int, as another tool may write it
+        apple["latency_ms"] = None
+        entry["queries"]["bread"]["latency_ms"] = 0
     path = tmp_path / "b.json"
     path.write_text(json.dumps(document))
     fast = read(path)
+    with monkeypatch.context() as patched:
+        patched.setattr(baseline, "_plain_queries", lambda values: None)
+        one_by_one = read(path)
+    monkeypatch.setattr(baseline, "_plain_queries", lambda values: None)
     monkeypatch.setattr(baseline, "_plain_query", lambda value: None)
     checked = read(path)
+    assert repr(fast) == repr(one_by_one) == repr(checked)
     assert fast.keys() == checked.keys()
     for key, entry_read in fast.items():
         for qid, query in entry_read.queries.items():
