@@ -393,3 +393,65 @@ def test_the_golden_sets_are_released_before_pytest_cleans_up(pytester: pytest.P
     result = pytester.runpytest_subprocess("--retrieval-golden", "golden.json")
     result.assert_outcomes(passed=1)
     assert json.loads((pytester.path / "alive.json").read_text()) == 0
+
+
+def test_a_comparison_with_a_baseline_builds_only_the_queries_that_moved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Comparing 100,000 queries with their baseline reads the run's columns: a QueryResult
+    is built for each query that moved (the report explains those), not for every query.
+    The comparison is the one made from QueryResults (a report read back), and the power
+    table reads the baseline's relevant hits from its precision@k as the kernels count them."""
+    from dataclasses import replace
+
+    from pytest_retrieval import evaluate
+    from pytest_retrieval.compare import compare_to_baseline, entry_from_result, power_table
+    from pytest_retrieval.gate import Allowance
+    from pytest_retrieval.golden import GoldenSet
+    from pytest_retrieval.results import QueryTable
+
+    queries = tuple(
+        GoldenQuery(id=f"q{i}", query=f"q{i}", relevant={f"d{i}": 1 + i % 3, "x": 1})
+        for i in range(300)
+    )
+    golden = GoldenSet(name="g", source="g.json", queries=queries)
+    metrics = ["recall@5", "precision@5", "mrr@5", "ndcg@5"]
+
+    def before(query: str, k: int) -> list[str]:
+        return ["y", f"d{query[1:]}", "x"]
+
+    def after(query: str, k: int) -> list[str]:  # three queries lose their relevant doc
+        return ["y", "x"] if query in ("q3", "q100", "q299") else before(query, k)
+
+    gated = ["recall@5", "mrr@5"]
+    entry = entry_from_result(
+        evaluate(before, golden, metrics=metrics, gated=gated, concurrency=1), {}, "now"
+    )
+    result = evaluate(after, golden, metrics=metrics, gated=gated, concurrency=1)
+    allowances = {"latency_ms": Allowance("latency_ms", 1000.0)}
+    built: list[int] = []
+    build = QueryTable._build
+
+    def counted(table: QueryTable, rows: range) -> Any:
+        built.extend(rows)
+        return build(table, rows)
+
+    monkeypatch.setattr(QueryTable, "_build", counted)
+    comparison = compare_to_baseline(result, entry, allowances)
+    assert result.table.columns is not None  # not built whole
+    assert sorted(built) == [3, 100, 299]
+    moved = {q.id for shift in comparison.shifts.values() for q in shift.queries}
+    assert moved == {"q3", "q100", "q299"}
+    assert comparison.changes[0].metric == "recall@5" and comparison.n_common == 300
+    read_back = replace(result, queries=QueryTable(rows=list(result.queries)))
+    assert repr(compare_to_baseline(read_back, entry, allowances)) == repr(comparison)
+    recorded = replace(
+        entry,
+        queries={
+            qid: replace(q, metrics={m: v for m, v in q.metrics.items() if "precision" not in m})
+            for qid, q in entry.queries.items()
+        },
+    )
+    compared = replace(result, comparison=comparison)
+    powers = power_table(compared, entry, {}, 0.05)
+    assert powers and powers == power_table(compared, recorded, {}, 0.05)

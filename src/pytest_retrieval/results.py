@@ -263,6 +263,21 @@ class QueryTable(Sequence[QueryResult]):
             return columns.returned
         return self._derive("returned", lambda: [q.returned for q in self.rows])
 
+    @property
+    def fingerprints(self) -> Sequence[str]:
+        if (columns := self.columns) is not None:
+            return columns.fingerprints
+        return self._derive("fingerprints", lambda: [q.fingerprint for q in self.rows])
+
+    @property
+    def latency_ms(self) -> FloatArray:
+        if (columns := self.columns) is not None:
+            return columns.latency_ms
+        return self._derive(
+            "latency_ms",
+            lambda: np.fromiter((q.latency_ms for q in self.rows), np.float64, len(self)),
+        )
+
     def values(self, metric: str) -> FloatArray:
         """``metric``'s value for every query (NaN where a query has none)."""
         if (columns := self.columns) is not None and metric in columns.values:

@@ -46,7 +46,7 @@ def query_shifts(
     ``labels_now``: this run's judge labels by rank per query; ``depth``: how deep the
     reference's rankings are known; ``asked``: how deep this run retrieved.
     """
-    delta = np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64)
+    delta = _delta(before, after)
     valid = np.isfinite(delta)
     worse = valid & (delta < -UNCHANGED)
     better = valid & (delta > UNCHANGED)
@@ -76,6 +76,17 @@ def query_shifts(
         depth=depth,
         queries=tuple(queries),
     )
+
+
+def changed_rows(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Which queries moved (:func:`query_shifts` explains these), as a boolean mask."""
+    delta = _delta(before, after)
+    moved: np.ndarray = np.isfinite(delta) & (np.abs(delta) > UNCHANGED)
+    return moved
+
+
+def _delta(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    return np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64)
 
 
 def _change(
