@@ -30,6 +30,41 @@ def test_evaluation_passes_and_prints_summary(project: pytest.Pytester) -> None:
     )
 
 
+@pytest.mark.skipif(
+    pytest.version_tuple < (9, 2), reason="ini keys of several types: pytest 9.2 and later"
+)
+def test_native_toml_numbers_are_read(project: pytest.Pytester) -> None:
+    """pytest 9's native ``[tool.pytest]`` table checks value types: a number written as a
+    TOML number (as anyone writes one) is read as the same number written as a string, and
+    the plugin's own checks still apply to it."""
+    project.makepyprojecttoml(
+        "[tool.pytest]\nretrieval_alpha = 0.2\nretrieval_concurrency = 2\n"
+        "retrieval_timeout = 30\nretrieval_split_min = 100\nretrieval_judge_deadline = 0\n"
+        'retrieval_thresholds = ["recall@3=0.5"]\n'
+    )
+    result = project.runpytest(
+        "--retrieval-golden",
+        "golden.json",
+        "--retrieval-shard",
+        "1/1",
+        "--retrieval-report",
+        "p.json",
+    )
+    result.assert_outcomes(passed=1)
+    partial = json.loads((project.path / "p.json").read_text())
+    (evaluation,) = partial["evaluations"]
+    assert evaluation["part"]["settings"]["alpha"] == 0.2
+    assert evaluation["part"]["settings"]["thresholds"][0]["minimum"] == 0.5
+    project.makepyprojecttoml("[tool.pytest]\nretrieval_alpha = 2\n")
+    result = project.runpytest("--retrieval-golden", "golden.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini option retrieval_alpha = '2':*"])
+    project.makepyprojecttoml("[tool.pytest]\nretrieval_split_min = true\n")
+    result = project.runpytest("--retrieval-golden", "golden.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*retrieval_split_min*expects one of*got bool*"])
+
+
 def test_threshold_failure_fails_item_with_table_and_worst_queries(
     project: pytest.Pytester,
 ) -> None:

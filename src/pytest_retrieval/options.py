@@ -285,6 +285,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "retrieval_judge_deadline",
         "seconds of judging after which the LLM judge stops calling (0: no deadline)",
+        type=NUMBER_INI,
         default="",
     )
     parser.addini(
@@ -300,7 +301,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
-    parser.addini("retrieval_alpha", "significance level for regressions", default="")
+    parser.addini(
+        "retrieval_alpha", "significance level for regressions", type=NUMBER_INI, default=""
+    )
     parser.addini(
         "retrieval_thresholds",
         "METRIC=VALUE lines, e.g. recall@10=0.8",
@@ -312,11 +315,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"name of the retriever fixture (default {DEFAULT_FIXTURE})",
         default=DEFAULT_FIXTURE,
     )
-    parser.addini("retrieval_concurrency", "retriever calls in flight at once", default="")
-    parser.addini("retrieval_timeout", "per-call retriever timeout in seconds", default="")
+    parser.addini(
+        "retrieval_concurrency", "retriever calls in flight at once", type=NUMBER_INI, default=""
+    )
+    parser.addini(
+        "retrieval_timeout", "per-call retriever timeout in seconds", type=NUMBER_INI, default=""
+    )
     parser.addini("retrieval_report", "path of the JSON report", default="")
     parser.addini(
-        "retrieval_split_min", "fewest queries a golden set has to be split under -n", default=""
+        "retrieval_split_min",
+        "fewest queries a golden set has to be split under -n",
+        type=NUMBER_INI,
+        default="",
     )
     parser.addini(
         "retrieval_run",
@@ -325,6 +335,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
     )
     parser.addini("retrieval_export_run", "path of the exported TREC run", default="")
+
+
+#: the ini type of a numeric key: a string (as an ini file holds it), or from pytest 9.2 on,
+#: where ini keys may have several types, a TOML number too -- pytest 9's native
+#: ``[tool.pytest]`` table checks types, and refused ``retrieval_alpha = 0.05`` as not a string
+NUMBER_INI: Any = str | int | float if pytest.version_tuple >= (9, 2) else "string"
 
 
 @dataclass(frozen=True)
