@@ -71,7 +71,8 @@ class Reporter:
             wired = list(map(from_wire, wired))
         payloads: list[EvaluationResult | dict[str, Any]] = [
             *wired,
-            *(getattr(report, "retrieval_results", None) or []),
+            # taken off the report, which pytest keeps till the end: this holds them now
+            *(vars(report).pop("retrieval_results", None) or []),
         ]
         self.reported.add(report.nodeid)
         if report.failed and not payloads:  # e.g. the retriever fixture raised in setup
@@ -142,6 +143,13 @@ class Reporter:
             from .split import receive
 
             receive(self.config, output)
+
+    def close(self) -> None:
+        """Let go of the evaluations once the outputs are written: a million queries' results
+        kept alive cost each of pytest's closing garbage collections a traversal (0.2 s at
+        100,000 queries under pytest 9)."""
+        self.received.clear()
+        self._results = None
 
     def results(self, nodeids: set[str] | None = None) -> list[EvaluationResult]:
         """Every evaluation of the session (or of the items ``nodeids``), in declaration
