@@ -460,3 +460,47 @@ def test_a_comparison_with_a_baseline_builds_only_the_queries_that_moved(
     compared = replace(result, comparison=comparison)
     powers = power_table(compared, entry, {}, 0.05)
     assert powers and powers == power_table(compared, recorded, {}, 0.05)
+
+
+def test_an_ab_comparison_builds_only_the_queries_that_moved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two retrievers on one large golden set are compared on their columns too: objects
+    are built for the queries that moved, on both sides, and the comparison is the one
+    made from QueryResults."""
+    from dataclasses import replace
+
+    from pytest_retrieval import evaluate
+    from pytest_retrieval.compare import compare_runs
+    from pytest_retrieval.golden import GoldenSet
+    from pytest_retrieval.results import QueryTable
+
+    queries = tuple(
+        GoldenQuery(id=f"q{i}", query=f"q{i}", relevant={f"d{i}": 1 + i % 3}) for i in range(300)
+    )
+    golden = GoldenSet(name="g", source="g.json", queries=queries)
+
+    def first(query: str, k: int) -> list[str]:
+        return ["y", f"d{query[1:]}"]
+
+    def second(query: str, k: int) -> list[str]:  # two queries find their doc first
+        return first(query, k)[::-1] if query in ("q5", "q250") else first(query, k)
+
+    ours, theirs = (
+        evaluate(search, golden, metrics=["mrr@5", "recall@5"], concurrency=1)
+        for search in (first, second)
+    )
+    built: list[int] = []
+    build = QueryTable._build
+
+    def counted(table: QueryTable, rows: range) -> Any:
+        built.extend(rows)
+        return build(table, rows)
+
+    monkeypatch.setattr(QueryTable, "_build", counted)
+    comparison = compare_runs(ours, theirs, {})
+    assert ours.table.columns is not None and theirs.table.columns is not None
+    assert sorted(built) == [5, 5, 250, 250]  # each side's moved queries
+    assert {q.id for s in comparison.shifts.values() for q in s.queries} == {"q5", "q250"}
+    rows_of = [replace(r, queries=QueryTable(rows=list(r.queries))) for r in (ours, theirs)]
+    assert repr(compare_runs(*rows_of, {})) == repr(comparison)

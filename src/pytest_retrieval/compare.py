@@ -135,12 +135,12 @@ def compare_to_baseline(
         }
     after = {m: table.values(m)[rows] for m in before}
     depth = _judge_depth(result.metrics)
-    now = _QueryDetail(result, rows, depth)
+    now = _QueryDetail(result, rows)
     _on_common_slots(
         before,
         after,
         [q.judged for q in was],
-        now.all_labels(),
+        now.all_labels(depth),
         graded=(result.judge or {}).get("scale") == "0-3",
         level=result.relevance_level,
     )
@@ -163,10 +163,10 @@ def compare_to_baseline(
         old_ms = np.array([q.latency_ms or 0.0 for q in was])  # None (not measured): 0
         changes.append(latency_change(result, entry, rows, old_ms, latency, alpha))
 
-    def reference_of(position: int) -> Reference:
-        return Reference(was[position].ranked, was[position].judged)
+    def references(positions: Sequence[int]) -> list[Reference]:
+        return [Reference(was[i].ranked, was[i].judged) for i in positions]
 
-    shifts = _shifts(result, common, before, after, now, reference_of, changes, depth=entry.k)
+    shifts = _shifts(result, common, before, after, now, references, changes, depth=entry.k)
     returned = table.returned
     return replace(
         comparison,
@@ -197,26 +197,27 @@ def _stored_column(recorded: Sequence[Mapping[str, float]], metric: str) -> Floa
 
 
 class _QueryDetail:
-    """This run's queries at ``rows`` as objects (:class:`QueryResult`) and judge labels,
-    built only for the positions asked for: a comparison explains the queries that moved,
-    a handful of 100,000 on most pull requests."""
+    """A run's queries at ``rows`` as objects (:class:`QueryResult`) and judge labels, built
+    only for the positions asked for: a comparison explains the queries that moved, a
+    handful of 100,000 on most pull requests."""
 
-    def __init__(self, result: EvaluationResult, rows: IntArray, depth: int) -> None:
-        self.result, self.rows, self.depth = result, rows, depth
+    def __init__(self, result: EvaluationResult, rows: IntArray) -> None:
+        self.result, self.rows = result, rows
 
     def queries(self, positions: Sequence[int]) -> list[QueryResult]:
         return self.result.table.pick(self.rows[list(positions)].tolist())
 
-    def labels(self, queries: Sequence[QueryResult]) -> list[list[int | None] | None]:
-        judge_slots, depth = self.result.judge_slots, self.depth
+    def labels(self, queries: Sequence[QueryResult], depth: int) -> list[list[int | None] | None]:
+        """Each query's judge labels of its top ``depth`` (``judge_slots``)."""
+        judge_slots = self.result.judge_slots
         if not self.result.judge:
             return [None] * len(queries)
         return [judge_slots(q, depth) for q in queries]
 
-    def all_labels(self) -> list[list[int | None] | None]:
+    def all_labels(self, depth: int) -> list[list[int | None] | None]:
         if not self.result.judge:
             return [None] * len(self.rows)
-        return self.labels(self.queries(range(len(self.rows))))
+        return self.labels(self.queries(range(len(self.rows))), depth)
 
 
 def _judged_of_rankings(
@@ -484,13 +485,13 @@ def _shifts(
     before: Mapping[str, np.ndarray],
     after: Mapping[str, np.ndarray],
     now: _QueryDetail,
-    reference_of: Callable[[int], Reference],
+    references: Callable[[Sequence[int]], list[Reference]],
     changes: Sequence[MetricChange],
     *,
     depth: int,
 ) -> dict[str, QueryShifts]:
     """How the shared queries moved on each gated metric that was compared, on the values
-    the paired tests compared; ``now`` and ``reference_of`` (by position in ``common``) give
+    the paired tests compared; ``now`` and ``references`` (by position in ``common``) give
     the details of the queries that moved, made for those only."""
     compared = [c.metric for c in changes if c.gated and c.metric in before]
     moved = np.zeros(len(common), dtype=bool)
@@ -500,8 +501,8 @@ def _shifts(
     queries = now.queries(positions)
     keys = [common[i] for i in positions]
     current = dict(zip(keys, queries, strict=True))
-    references = {common[i]: reference_of(i) for i in positions}
-    labels_now = dict(zip(keys, now.labels(queries), strict=True))
+    referenced = dict(zip(keys, references(positions), strict=True))
+    labels_now = dict(zip(keys, now.labels(queries, _judge_depth(result.metrics)), strict=True))
     return {
         metric: query_shifts(
             metric,
@@ -509,7 +510,7 @@ def _shifts(
             before[metric],
             after[metric],
             current,
-            references,
+            referenced,
             labels_now,
             depth,
             result.depth,
@@ -526,40 +527,36 @@ def compare_runs(
 ) -> Comparison:
     """A/B: ``other`` against ``reference`` on the same golden set, two-sided paired tests;
     "better"/"worse" need what a regression needs (Holm over the gated metrics, allowance)."""
-    theirs = {q.id: q for q in other.queries}
-    other_rows = dict(zip(other.table.ids, range(len(other.queries)), strict=True))
-    common = [q.id for q in reference.queries if q.id in theirs]
-    ours = {q.id: q for q in reference.queries}
+    ours, theirs = reference.table, other.table
+    their_row = dict(zip(theirs.ids, range(len(theirs)), strict=True))
+    our_rows = [row for row, qid in enumerate(ours.ids) if qid in their_row]
+    common = [ours.ids[row] for row in our_rows]
+    rows = {
+        "ours": np.array(our_rows, dtype=np.intp),
+        "theirs": np.fromiter(map(their_row.__getitem__, common), np.intp, len(common)),
+    }
     metrics = [m for m in reference.metrics if m in other.metrics]
-    before = {m: np.array([ours[q].metrics[m] for q in common]) for m in metrics}
-    after = {m: np.array([theirs[q].metrics[m] for q in common]) for m in metrics}
+    before = {m: ours.values(m)[rows["ours"]] for m in metrics}
+    after = {m: theirs.values(m)[rows["theirs"]] for m in metrics}
     depth = _judge_depth(metrics)
+    mine, now = _QueryDetail(reference, rows["ours"]), _QueryDetail(other, rows["theirs"])
     _on_common_slots(
         before,
         after,
-        [reference.judge_slots(ours[q], depth) for q in common],
-        [other.judge_slots(theirs[q], depth) for q in common],
+        mine.all_labels(depth),
+        now.all_labels(depth),
         graded=(reference.judge or {}).get("scale") == "0-3",
         level=reference.relevance_level,
     )
     gated = [m for m in reference.gated if m in other.gated] or list(reference.gated)
     changes = judge_changes(before, after, allowances, alpha, gated, two_sided=True)
-    rows = np.fromiter(map(other_rows.__getitem__, common), dtype=np.intp, count=len(common))
 
-    def reference_of(position: int) -> Reference:
-        query = ours[common[position]]
-        return Reference(query.returned, reference.judge_slots(query, depth))
+    def references(positions: Sequence[int]) -> list[Reference]:
+        queries = mine.queries(positions)
+        return list(map(Reference, [q.returned for q in queries], mine.labels(queries, depth)))
 
-    shifts = _shifts(
-        other,
-        common,
-        before,
-        after,
-        _QueryDetail(other, rows, _judge_depth(other.metrics)),
-        reference_of,
-        changes,
-        depth=reference.depth,
-    )
+    shifts = _shifts(other, common, before, after, now, references, changes, depth=reference.depth)
+    our_lists, their_lists = ours.returned, theirs.returned
     return Comparison(
         f"retriever {reference.retriever_id}",
         len(common),
@@ -570,7 +567,10 @@ def compare_runs(
             before,
             after,
             other.k,
-            [bool(ours[q].returned) and bool(theirs[q].returned) for q in common],
+            [
+                bool(our_lists[a]) and bool(their_lists[b])
+                for a, b in zip(our_rows, rows["theirs"].tolist(), strict=True)
+            ],
         ),
     )
 
