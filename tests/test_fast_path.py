@@ -400,6 +400,21 @@ def test_the_golden_sets_are_released_before_pytest_cleans_up(pytester: pytest.P
     assert alive == dict.fromkeys(alive, 0) and len(alive) == 4
 
 
+def _count_built_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows every QueryTable builds a QueryResult for from now on, as they are built."""
+    from pytest_retrieval.results import QueryTable
+
+    built: list[int] = []
+    build = QueryTable._build
+
+    def counted(table: QueryTable, rows: range) -> Any:
+        built.extend(rows)
+        return build(table, rows)
+
+    monkeypatch.setattr(QueryTable, "_build", counted)
+    return built
+
+
 def test_a_comparison_with_a_baseline_builds_only_the_queries_that_moved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -434,14 +449,7 @@ def test_a_comparison_with_a_baseline_builds_only_the_queries_that_moved(
     )
     result = evaluate(after, golden, metrics=metrics, gated=gated, concurrency=1)
     allowances = {"latency_ms": Allowance("latency_ms", 1000.0)}
-    built: list[int] = []
-    build = QueryTable._build
-
-    def counted(table: QueryTable, rows: range) -> Any:
-        built.extend(rows)
-        return build(table, rows)
-
-    monkeypatch.setattr(QueryTable, "_build", counted)
+    built = _count_built_rows(monkeypatch)
     comparison = compare_to_baseline(result, entry, allowances)
     assert result.table.columns is not None  # not built whole
     assert sorted(built) == [3, 100, 299]
@@ -490,14 +498,7 @@ def test_an_ab_comparison_builds_only_the_queries_that_moved(
         evaluate(search, golden, metrics=["mrr@5", "recall@5"], concurrency=1)
         for search in (first, second)
     )
-    built: list[int] = []
-    build = QueryTable._build
-
-    def counted(table: QueryTable, rows: range) -> Any:
-        built.extend(rows)
-        return build(table, rows)
-
-    monkeypatch.setattr(QueryTable, "_build", counted)
+    built = _count_built_rows(monkeypatch)
     comparison = compare_runs(ours, theirs, {})
     assert ours.table.columns is not None and theirs.table.columns is not None
     assert sorted(built) == [5, 5, 250, 250]  # each side's moved queries
