@@ -88,3 +88,19 @@ def opened_since(before: list[str]) -> list[str]:
     from collections import Counter
 
     return sorted((Counter(held_open()) - Counter(before)).elements())
+
+
+def count_built_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows every QueryTable builds a QueryResult for from now on, as they are built
+    (a check that a large evaluation's columns are read, not turned into objects)."""
+    from pytest_retrieval.results import QueryTable
+
+    built: list[int] = []
+    build = QueryTable._build
+
+    def counted(table: QueryTable, rows: range) -> Any:
+        built.extend(rows)
+        return build(table, rows)
+
+    monkeypatch.setattr(QueryTable, "_build", counted)
+    return built

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import count_built_rows
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -400,21 +401,6 @@ def test_the_golden_sets_are_released_before_pytest_cleans_up(pytester: pytest.P
     assert alive == dict.fromkeys(alive, 0) and len(alive) == 4
 
 
-def _count_built_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The rows every QueryTable builds a QueryResult for from now on, as they are built."""
-    from pytest_retrieval.results import QueryTable
-
-    built: list[int] = []
-    build = QueryTable._build
-
-    def counted(table: QueryTable, rows: range) -> Any:
-        built.extend(rows)
-        return build(table, rows)
-
-    monkeypatch.setattr(QueryTable, "_build", counted)
-    return built
-
-
 def test_a_comparison_with_a_baseline_builds_only_the_queries_that_moved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -449,7 +435,7 @@ def test_a_comparison_with_a_baseline_builds_only_the_queries_that_moved(
     )
     result = evaluate(after, golden, metrics=metrics, gated=gated, concurrency=1)
     allowances = {"latency_ms": Allowance("latency_ms", 1000.0)}
-    built = _count_built_rows(monkeypatch)
+    built = count_built_rows(monkeypatch)
     comparison = compare_to_baseline(result, entry, allowances)
     assert result.table.columns is not None  # not built whole
     assert sorted(built) == [3, 100, 299]
@@ -498,10 +484,34 @@ def test_an_ab_comparison_builds_only_the_queries_that_moved(
         evaluate(search, golden, metrics=["mrr@5", "recall@5"], concurrency=1)
         for search in (first, second)
     )
-    built = _count_built_rows(monkeypatch)
+    built = count_built_rows(monkeypatch)
     comparison = compare_runs(ours, theirs, {})
     assert ours.table.columns is not None and theirs.table.columns is not None
     assert sorted(built) == [5, 5, 250, 250]  # each side's moved queries
     assert {q.id for s in comparison.shifts.values() for q in s.queries} == {"q5", "q250"}
     rows_of = [replace(r, queries=QueryTable(rows=list(r.queries))) for r in (ours, theirs)]
     assert repr(compare_runs(*rows_of, {})) == repr(comparison)
+
+
+def test_a_repeated_query_id_is_compared_once() -> None:
+    """A golden set built in Python may repeat an id (a file may not): the comparison takes
+    the id once, at its last entry's values, as it always has."""
+    from pytest_retrieval import evaluate
+    from pytest_retrieval.compare import compare_to_baseline, entry_from_result
+    from pytest_retrieval.golden import GoldenSet
+
+    queries = [GoldenQuery(id=f"q{i}", query=f"t{i}", relevant={"d": 1}) for i in range(6)]
+    queries.append(GoldenQuery(id="q0", query="again", relevant={"d": 1}))
+    golden = GoldenSet(name="g", source="g.json", queries=tuple(queries), k=3)
+    kept = evaluate(lambda q, k: ["d"], golden, concurrency=1, metrics=["mrr@3"], gated=["mrr@3"])
+    worse = evaluate(
+        lambda q, k: ["x", "d"] if q != "t3" else ["x"],
+        golden,
+        concurrency=1,
+        metrics=["mrr@3"],
+        gated=["mrr@3"],
+    )
+    comparison = compare_to_baseline(worse, entry_from_result(kept, {}, "now"), {})
+    assert comparison.n_common == 6
+    shift = comparison.shifts["mrr@3"]
+    assert (shift.worse, shift.unchanged) == (6, 0)

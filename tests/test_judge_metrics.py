@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import count_built_rows
 
 from pytest_retrieval import baseline, gate, stats
 from pytest_retrieval.compare import compare_runs, compare_to_baseline, entry_from_result
@@ -299,6 +300,20 @@ def test_graded_refusals_compare_on_common_slots_and_ab_too() -> None:
             change = next(c for c in comparison.changes if c.metric == name)
             assert change.baseline == pytest.approx(change.current), (comparison.reference, name)
             assert change.verdict == "ok"
+
+
+def test_judge_labels_are_compared_from_the_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge's labels of every compared query are read off the run's columns: only the
+    queries that moved are built as objects (here none: refusals move nothing on the
+    common slots), for a baseline and for A/B alike."""
+    full = judged_run(FakeJudge(on_topic_rule()))
+    refusing = judged_run(FakeJudge(on_topic_rule(every_twentieth())))
+    entry = entry_from_result(full, {}, "2024-01-01T00:00:00")
+    fresh = judged_run(FakeJudge(on_topic_rule()))
+    built = count_built_rows(monkeypatch)
+    compare_to_baseline(refusing, entry, {})
+    compare_runs(fresh, refusing, {})
+    assert built == [] and refusing.table.columns is not None
 
 
 def test_a_baseline_without_slot_labels_still_compares(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ def compare_to_baseline(
     fingerprints = table.fingerprints
     rejudged = sorted(q for q in shared if fingerprints[row_of[q]] != stored[q].fingerprint)
     changed = set(rejudged)
-    common = [qid for qid in ids if qid in shared and qid not in changed]
+    common = [qid for qid in row_of if qid in shared and qid not in changed]  # an id once
     comparison = Comparison(
         reference=reference,
         n_common=len(common),
@@ -215,9 +215,12 @@ class _QueryDetail:
         return [judge_slots(q, depth) for q in queries]
 
     def all_labels(self, depth: int) -> list[list[int | None] | None]:
+        """Every query's judge labels, from the columns."""
+        table, rows = self.result.table, self.rows.tolist()
         if not self.result.judge:
-            return [None] * len(self.rows)
-        return self.labels(self.queries(range(len(self.rows))), depth)
+            return [None] * len(rows)
+        returned, judgments, labels = table.returned, table.judgments, self.result.judge_labels
+        return [labels(returned[row], judgments[row], depth) for row in rows]
 
 
 def _judged_of_rankings(
@@ -528,11 +531,11 @@ def compare_runs(
     """A/B: ``other`` against ``reference`` on the same golden set, two-sided paired tests;
     "better"/"worse" need what a regression needs (Holm over the gated metrics, allowance)."""
     ours, theirs = reference.table, other.table
+    our_row = dict(zip(ours.ids, range(len(ours)), strict=True))  # a repeated id: its last
     their_row = dict(zip(theirs.ids, range(len(theirs)), strict=True))
-    our_rows = [row for row, qid in enumerate(ours.ids) if qid in their_row]
-    common = [ours.ids[row] for row in our_rows]
+    common = [qid for qid in ours.ids if qid in their_row]
     rows = {
-        "ours": np.array(our_rows, dtype=np.intp),
+        "ours": np.fromiter(map(our_row.__getitem__, common), np.intp, len(common)),
         "theirs": np.fromiter(map(their_row.__getitem__, common), np.intp, len(common)),
     }
     metrics = [m for m in reference.metrics if m in other.metrics]
@@ -569,7 +572,7 @@ def compare_runs(
             other.k,
             [
                 bool(our_lists[a]) and bool(their_lists[b])
-                for a, b in zip(our_rows, rows["theirs"].tolist(), strict=True)
+                for a, b in zip(rows["ours"].tolist(), rows["theirs"].tolist(), strict=True)
             ],
         ),
     )

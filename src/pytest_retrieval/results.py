@@ -278,6 +278,13 @@ class QueryTable(Sequence[QueryResult]):
             lambda: np.fromiter((q.latency_ms for q in self.rows), np.float64, len(self)),
         )
 
+    @property
+    def judgments(self) -> Sequence[Mapping[str, dict[str, Any]]]:
+        """Each query's judge verdicts by doc id (empty without a judge)."""
+        if (columns := self.columns) is not None:
+            return columns.judgments or [_NONE] * len(self)
+        return self._derive("judgments", lambda: [q.judgments for q in self.rows])
+
     def values(self, metric: str) -> FloatArray:
         """``metric``'s value for every query (NaN where a query has none)."""
         if (columns := self.columns) is not None and metric in columns.values:
@@ -965,12 +972,19 @@ class EvaluationResult:
         """The judge's label of each hit of ``query``'s top ``depth``, by rank: 1/0 on the
         binary scale, the grade on the 0-3 scale, None where it gave no verdict; None when
         no judge ran."""
+        return self.judge_labels(query.returned, query.judgments, depth)
+
+    def judge_labels(
+        self, returned: Sequence[str], judgments: Mapping[str, dict[str, Any]], depth: int
+    ) -> list[int | None] | None:
+        """:meth:`judge_slots` of a query's columns: what it returned and the judge's
+        verdicts."""
         if not self.judge:
             return None
         graded = self.judge.get("scale") == "0-3"
         labels: list[int | None] = []
-        for doc in query.returned[:depth]:
-            verdict = query.judgments.get(doc) or {}
+        for doc in returned[:depth]:
+            verdict = judgments.get(doc) or {}
             grade = verdict.get("grade")
             if not is_graded(verdict):
                 labels.append(None)
