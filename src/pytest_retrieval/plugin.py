@@ -591,7 +591,7 @@ def pytest_runtest_makereport(
             )
         else:  # same process: hand over the objects, no round trip through dicts
             report.retrieval_results = results  # type: ignore[attr-defined]
-            del item.stash[RESULTS]  # the report carries them; the item is kept till the end
+        del item.stash[RESULTS]  # the report carries them; the item is kept till the end
     if (
         call.when == "setup"
         and isinstance(item.parent, GoldenModule)
