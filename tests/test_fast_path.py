@@ -515,3 +515,33 @@ def test_a_repeated_query_id_is_compared_once() -> None:
     assert comparison.n_common == 6
     shift = comparison.shifts["mrr@3"]
     assert (shift.worse, shift.unchanged) == (6, 0)
+
+
+def test_the_power_line_counts_relevant_hits_below_the_stored_rankings() -> None:
+    """A baseline stores each query's top k (the golden set's k) but a gated metric may look
+    deeper (recall@5 of a k = 2 set): its relevant hits are k * its stored precision@5, as
+    the run itself counts them, not a recount of the stored top 2, which missed the hits at
+    ranks 3 to 5 (0.085 instead of 0.031 here)."""
+    from dataclasses import replace
+
+    from pytest_retrieval import evaluate
+    from pytest_retrieval.compare import compare_to_baseline, entry_from_result, power_table
+    from pytest_retrieval.golden import GoldenSet
+
+    queries = tuple(
+        GoldenQuery(id=f"q{i}", query=f"q{i}", relevant={f"d{i}": 1, f"e{i}": 1, f"f{i}": 2})
+        for i in range(60)
+    )
+    golden = GoldenSet(name="g", source="g.json", queries=queries, k=2)
+
+    def search(query: str, k: int) -> list[str]:
+        i = int(query[1:])
+        hits = ["x", f"d{i}", "y", f"e{i}", f"f{i}"] if i % 3 else ["x", "y", "z", f"d{i}"]
+        return hits[:k]
+
+    metrics, gated = ["recall@5", "precision@5", "mrr@2"], ["recall@5"]
+    result = evaluate(search, golden, metrics=metrics, gated=gated, concurrency=1)
+    entry = entry_from_result(result, {}, "now")
+    assert {len(q.ranked) for q in entry.queries.values()} == {2}
+    compared = replace(result, comparison=compare_to_baseline(result, entry, {}))
+    assert power_table(compared, entry, {}, 0.05) == power_table(result, None, {}, 0.05)

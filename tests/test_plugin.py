@@ -307,6 +307,38 @@ def test_explicit_golden(retrieval_eval):
     result.stdout.fnmatch_lines(["*= retrieval =*", "*fruit [[]search[]]*"])
 
 
+@pytest.mark.skipif(pytest.version_tuple < (9, 0), reason="the subtests fixture: pytest 9")
+def test_evaluations_in_subtests_are_all_reported(project: pytest.Pytester) -> None:
+    """pytest's ``subtests`` reports each subtest as a call of the same test: every
+    evaluation made in one, and one after them, reaches the summary, the JSON report and
+    JUnit (numbered as evaluations of one test are)."""
+    project.makepyfile(
+        test_mine="""
+from conftest import search
+
+def test_subtests(retrieval_eval, subtests):
+    for k in (1, 2):
+        with subtests.test(msg=f"k={k}"):
+            retrieval_eval(search, golden="golden.json", k=k, retriever_id=f"k{k}")
+    retrieval_eval(search, golden="golden.json", k=3, retriever_id="k3")
+"""
+    )
+    result = project.runpytest(
+        "test_mine.py", "--retrieval-report", "r.json", "--junitxml", "j.xml"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*fruit [[]k1[]]*", "*fruit [[]k2[]]*", "*fruit [[]k3[]]*"])
+    report = json.loads((project.path / "r.json").read_text())
+    assert [e["retriever"] for e in report["evaluations"]] == ["k1", "k2", "k3"]
+    junit = (project.path / "j.xml").read_text()
+    for name, value in (
+        ("retrieval.retriever", "k1"),
+        ("retrieval.2.retriever", "k2"),
+        ("retrieval.3.retriever", "k3"),
+    ):
+        assert f'name="{name}" value="{value}"' in junit, name
+
+
 def test_async_retriever_and_params(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """

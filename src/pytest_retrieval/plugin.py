@@ -591,7 +591,10 @@ def pytest_runtest_makereport(
             )
         else:  # same process: hand over the objects, no round trip through dicts
             report.retrieval_results = results  # type: ignore[attr-defined]
-        del item.stash[RESULTS]  # the report carries them; the item is kept till the end
+    if call.when == "teardown" and RESULTS in item.stash:
+        # the call's report carries them (the last of its calls: each of pytest's subtests
+        # is reported as one, with the evaluations so far); the item is kept till the end
+        del item.stash[RESULTS]
     if (
         call.when == "setup"
         and isinstance(item.parent, GoldenModule)
