@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import chain
 from operator import itemgetter
 from statistics import NormalDist
 from typing import Any
@@ -87,19 +88,29 @@ def compare_to_baseline(
     gated metrics are ``result.gated``. Read from the run's columns: an object per query
     is built only for the queries that changed (100,000 queries: a fifth of the time)."""
     table = result.table
-    ids, stored = table.ids, entry.queries
-    row_of = dict(zip(ids, range(len(ids)), strict=True))
-    shared = row_of.keys() & stored.keys()
-    fingerprints = table.fingerprints
-    rejudged = sorted(q for q in shared if fingerprints[row_of[q]] != stored[q].fingerprint)
-    changed = set(rejudged)
-    common = [qid for qid in row_of if qid in shared and qid not in changed]  # an id once
+    ids, stored, fingerprints = table.ids, entry.queries, table.fingerprints
+    row_of = dict(zip(ids, range(len(ids)), strict=True))  # a repeated id: once, its last row
+    order, at = (ids, range(len(ids))) if len(row_of) == len(ids) else (row_of, row_of.values())
+    common: list[str] = []
+    rows_of_common: list[int] = []
+    was: list[BaselineQuery] = []
+    added, rejudged = [], []
+    for qid, row, old in zip(order, at, map(stored.get, order), strict=True):  # in run order
+        if old is None:
+            added.append(qid)
+        elif old.fingerprint != fingerprints[row]:
+            rejudged.append(qid)
+        else:
+            common.append(qid)
+            rows_of_common.append(row)
+            was.append(old)
+    shared = len(common) + len(rejudged)
     comparison = Comparison(
         reference=reference,
         n_common=len(common),
-        added=sorted(row_of.keys() - stored.keys()),
-        removed=sorted(stored.keys() - row_of.keys()),
-        rejudged=rejudged,
+        added=sorted(added),
+        removed=sorted(stored.keys() - row_of.keys()) if shared < len(stored) else [],
+        rejudged=sorted(rejudged),
         alpha=alpha,
         baseline_created=entry.created,
         baseline_commit=str(entry.git.get("commit", ""))[:12],
@@ -107,13 +118,12 @@ def compare_to_baseline(
     stale = _stale_reason(entry, common)
     if stale is not None:
         return replace(comparison, stale=stale)
-    rows = np.fromiter(map(row_of.__getitem__, common), dtype=np.intp, count=len(common))
-    was = list(map(stored.__getitem__, common))
-    recorded_values = [q.metrics for q in was]
+    rows = np.array(rows_of_common, dtype=np.intp)
+    stored_values = _stored_columns([q.metrics for q in was], list(result.metrics))
     before: dict[str, FloatArray] = {}
     missing = []  # metrics some shared query has no stored value of
     for m in result.metrics:
-        column = _stored_column(recorded_values, m)
+        column = stored_values.get(m)
         if column is None:
             column = _judged_of_rankings(parse_metric(m), result, entry.k, was, rows)
         if column is None:
@@ -194,6 +204,27 @@ def _stored_column(recorded: Sequence[Mapping[str, float]], metric: str) -> Floa
         return np.fromiter(map(itemgetter(metric), recorded), np.float64, len(recorded))
     except KeyError:
         return None
+
+
+def _stored_columns(
+    recorded: Sequence[Mapping[str, float]], metrics: Sequence[str]
+) -> dict[str, FloatArray]:
+    """The stored values of ``metrics`` that every query has, each a column: read in one
+    pass over the queries when all have them all (a million queries: a third of the time
+    of a pass per metric), else metric by metric."""
+    if len(metrics) > 1:
+        try:
+            table = np.fromiter(
+                chain.from_iterable(map(itemgetter(*metrics), recorded)),
+                np.float64,
+                len(recorded) * len(metrics),
+            ).reshape(len(recorded), len(metrics))
+        except KeyError:
+            pass
+        else:
+            return {m: table[:, i].copy() for i, m in enumerate(metrics)}
+    found = {m: _stored_column(recorded, m) for m in metrics}
+    return {m: column for m, column in found.items() if column is not None}
 
 
 class _QueryDetail:
