@@ -145,9 +145,9 @@ class Reporter:
             receive(self.config, output)
 
     def close(self) -> None:
-        """Let go of the evaluations once the outputs are written: a million queries' results
-        kept alive cost each of pytest's closing garbage collections a traversal (0.2 s at
-        100,000 queries under pytest 9)."""
+        """Let go of the evaluations once the outputs are written: results kept alive cost
+        each of pytest's closing garbage collections a traversal (100,000 queries: 0.049 s
+        a collection with them, 0.017 s without)."""
         self.received.clear()
         self._results = None
 
