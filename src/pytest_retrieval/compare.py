@@ -86,7 +86,7 @@ def compare_to_baseline(
 ) -> Comparison:
     """Compare ``result`` with a recorded baseline on the queries both share unchanged; the
     gated metrics are ``result.gated``. Read from the run's columns: an object per query
-    is built only for the queries that changed (100,000 queries: a fifth of the time)."""
+    is built only for the queries that changed (100,000 queries: a tenth of the time)."""
     table = result.table
     ids, stored, fingerprints = table.ids, entry.queries, table.fingerprints
     row_of = dict(zip(ids, range(len(ids)), strict=True))  # a repeated id: once, its last row
