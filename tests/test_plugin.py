@@ -65,6 +65,28 @@ def test_native_toml_numbers_are_read(project: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*retrieval_split_min*expects one of*got bool*"])
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("retrieval_judge_deadline = soon", "*ini option retrieval_judge_deadline = 'soon':*"),
+        (
+            "retrieval_judge_fallback = maybe",
+            "*ini option retrieval_judge_fallback = 'maybe': use error or cache-only*",
+        ),
+        ("retrieval_judge_prices = gpt=cheap", "*retrieval_judge_prices: 'gpt=cheap' is not*"),
+    ],
+)
+def test_a_bad_judge_ini_value_is_an_error_without_the_judge_too(
+    project: pytest.Pytester, line: str, message: str
+) -> None:
+    """A typo in a judge key of the shared ini is an error on every run, not only on the one
+    that asks for the judge (CI's, after a local run without it passed)."""
+    project.makeini(f"[pytest]\n{line}\n")
+    result = project.runpytest("--retrieval-golden", "golden.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
 def test_threshold_failure_fails_item_with_table_and_worst_queries(
     project: pytest.Pytester,
 ) -> None:

@@ -477,6 +477,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
     outputs = output_paths(config)
     baseline = config.getoption("retrieval_baseline") or str(config.getini("retrieval_baseline"))
     alpha = config.getoption("retrieval_alpha") or _ini_number(config, "retrieval_alpha", alpha_arg)
+    if not config.getoption("retrieval_judge"):
+        _judge_ini(config)
     return Settings(
         goldens=goldens,
         fixture=str(config.getini("retrieval_fixture")).strip() or DEFAULT_FIXTURE,
@@ -683,6 +685,14 @@ def _judge_settings(config: pytest.Config) -> JudgeSettings:
         deadline=_deadline(config),
         max_failures=option("max_failures"),
     )
+
+
+def _judge_ini(config: pytest.Config) -> None:
+    """Check the judge's ini values on a run without the judge too: a typo in the shared
+    ini shows on the first run, not only on CI's judged one."""
+    _deadline(config)
+    _fallback(config)
+    _prices(list(config.getini("retrieval_judge_prices")))
 
 
 def _deadline(config: pytest.Config) -> float | None:
