@@ -158,6 +158,50 @@ def test_a_split_run_equals_the_serial_run_number_for_number(
     )
 
 
+def case_properties(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """Each JUnit test case's properties, by its name (``retrieval[good-part1/2]``)."""
+    cases = ET.parse(path).getroot().iter("testcase")
+    return {
+        case.get("name", ""): [
+            (p.get("name", ""), p.get("value", "")) for p in case.iter("property")
+        ]
+        for case in cases
+    }
+
+
+@pytest.mark.parametrize("family", ["xunit1", "xunit2"])
+def test_a_split_carries_the_merged_metrics_in_junit_as_the_serial_run_does(
+    pytester: pytest.Pytester, family: str
+) -> None:
+    """CI dashboards read an evaluation's metrics from its JUnit test case: a golden set that
+    grows past the split's minimum must not lose them. The first part's test case carries the
+    merged evaluation's properties, the serial run's test case's, number for number."""
+    project(pytester)
+    junit = ("--junitxml", "junit.xml", "-o", f"junit_family={family}", "--junitprefix", "ci")
+    gate = ("--retrieval-threshold", "recall@3=0.4")  # good passes, worse fails
+    serial = pytester.runpytest_subprocess(*GOLDEN_ARGS, *SERIAL, *gate, *junit)
+    serial_cases = case_properties(pytester.path / "junit.xml")
+    split = pytester.runpytest_subprocess(*GOLDEN_ARGS, *SPLIT, *gate, *junit)
+    assert serial.ret == split.ret == pytest.ExitCode.TESTS_FAILED
+    split_cases = case_properties(pytester.path / "junit.xml")
+
+    def steady_props(props: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [p for p in props if p[0] not in ("retrieval.latency_p95_ms", "retrieval.part")]
+
+    for retriever in ("good", "worse"):
+        whole = serial_cases[f"retrieval[{retriever}]"]
+        first = split_cases[f"retrieval[{retriever}-part1/2]"]
+        second = split_cases[f"retrieval[{retriever}-part2/2]"]
+        assert ("retrieval.queries", "120") in whole
+        assert steady_props(first) == steady_props(whole)
+        assert any(name == "retrieval.latency_p95_ms" for name, _ in first)
+        assert [name for name, _ in second] == ["retrieval.part"]  # the part's own, once
+        assert [name for name, _ in first].count("retrieval.part") == 1
+    worse = dict(split_cases["retrieval[worse-part1/2]"])
+    assert worse["retrieval.passed"] == "False"
+    assert dict(split_cases["retrieval[good-part1/2]"])["retrieval.passed"] == "True"
+
+
 def test_a_split_records_the_same_baseline(pytester: pytest.Pytester) -> None:
     project(pytester)
     serial = pytester.runpytest_subprocess(
@@ -331,12 +375,30 @@ def test_a_part_with_failed_calls_fails_so_that_rerunfailures_runs_it_again(
     )
     write_golden(pytester, GOLDEN)
     args = (*GOLDEN_ARGS, "-p", "no:randomly", "--reruns", "1")
-    serial = pytester.runpytest_subprocess(*args, *SERIAL, "--retrieval-report", "s.json")
-    split = pytester.runpytest_subprocess(*args, *SPLIT, "--retrieval-report", "n.json")
+    serial = pytester.runpytest_subprocess(
+        *args, *SERIAL, "--retrieval-report", "s.json", "--junitxml", "s.xml"
+    )
+    split = pytester.runpytest_subprocess(
+        *args, *SPLIT, "--retrieval-report", "n.json", "--junitxml", "n.xml"
+    )
     assert serial.ret == split.ret == 0, split.stdout.str()
     serial.stdout.fnmatch_lines(["*1 passed, 1 rerun*"])
     split.stdout.fnmatch_lines(["*2 passed, 2 rerun*"])
     assert steady(report(pytester, "n.json")) == steady(report(pytester, "s.json"))
+
+    # JUnit: the merged metrics once, on the first part's last attempt, as without -n
+    def names(path: str, case: str) -> list[list[str | None]]:
+        cases = ET.parse(pytester.path / path).getroot().iter("testcase")
+        return [
+            [p.get("name") for p in c.iter("property") if p.get("name") != "retrieval.part"]
+            for c in cases
+            if c.get("name") == case
+        ]
+
+    whole, first = names("s.xml", "retrieval"), names("n.xml", "retrieval[part1/2]")
+    assert whole[-1] and not any(whole[:-1])  # the last attempt's (rerunfailures 16.7: 2 cases)
+    assert first[-1] == whole[-1] and not any(first[:-1])
+    assert names("n.xml", "retrieval[part2/2]") and not any(names("n.xml", "retrieval[part2/2]"))
     failed = pytester.runpytest_subprocess(*GOLDEN_ARGS, "-p", "no:randomly", *SPLIT)
     assert failed.ret == pytest.ExitCode.TESTS_FAILED
     failed.assert_outcomes(failed=2)

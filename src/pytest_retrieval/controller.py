@@ -342,6 +342,10 @@ class Reporter:
         self._write_outputs(session)
         verdict = self.verdict()
         self._junit_properties(verdict)
+        if self.state.anchors:  # a golden set may have been split
+            from .split import junit_merged
+
+            junit_merged(self.config, self.received)
         if not verdict.passed:
             self._fail(session)
 

@@ -27,6 +27,7 @@ that reason -- the gate did not run, so no output may say it passed.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -262,6 +263,39 @@ def _last_failed_key(lastfailed: Mapping[Any, bool]) -> Callable[[str], Any]:
         parsed: Callable[[str], Any] = NodeId.parse
         return parsed
     return str
+
+
+def junit_merged(config: pytest.Config, received: Received) -> None:
+    """Each merged evaluation's properties (:func:`~.offline.junit_properties`) on its first
+    part's JUnit test case (``--junitxml``), where a run without ``-n`` has them on its golden
+    set's: CI dashboards read metrics there. pytest's JUnit writer closed that test case at
+    its teardown, before the merge, so they go into the element it keeps for its file."""
+    from _pytest.junitxml import bin_xml_escape, mangle_test_address, xml_key
+
+    from .offline import junit_properties
+
+    items, xml = config.stash.get(_PARTS, None), config.stash.get(xml_key, None)
+    if not items or xml is None:
+        return
+    for nodeid, (_, results) in received.items():
+        if nodeid not in items or len(results) != 1:
+            continue  # not a merged evaluation
+        *path, name = mangle_test_address(nodeid)
+        classname = ".".join([xml.prefix, *path] if xml.prefix else path)
+        cases = [
+            case
+            for case in (reporter.to_xml() for reporter in xml.node_reporters_ordered)
+            if case.get("classname") == classname and case.get("name") == bin_xml_escape(name)
+        ]
+        if not cases:
+            continue
+        case = cases[-1]  # pytest-rerunfailures: the last attempt's
+        properties = case.find("properties")
+        if properties is None:
+            properties = ET.Element("properties")
+            case.insert(0, properties)
+        for key, value in junit_properties(results[0], 1):
+            ET.SubElement(properties, "property", name=key, value=bin_xml_escape(str(value)))
 
 
 #: what the controller received of an item: (declaration order, its evaluations)
