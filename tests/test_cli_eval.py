@@ -472,3 +472,73 @@ def test_the_error_advice_names_the_report_being_written_else_the_option_that_wr
     assert kept_in(None) == "--report"
     assert kept_in(tmp_path / "out" / "whole.json") == os.path.join("out", "whole.json")
     assert kept_in(Path("whole.json")) == "whole.json"
+
+
+QRELS = "1 0 d1 2\n1 0 d2 1\n1 0 d5 0\n2 0 d3 1\n3 0 d7 1\n"
+TREC_RUN = "1 Q0 d9 1 3.0 r\n1 Q0 d2 2 2.0 r\n1 Q0 d1 3 1.5 r\n2 Q0 d3 1 1.0 r\n3 Q0 d1 1 1 r\n"
+
+
+def test_trec_qrels_and_a_run_need_no_queries_file(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What trec_eval takes, qrels and a run, is enough to evaluate a run: nothing is
+    searched, so no query text is needed (each query's text is its id). A retriever still
+    needs the texts: without the queries file it would be asked for "1"."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    pytester.path.joinpath("test.qrels").write_text(QRELS)
+    pytester.path.joinpath("bm25.trec").write_text(TREC_RUN)
+    status, out, err = evaluate(capsys, "test.qrels", "bm25.trec", "--report", "eval.json")
+    assert status == 0, out + err
+    ran = pytester.runpytest(
+        "--retrieval-golden", "test.qrels", "--retrieval-run", "bm25.trec",
+        "--retrieval-report", "pytest.json",
+    )  # fmt: skip
+    assert ran.ret == 0, ran.stdout.str()
+    qrels: dict[str, dict[str, int]] = {}
+    for line in QRELS.splitlines():
+        qid, _, doc, grade = line.split()
+        qrels.setdefault(qid, {})[doc] = int(grade)
+    run: dict[str, dict[str, float]] = {}
+    for line in TREC_RUN.splitlines():
+        qid, _, doc, _, score, _ = line.split()
+        run.setdefault(qid, {})[doc] = float(score)
+    measures = {"recall_10": "recall@10", "recip_rank": "mrr@10", "ndcg_cut_10": "ndcg@10"}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, set(measures)).evaluate(run)
+    for name in ("eval.json", "pytest.json"):
+        (entry,) = evaluations(pytester.path / name)
+        assert [q["query"] for q in entry["queries"]] == ["1", "2", "3"]
+        for measure, metric in measures.items():
+            mean = sum(scores[measure] for scores in expected.values()) / 3
+            assert entry["metrics"][metric] == pytest.approx(mean, abs=1e-9)
+    assert entry["metrics"]["recall@10"] == pytest.approx((1.0 + 1.0 + 0.0) / 3)
+
+    pytester.makeconftest(
+        "import pytest\n\n@pytest.fixture\ndef retriever():\n    return lambda query, k: []\n"
+    )
+    searched = pytester.runpytest("--retrieval-golden", "test.qrels")
+    assert searched.ret == pytest.ExitCode.USAGE_ERROR
+    searched.stderr.fnmatch_lines(["*test.qrels*TREC qrels need a queries file beside them*"])
+
+
+def test_shards_of_a_run_on_qrels_without_texts_combine_and_record(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same qrels without a queries file, a run evaluated in 2 shards: combine checks the
+    golden set here is the one the shards evaluated (by fingerprint, texts read as they read
+    them) and records the baseline, which the next single run is compared with."""
+    pytester.path.joinpath("test.qrels").write_text(QRELS)
+    pytester.path.joinpath("bm25.trec").write_text(TREC_RUN)
+    for i in (1, 2):
+        shard = pytester.runpytest(
+            "--retrieval-golden", "test.qrels", "--retrieval-run", "bm25.trec",
+            "--retrieval-shard", f"{i}/2", "--retrieval-report", f"part{i}.json",
+        )  # fmt: skip
+        assert shard.ret == 0, shard.stdout.str()
+    capsys.readouterr()
+    status = main(["combine", "part1.json", "part2.json", "--update-baseline"])
+    out, err = capsys.readouterr()
+    assert status == 0, out + err
+    assert pytester.path.joinpath("test.qrels.baseline.json").is_file()
+    again = pytester.runpytest("--retrieval-golden", "test.qrels", "--retrieval-run", "bm25.trec")
+    assert again.ret == 0, again.stdout.str()
+    again.stdout.fnmatch_lines(["*vs baseline test.qrels.baseline.json*", "*recall@10  0 * 0 * 3"])

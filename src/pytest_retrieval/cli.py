@@ -1541,7 +1541,7 @@ def _eval(args: argparse.Namespace) -> int:
         )
     try:
         _inputs(args, ["run"], ["golden"])  # a run never produced: the outputs say so
-        golden = load_golden(source)
+        golden = load_golden(source, require_texts=False)  # qrels and a run, as trec_eval
     except (ConfigError, UsageError) as exc:
         return _refuse(args, outputs, str(exc))
     _check_overwrites(args, corpus_input(relative(args.golden), golden.corpus), [])  # in it

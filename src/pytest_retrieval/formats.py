@@ -43,8 +43,9 @@ class RawGolden:
     document: dict[str, Any] | None = None
 
 
-def read_golden(source: Path) -> RawGolden:
-    """A JSON/JSONL file, a BEIR folder or split (``qrels/<split>.tsv``), or TREC qrels."""
+def read_golden(source: Path, *, need_texts: bool = True) -> RawGolden:
+    """A JSON/JSONL file, a BEIR folder or split (``qrels/<split>.tsv``), or TREC qrels
+    (``need_texts=False``: without a queries file beside them, each query's text is its id)."""
     if not source.exists():
         raise GoldenError(
             source,
@@ -62,7 +63,7 @@ def read_golden(source: Path) -> RawGolden:
     if source.suffix == ".json":
         return _read_json(source)
     if source.suffix in {".qrels", ".trec", ".txt"} or "qrels" in source.name:
-        return read_trec(source)
+        return read_trec(source, need_texts=need_texts)
     raise GoldenError(
         source,
         "",
@@ -368,8 +369,12 @@ def _judgments(path: Path, rows: Rows, layout: str, columns: int) -> dict[str, d
     return judgments
 
 
-def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
-    """TREC qrels plus a ``QUERY_ID<TAB>TEXT`` queries file (default: found beside them)."""
+def read_trec(
+    source: Path, queries_file: Path | None = None, *, need_texts: bool = True
+) -> RawGolden:
+    """TREC qrels plus a ``QUERY_ID<TAB>TEXT`` queries file (default: found beside them).
+    ``need_texts=False``, for what searches nothing (a precomputed run, as trec_eval takes qrels
+    and a run): without a queries file, each query's text is its id."""
     lines = text_lines(read_text(source))
 
     def rows() -> Iterator[tuple[int, Sequence[str]]]:
@@ -387,6 +392,14 @@ def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
                 yield number, [fields[0], fields[2], fields[3]] if len(fields) == 4 else fields
 
     judgments = _judgments(source, rows, "QUERY_ID ITERATION DOC_ID GRADE", 4)
+    if queries_file is None and not need_texts:
+        queries_file = next((f for f in _trec_queries_candidates(source) if f.is_file()), None)
+        if queries_file is None:
+            entries = [
+                {"id": query_id, "query": query_id, "relevant": relevant}
+                for query_id, relevant in judgments.items()
+            ]
+            return RawGolden(source, entries, {"name": source.stem})
     if queries_file is None:
         queries_file = _trec_queries_file(source)
     elif not queries_file.is_file():
@@ -442,7 +455,8 @@ def _trec_queries_file(qrels: Path) -> Path:
         qrels,
         "",
         "TREC qrels need a queries file beside them",
-        f"write {candidates[1]} with one QUERY_ID<TAB>TEXT line per query",
+        f"write {candidates[1]} with one QUERY_ID<TAB>TEXT line per query (a precomputed "
+        "run needs none: --retrieval-run, pytest-retrieval eval)",
     )
 
 

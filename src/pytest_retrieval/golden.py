@@ -251,14 +251,18 @@ def golden_schema() -> dict[str, Any]:
 # entry point
 
 
-def load_golden(path: str | Path, *, require_relevant: bool = True) -> GoldenSet:
+def load_golden(
+    path: str | Path, *, require_relevant: bool = True, require_texts: bool = True
+) -> GoldenSet:
     """Load a golden set from a JSON/JSONL file, a BEIR folder or a TREC qrels file.
 
     ``require_relevant=False`` accepts entries without ``relevant`` (open queries, only
-    useful to an LLM judge). Raises :class:`GoldenError` naming the file, place and fix.
+    useful to an LLM judge). ``require_texts=False`` (a precomputed run: nothing is searched)
+    accepts TREC qrels without a queries file, each query's text its id. Raises
+    :class:`GoldenError` naming the file, place and fix.
     """
     with paused_gc():
-        return _build(read_golden(Path(path)), require_relevant)
+        return _build(read_golden(Path(path), need_texts=require_texts), require_relevant)
 
 
 def load_trec(

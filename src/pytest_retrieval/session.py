@@ -60,7 +60,10 @@ class SessionState:
     def golden(self, path: Path) -> GoldenSet:
         """The golden set at ``path``, loaded (and sampled) once; a bad file is a usage error."""
         if path not in self.goldens:
-            golden = load(path, require_relevant=self.settings.judge is None)
+            judge = self.settings.judge
+            # a precomputed run searches nothing: TREC qrels need no query texts (the judge
+            # reads them)
+            golden = load(path, judge is None, require_texts=not self.settings.runs or bool(judge))
             if self.settings.sample is not None:
                 golden = golden.sample(self.settings.sample, self.settings.sample_seed)
             self.goldens[path] = golden
@@ -219,10 +222,10 @@ def corpus_check(golden: GoldenSet, settings: Settings) -> str | None:
     return None if problem is None else str(problem)
 
 
-def load(path: Path, require_relevant: bool = True) -> GoldenSet:
+def load(path: Path, require_relevant: bool = True, *, require_texts: bool = True) -> GoldenSet:
     from .golden import load_golden
 
-    return load_golden(path, require_relevant=require_relevant)
+    return load_golden(path, require_relevant=require_relevant, require_texts=require_texts)
 
 
 def layered_allowances(
