@@ -542,3 +542,28 @@ def test_shards_of_a_run_on_qrels_without_texts_combine_and_record(
     again = pytester.runpytest("--retrieval-golden", "test.qrels", "--retrieval-run", "bm25.trec")
     assert again.ret == 0, again.stdout.str()
     again.stdout.fnmatch_lines(["*vs baseline test.qrels.baseline.json*", "*recall@10  0 * 0 * 3"])
+
+
+def test_a_run_file_has_no_latency_in_any_output(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run file records no timings: every output says none (null, no property), as the
+    terminal's "latency n/a" and the baseline do; 0.0 ms would chart a retriever that took
+    no time."""
+    pytester.path.joinpath("test.qrels").write_text(QRELS)
+    pytester.path.joinpath("bm25.trec").write_text(TREC_RUN)
+    outputs = ("--report", "eval.json", "--junit-xml", "eval.xml")
+    status, out, err = evaluate(capsys, "test.qrels", "bm25.trec", *outputs)
+    assert status == 0, out + err
+    ran = pytester.runpytest(
+        "--retrieval-golden", "test.qrels", "--retrieval-run", "bm25.trec",
+        "--retrieval-report", "pytest.json", "--junitxml", "pytest.xml",
+    )  # fmt: skip
+    assert ran.ret == 0, ran.stdout.str()
+    ran.stdout.fnmatch_lines(["*latency n/a (a precomputed run)*"])
+    for name in ("eval", "pytest"):
+        (entry,) = json.loads((pytester.path / f"{name}.json").read_text())["evaluations"]
+        assert entry["latency_ms"] == {"p50": None, "p95": None}
+        assert [q["latency_ms"] for q in entry["queries"]] == [None, None, None]
+        junit = (pytester.path / f"{name}.xml").read_text()
+        assert "retrieval.queries" in junit and "latency" not in junit

@@ -168,7 +168,10 @@ def runs_for(golden: GoldenSet, run: Run, *, part: bool = False) -> list[QueryRu
             f"(the run has {listed(list(found))}; the golden set {listed(_golden_ids(golden))})",
             "evaluate the run with the golden set it was made for, or use that set's query ids",
         )
-    return [QueryRun() if hits is None else hits for hits in chosen]
+    runs = [QueryRun() if hits is None else hits for hits in chosen]
+    for hits in runs:
+        hits.latency = math.nan  # a file records no timings: none (n/a), not 0.0 ms
+    return runs
 
 
 def missing_queries(golden: GoldenSet, run: Run) -> tuple[str, ...]:
