@@ -178,6 +178,41 @@ def test_keyboard_interrupt_from_the_retriever_stops_the_run(mode: str) -> None:
 # ---------------------------------------------------------------- deadlines
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_calls_that_all_hang_time_out_side_by_side(
+    release: threading.Event, use_async: bool
+) -> None:
+    """A backend that is down: every call hangs. The calls still run --retrieval-concurrency
+    at a time, so the run takes about queries / concurrency timeouts, not one timeout per
+    query (the first call, which runs alone, timed out, and the next ran alone, and so on:
+    a 30 s timeout held a 1,394-query CI job for hours)."""
+    started: list[str] = []
+
+    def search(query: str, k: int) -> list[str]:
+        started.append(query)
+        release.wait()
+        return ["d1"]
+
+    async def asearch(query: str, k: int) -> list[str]:
+        started.append(query)
+        await asyncio.sleep(3600)
+        return ["d1"]
+
+    seen: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        seen.append(len(started) - done)  # calls begun and not yet timed out
+
+    runs = run_retriever(
+        asearch if use_async else search, _queries(24), 5,
+        concurrency=8, timeout=0.5, progress=progress,
+    )  # fmt: skip
+    assert all(run.error and "did not answer within 0.5 s" in run.error for run in runs)
+    assert len(started) == 24
+    assert max(seen) >= 4  # calls were in flight side by side (one at a time before)
+
+
 @pytest.mark.timeout(30)
 def test_a_sync_call_that_never_returns_is_abandoned(release: threading.Event) -> None:
     def search(query: str, k: int) -> list[str]:

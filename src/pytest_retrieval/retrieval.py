@@ -351,13 +351,17 @@ class Runner:
                 start()
 
         def tick() -> bool:
-            nonlocal alive, watching
+            nonlocal alive, watching, solo
             if timeout is not None:
                 for index, ident in self.overdue(running):
                     if self.record(index, timed_out(timeout, where(thread_frames(ident)))):
                         running.pop(index, None)
                         with counts:
                             alive -= 1  # the stuck thread is left behind ...
+                        # the first call, which ran alone, will not hand over (its thread
+                        # stays, stuck: no new thread takes its id); else every next call
+                        # would run alone too, one timeout after another
+                        solo = False
                         spawn()  # ... and a fresh one takes its place
             if solo:
                 return False  # the first call runs alone
