@@ -537,10 +537,33 @@ def test_the_parts_go_to_different_workers_among_other_tests(pytester: pytest.Py
     assert len(set(ran.values())) == 2, ran  # [gw0] and [gw1]
 
 
+@pytest.mark.parametrize("dist", ["load", "worksteal"])
+def test_each_golden_sets_parts_go_to_different_workers_when_only_parts_run(
+    pytester: pytest.Pytester, dist: str
+) -> None:
+    """Two golden sets split in two and nothing else (``--retrieval-only``): xdist hands
+    consecutive items to one worker, and each set's parts were side by side, so each set
+    ran on one worker (no speed-up from -n). The parts of the sets now take turns."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    write_golden(pytester)  # 4 queries: 2 hash to each part
+    write_golden(pytester, name="other.json")
+    result = pytester.runpytest_subprocess(
+        "--retrieval-golden", "golden.json", "--retrieval-golden", "other.json",
+        "-n", "2", "--dist", dist, "--retrieval-split-min", "2", "-v", "-p", "no:randomly",
+    )  # fmt: skip
+    result.assert_outcomes(passed=4)
+    ran: dict[str, set[str]] = {}
+    for line in result.stdout.lines:
+        if "PASSED " in line and "::retrieval[part" in line:
+            ran.setdefault(line.split()[-1].split("::")[0], set()).add(line.split()[0])
+    assert sorted(ran) == ["golden.json", "other.json"]
+    assert all(len(workers) == 2 for workers in ran.values()), ran  # [gw0] and [gw1] each
+
+
 @pytest.mark.parametrize(
     ("args", "listed"),
     [
-        (["-n", "2"], ["good-part1/2", "good-part2/2", "worse-part1/2", "worse-part2/2"]),
+        (["-n", "2"], ["good-part1/2", "worse-part1/2", "good-part2/2", "worse-part2/2"]),
         (["-n", "2", "--dist", "loadfile"], ["good", "worse"]),
         (["-n", "0"], ["good", "worse"]),
     ],

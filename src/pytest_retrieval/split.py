@@ -185,11 +185,19 @@ def _part(item: pytest.Item) -> Shard | None:
 def spread(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The parts far apart in the run order, the other items' order kept: xdist hands out
     consecutive tests together (batches with ``--dist load``, halves with ``worksteal``), so
-    parts next to each other would run one after the other on one worker."""
+    parts next to each other would run one after the other on one worker. Several golden
+    sets' parts take turns (every first part, then every second part, ...), also when they
+    are all there is to run."""
     if not any(config.stash.get(_PARTS_OF, {}).values()):
         return  # nothing split here: not even a look at the items
-    parts = [item for item in items if _part(item) is not None]
-    if not parts or len(parts) == len(items):
+    indexed = [
+        (part.index, n, item) for n, item in enumerate(items) if (part := _part(item)) is not None
+    ]
+    parts = [item for _, _, item in sorted(indexed, key=lambda row: row[:2])]
+    if len(parts) == len(items):
+        items[:] = parts
+        return
+    if not parts:
         return
     slots = {len(items) * k // len(parts): part for k, part in enumerate(parts)}
     others = iter([item for item in items if _part(item) is None])
