@@ -213,7 +213,7 @@ def test_export_note_and_adjusted_scores(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["run exported: x.trec (synth [[]retriever[]]: 47 queries, * hits); scores of * queries "
          "adjusted so that every tool keeps their order (tied or rising scores); * hits had no "
-         "score (a result keeps the first 10 hits' scores): written with falling scores of "
+         "score of the retriever's: written with falling scores of "
          "the export's making"]  # the lists with hits the retriever gave no score
     )  # fmt: skip
     first = (pytester.path / "x.trec").read_text().splitlines()[0].split()
@@ -431,34 +431,48 @@ def test_retrieval_eval_takes_a_run(pytester: pytest.Pytester) -> None:
     assert list(stored["entries"]) == ["golden.json::mine"]
 
 
-def test_an_export_says_which_scores_it_made_up(
+def test_an_export_writes_the_retrievers_scores_at_every_rank(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A result keeps the first 10 hits' scores: at k = 20 the export wrote the deeper hits
-    with scores of its own making (85.5, not the retriever's 85.0) and said nothing; its
-    summary counts them now. Plain ids (no score at all) are ranks written as scores, as
-    before, and not counted."""
+    """A result keeps the first 10 hits' scores, and the export wrote deeper hits with
+    scores of its own making (85.5, not the retriever's 85.0): score fusion in ranx then
+    used made-up scores. With an export the result keeps every hit's score. Hits a retriever
+    gave no score among hits it scored are written with scores of the export's making and
+    counted; plain ids (no score at all) are ranks written as scores, as before, and not
+    counted."""
     pytester.makeconftest(
         "import os, pytest\n\n@pytest.fixture(scope='session')\ndef retriever():\n"
         "    if os.environ.get('PLAIN'):\n"
         "        return lambda query, k: [f'd{i}' for i in range(20)]\n"
-        "    return lambda query, k: [{'id': f'd{i}', 'score': 100.0 - i * 1.5} "
-        "for i in range(20)]\n"
+        "    scored = int(os.environ.get('SCORED', '20'))\n"
+        "    return lambda query, k: [{'id': f'd{i}', 'score': 100.0 - i * 1.5 if i < scored "
+        "else None} for i in range(20)]\n"
     )
     golden = {"name": "deep", "k": 20, "queries": [{"id": "q1", "query": "a", "relevant": ["d15"]}]}
     (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
     args = ("--retrieval-golden", "golden.json", "--retrieval-export-run", "ex.trec")
-    result = pytester.runpytest(*args)
-    assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(
+    for workers in (("-p", "no:xdist"), ("-n", "2", "--retrieval-split-min", "1")):
+        result = pytester.runpytest_subprocess(*args, *workers)
+        assert result.ret == 0, result.stdout.str()
+        result.stdout.fnmatch_lines(
+            ["run exported: ex.trec (deep [[]retriever[]]: 1 queries, 20 hits)"]
+        )
+        assert "export's making" not in result.stdout.str()
+        scores = [
+            float(line.split()[4]) for line in (pytester.path / "ex.trec").read_text().splitlines()
+        ]
+        assert scores == [100.0 - i * 1.5 for i in range(20)]  # the retriever's, all 20
+    monkeypatch.setenv("SCORED", "12")
+    partly = pytester.runpytest(*args)
+    partly.stdout.fnmatch_lines(
         [
-            "run exported: ex.trec (deep [[]retriever[]]: 1 queries, 20 hits); 10 hits had no "
-            "score (a result keeps the first 10 hits' scores): written with falling scores "
-            "of the export's making"
+            "run exported: ex.trec (deep [[]retriever[]]: 1 queries, 20 hits); 8 hits had no "
+            "score of the retriever's: written with falling scores of the export's making"
         ]
     )
     lines = (pytester.path / "ex.trec").read_text().splitlines()
-    assert lines[9].split()[4] == "86.5" and lines[10].split()[4] == "85.5"  # made up
+    assert lines[11].split()[4] == "83.5" and lines[12].split()[4] == "82.5"  # made up
+    monkeypatch.delenv("SCORED")
     monkeypatch.setenv("PLAIN", "1")
     plain = pytester.runpytest(*args)
     assert "export's making" not in plain.stdout.str()

@@ -208,11 +208,14 @@ def evaluate(
     doc_id_key: str | None = None,
     gated: Iterable[str] | None = None,
     runs: Sequence[QueryRun] | None = None,
+    all_scores: bool = False,
 ) -> EvaluationResult:
     """Run ``retriever(query, k, **params)`` over the golden set and score it.
 
     With ``runs`` (one :class:`QueryRun` per golden query, in golden order: a precomputed
     run file) the retriever is not called (pass None) and the rest is the same.
+    ``all_scores``: keep every hit's score, not the first ``HIT_DETAIL`` hits' (for an
+    export of the run: ``--retrieval-export-run``).
 
     ``thresholds`` default to the golden file's; metrics default to the golden file's list or
     recall/precision/hit_rate/mrr/ndcg/map at its k, and judged@k (the share of the top k the
@@ -302,6 +305,7 @@ def evaluate(
             judgments,
             downstream_labels,
             kernels.DEFAULT_RELEVANCE_LEVEL if judge is None else judge.relevance_level,
+            depth if all_scores else HIT_DETAIL,
         )
     result = replace(
         result,
@@ -471,6 +475,7 @@ def _score(
     judgments: Sequence[dict[str, dict[str, Any]]] | None,
     downstream: Sequence[dict[str, float]] | None,
     level: int,
+    scored: int,
 ) -> EvaluationResult:
     """The scored evaluation, built column by column (:class:`QueryColumns`): no object per
     query is made until something asks for one."""
@@ -510,7 +515,7 @@ def _score(
         texts=[_texts(run) if run.texts else _NOTHING for run in runs]
         if any(run.texts for run in runs)
         else None,
-        scores=[_scores(run) if run.scores else _NOTHING for run in runs]
+        scores=[_scores(run, scored) if run.scores else _NOTHING for run in runs]
         if any(run.scores for run in runs)
         else None,
     )
@@ -565,8 +570,9 @@ def _found_ranks(
 _UNSEEN = (NOT_RETURNED,)
 
 
-def _scores(run: QueryRun) -> dict[str, float]:
-    return {d: run.scores[d] for d in run.ids[:HIT_DETAIL] if d in run.scores}
+def _scores(run: QueryRun, depth: int) -> dict[str, float]:
+    """The scores of the first ``depth`` hits that have one."""
+    return {d: run.scores[d] for d in run.ids[:depth] if d in run.scores}
 
 
 def _check_name(name: str) -> kernels.Metric:

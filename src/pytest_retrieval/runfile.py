@@ -704,7 +704,7 @@ class Written:
     hits: int
     adjusted: int  # queries whose own scores were changed to keep their order
     #: hits written with a score of the export's making in queries that have the
-    #: retriever's scores for others (a result keeps the first HIT_DETAIL hits' scores)
+    #: retriever's scores for others
     made_up: int = 0
 
 
@@ -761,8 +761,9 @@ def _writing(path: Path, packed: bool) -> Iterator[IO[str]]:
 
 def write_result(path: str | Path, result: EvaluationResult) -> Written:
     """An evaluation's retrieved lists as a TREC run (:func:`write_trec`), tagged with its
-    retriever id. The scores are those the result kept (a report keeps the first
-    ``HIT_DETAIL`` hits' scores); deeper hits get scores below them (:func:`trec_scores`)."""
+    retriever id. The scores are those the result kept (every hit's when it was evaluated
+    with ``all_scores``; else the first ``HIT_DETAIL`` hits'); hits without one get scores
+    below the hit above (:func:`trec_scores`)."""
     runs = [QueryRun(ids=query.returned, scores=query.scores) for query in result.queries]
     return write_trec(path, [query.id for query in result.queries], runs, result.retriever_id)
 

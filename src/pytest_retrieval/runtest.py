@@ -101,6 +101,7 @@ def run_evaluation(
             downstream=downstream,
             doc_id_key=settings.doc_id_key,
             runs=runs,
+            all_scores=settings.export_run is not None,  # exported as the retriever gave them
         )
     except (TypeError, ThresholdError) as exc:
         problem = f"{golden.source}: {exc}"
@@ -613,11 +614,9 @@ def export_runs(
                 "adjusted so that every tool keeps their order (tied or rising scores)"
             )
         if written.made_up:
-            from .results import HIT_DETAIL
-
             note += (
-                f"; {written.made_up} hits had no score (a result keeps the first {HIT_DETAIL} "
-                "hits' scores): written with falling scores of the export's making"
+                f"; {written.made_up} hits had no score of the retriever's: written with "
+                "falling scores of the export's making"
             )
         notes.append(note)
     return notes, problems
