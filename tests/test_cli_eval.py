@@ -567,3 +567,37 @@ def test_a_run_file_has_no_latency_in_any_output(
         assert [q["latency_ms"] for q in entry["queries"]] == [None, None, None]
         junit = (pytester.path / f"{name}.xml").read_text()
         assert "retrieval.queries" in junit and "latency" not in junit
+
+
+def test_the_markdown_names_the_option_of_the_tool_that_wrote_it(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """More changed queries than the Markdown lists, and no JSON report written: the note on
+    where the rest are named eval's and combine's --report to a pytest run (and pytest's
+    option to eval). Each names its own, as the terminal does."""
+    golden = {
+        "name": "many",
+        "k": 3,
+        "queries": [{"id": f"q{i}", "query": f"q{i}", "relevant": [f"d{i}"]} for i in range(30)],
+    }
+    (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+    good = {f"q{i}": [f"d{i}", "x", "y"] for i in range(30)}
+    worse = {f"q{i}": ["x", "y", f"d{i}"] for i in range(30)}
+    (pytester.path / "run.json").write_text(json.dumps(good), encoding="utf-8")
+    status, out, err = evaluate(capsys, "golden.json", "run.json", "--update-baseline")
+    assert status == 0, out + err
+    (pytester.path / "run.json").write_text(json.dumps(worse), encoding="utf-8")
+    status, out, err = evaluate(capsys, "golden.json", "run.json", "--markdown", "eval.md")
+    assert status == 1, out + err
+    ran = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", "run.json",
+        "--retrieval-markdown", "pytest.md",
+    )  # fmt: skip
+    assert ran.ret == pytest.ExitCode.TESTS_FAILED
+    eval_md = (pytester.path / "eval.md").read_text(encoding="utf-8")
+    pytest_md = (pytester.path / "pytest.md").read_text(encoding="utf-8")
+    assert "every changed query is in the JSON report (write one with --report)" in eval_md
+    assert "every changed query is in the JSON report (write one with --retrieval-report)" in (
+        pytest_md
+    )
+    assert "eval's and combine's" not in eval_md + pytest_md

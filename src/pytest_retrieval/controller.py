@@ -575,7 +575,12 @@ def write_outputs(
     from . import offline
 
     return offline.write_outputs(
-        offline.Outputs(outputs.report, outputs.markdown, outputs.html),
+        offline.Outputs(
+            outputs.report,
+            outputs.markdown,
+            outputs.html,
+            options=("--retrieval-report", "--retrieval-html"),
+        ),
         results,
         verdict,
         root=config.rootpath,

@@ -477,6 +477,9 @@ class Outputs:
     html: Path | None = None
     junit: Path | None = None
     cases: tuple[str, ...] = ()
+    #: the options that write the JSON report and the HTML page, which the Markdown names
+    #: when they were not written (pytest's are ``--retrieval-report``, ``--retrieval-html``)
+    options: tuple[str, str] = ("--report", "--html")
 
 
 def read_by(
@@ -560,6 +563,7 @@ def write_outputs(
             verdict,
             report=None if outputs.report is None else relative(outputs.report),
             html=None if outputs.html is None else relative(outputs.html),
+            options=outputs.options,
         )
         if outputs.markdown is not None:
             renderers.append((outputs.markdown, lambda: markdown))

@@ -156,12 +156,14 @@ def render_markdown(
     budget: int = MARKDOWN_BUDGET,
     report: str | None = None,
     html: str | None = None,
+    options: tuple[str, str] | None = None,
 ) -> str:
     """The whole summary in at most ``budget`` bytes (UTF-8): a heading with the session's
     verdict and reasons, one section per evaluation, then the A/B tables. ``report`` and
     ``html``: where the JSON report and the HTML page were written, named by the notes on
-    what was cut (default: the options that write them)."""
-    where = Where(report, html)
+    what was cut; when not written, ``options``: the options of the tool that write them
+    (pytest's ``("--retrieval-report", "--retrieval-html")``; default: every tool's)."""
+    where = Where(report, html, options)
     status, word = overall(results, verdict)
     head = [f"## Retrieval evaluation: {EMOJI[status]} {escape(word)}", ""]
     head += _reasons(verdict.reasons, where)
@@ -190,17 +192,22 @@ class Where:
 
     report: str | None
     html: str | None
+    options: tuple[str, str] | None = None  # the tool's options for (report, html)
 
     @property
     def page(self) -> str:
         if self.html:
             return f"the HTML page {self.html}"
+        if self.options:
+            return f"the HTML page (write one with {self.options[1]})"
         return "the HTML page (--retrieval-html, or eval's and combine's --html)"
 
     @property
     def data(self) -> str:
         if self.report:
             return f"the JSON report {self.report}"
+        if self.options:
+            return f"the JSON report (write one with {self.options[0]})"
         return "the JSON report (--retrieval-report, or eval's and combine's --report)"
 
     def __str__(self) -> str:
