@@ -1302,8 +1302,13 @@ def test_combine_with_another_baseline_where_the_golden_set_is_not_found_is_refu
             ),
             "part1.json, part2.json, part3.json: a value no shard writes (ValueError: ",
         ),
+        (  # a setting of the wrong type was said to differ between the shards
+            lambda e: e.update(k=str(e["k"])),
+            "part1.json, /evaluations/0/k: '10' is not of type 'integer': not a partial report "
+            "as pytest-retrieval writes it",
+        ),
     ],
-    ids=["null-source", "negative-grade"],
+    ids=["null-source", "negative-grade", "k-as-text"],
 )
 def test_a_partial_report_edited_past_the_schema_is_refused_without_a_traceback(
     partials: pytest.Pytester, capsys: pytest.CaptureFixture[str], edit: Any, expected: str

@@ -1351,7 +1351,7 @@ def _combine(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from .formats import corpus_input, declared_corpus, golden_inputs
-    from .shards import ShardError, combine, named_by, read_partial
+    from .shards import SettingsDiffer, ShardError, combine, named_by, read_partial
 
     outputs = _offline_outputs(args, [("a shard's partial report", p) for p in args.partial])
     start = Path.cwd()
@@ -1368,8 +1368,9 @@ def _combine(args: argparse.Namespace) -> int:
             }
             goldens |= {Path(w.result.golden_source) for w in wholes}
         except MALFORMED as exc:
-            error = exc if isinstance(exc, ShardError) else _malformed(documents, exc)
-            raise error from None
+            if isinstance(exc, SettingsDiffer):  # a setting of the wrong type: edited
+                raise _edited_settings(documents) or exc from None
+            raise (exc if isinstance(exc, ShardError) else _malformed(documents, exc)) from None
     except (ShardError, CliError, UsageError) as exc:  # none over a file the shards name
         return _refuse(args, outputs, str(exc), named_by(_readable(args.partial), start))
     _check_overwrites(  # the golden sets and baselines the shards named, found only now
@@ -1404,6 +1405,23 @@ def _combine(args: argparse.Namespace) -> int:
         return _gate_offline(args, wholes, outputs, note, unrun)
     except MALFORMED as exc:  # a value of the wrong type, found on the way
         return _refuse(args, outputs, str(_malformed(documents, exc)))
+
+
+def _edited_settings(documents: Sequence[tuple[Path, Any]]) -> Exception | None:
+    """What the report schema finds wrong in the partial reports, their queries left out:
+    a value of the wrong type (``"k": "10"``) is what refused them, not a difference between
+    shards. Without the queries the check takes no time, however many there are."""
+    from .shards import malformed
+
+    def settings(document: Any) -> Any:
+        if not isinstance(document, dict) or not isinstance(document.get("evaluations"), list):
+            return document
+        evaluations = [
+            {**e, "queries": []} if isinstance(e, dict) else e for e in document["evaluations"]
+        ]
+        return {**document, "evaluations": evaluations}
+
+    return malformed([(path, settings(document)) for path, document in documents])
 
 
 def _malformed(documents: Sequence[tuple[Path, Any]], exc: Exception) -> Exception:

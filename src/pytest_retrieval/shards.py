@@ -238,6 +238,11 @@ class ShardError(ValueError):
     wrong and the fix."""
 
 
+class SettingsDiffer(ShardError):
+    """The shards' settings of one evaluation differ, or do not read: unless one was edited
+    to a value no shard writes (``"k": "10"``), which the report schema then names."""
+
+
 @dataclass(frozen=True)
 class Partial:
     """One shard's partial report: its file, its shard and its evaluations (parts), and how
@@ -606,13 +611,13 @@ def _whole(
         try:
             settings.append(GateSettings.from_dict(stamp_.settings))
         except (KeyError, TypeError, ValueError) as exc:
-            raise ShardError(
+            raise SettingsDiffer(
                 f"{partial.path}: {label}: malformed gate settings ({exc!r})"
             ) from None
     for result, gate, partial in zip(parts[1:], settings[1:], partials[1:], strict=True):
         difference = _difference((parts[0], settings[0]), (result, gate))
         if difference is not None:
-            raise ShardError(
+            raise SettingsDiffer(
                 f"{partials[0].path} and {partial.path} differ on {label}: {difference}; {RERUN}"
             )
     order: list[tuple[int, str]] = []
