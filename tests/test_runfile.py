@@ -647,3 +647,21 @@ def test_huge_integer_scores_that_cancel_out_are_not_finite_numbers(
     path.write_text(f'{{"q1": {hits}}}')
     with pytest.raises(RunFileError, match=r"is not a finite number"):
         read_run(path)
+
+
+def test_a_golden_set_without_ids_is_told_to_give_the_runs_ids(tmp_path: Path) -> None:
+    """Entries without "id" get one derived from their text (q-41cbca84a458): a run keyed by
+    the team's own ids then shares none, and the message said only which ids each has."""
+    run = read_run(write(tmp_path, "r.trec", TREC))
+    path = tmp_path / "noid.json"
+    path.write_text(json.dumps([{"query": "a", "relevant": ["d1"]}]), encoding="utf-8")
+    with pytest.raises(RunFileError) as caught:
+        runs_for(load_golden(path), run)
+    assert (
+        'its entries have no "id", so each has one made from its query text (q-...): give each '
+        "entry the id the run uses"
+    ) in str(caught.value)
+    named = golden_set(tmp_path, ["1", "2"])
+    with pytest.raises(RunFileError) as caught:
+        runs_for(named, run)
+    assert '"id"' not in str(caught.value)  # ids of its own: nothing to say of them

@@ -161,12 +161,20 @@ def runs_for(golden: GoldenSet, run: Run, *, part: bool = False) -> list[QueryRu
     found = run.queries
     chosen = [found.get(query.id) for query in golden.queries]
     if not part and golden.queries and all(hits is None for hits in chosen):
+        from .golden import content_id
+
+        fix = "evaluate the run with the golden set it was made for, or use that set's query ids"
+        if all(q.id == content_id(q.query, q.params) for q in golden.queries[:3]):
+            fix = (
+                f'golden set {golden.name}: its entries have no "id", so each has one made '
+                "from its query text (q-...): give each entry the id the run uses"
+            )
         raise RunFileError(
             run.path,
             "",
             f"none of its {len(found)} query ids is a query of golden set {golden.name} "
             f"(the run has {listed(list(found))}; the golden set {listed(_golden_ids(golden))})",
-            "evaluate the run with the golden set it was made for, or use that set's query ids",
+            fix,
         )
     runs = [QueryRun() if hits is None else hits for hits in chosen]
     for hits in runs:
