@@ -213,6 +213,63 @@ def test_calls_that_all_hang_time_out_side_by_side(
     assert max(seen) >= 4  # calls were in flight side by side (one at a time before)
 
 
+STOPPED = "not answered: the calls stopped after the retriever failed 8 in a row"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["threads", "async", "inline"])
+def test_calls_stop_after_max_failures_in_a_row(release: threading.Event, mode: str) -> None:
+    """A backend that is down: 1,394 queries at a 30 s timeout held a CI job for hours. After
+    ``max_failures`` failed calls in a row no further call is made, and the queries without
+    an answer say why (they fail the evaluation, as the failed calls do anyway)."""
+    started: list[str] = []
+
+    def hang(query: str, k: int) -> list[str]:
+        started.append(query)
+        release.wait()
+        return ["d1"]
+
+    async def ahang(query: str, k: int) -> list[str]:
+        started.append(query)
+        await asyncio.sleep(3600)
+        return ["d1"]
+
+    def refuse(query: str, k: int) -> list[str]:
+        started.append(query)
+        raise ConnectionRefusedError("[Errno 111] Connection refused")
+
+    retriever, options = {
+        "threads": (hang, {"concurrency": 4, "timeout": 0.3}),
+        "async": (ahang, {"concurrency": 4, "timeout": 0.3}),
+        "inline": (refuse, {"concurrency": 1}),
+    }[mode]
+    runs = run_retriever(retriever, _queries(200), 5, max_failures=8, **options)
+    assert len(runs) == 200
+    assert 8 <= len(started) <= 8 + 4  # and the calls in flight when the 8th failed
+    stopped = [run for run in runs if run.error and run.error.startswith(STOPPED)]
+    failed = [run for run in runs if run.error and not run.error.startswith(STOPPED)]
+    assert 8 <= len(failed) <= len(started)
+    assert len(stopped) + len(failed) == 200  # every query without an answer says why
+    assert stopped[0].error == f"{STOPPED} (--retrieval-max-failures 8; 0: never stop)"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("max_failures", [0, 3])
+def test_a_call_that_answers_starts_the_count_again(max_failures: int) -> None:
+    """Failures with answers between them are not a backend that is down; 0 never stops."""
+
+    def every_other(query: str, k: int) -> list[str]:
+        if int(query[1:]) % 3 and max_failures:
+            raise ValueError("no such index")
+        if not max_failures:
+            raise ValueError("no such index")
+        return ["d1"]
+
+    runs = run_retriever(every_other, _queries(60), 5, concurrency=1, max_failures=max_failures)
+    assert not any(run.error and run.error.startswith(STOPPED[:20]) for run in runs)
+    assert sum(run.error is not None for run in runs) == (40 if max_failures else 60)
+
+
 @pytest.mark.timeout(30)
 def test_a_sync_call_that_never_returns_is_abandoned(release: threading.Event) -> None:
     def search(query: str, k: int) -> list[str]:
@@ -622,6 +679,8 @@ def test_e2e_raising_generator_finishes_grouped_and_traced(pytester: pytest.Pyte
         "5",
         "--retrieval-report",
         "report.json",
+        "--retrieval-max-failures",
+        "0",  # every call made, every failure in its group
         "-p",
         "no:cacheprovider",
         timeout=60,
@@ -643,6 +702,49 @@ def test_e2e_raising_generator_finishes_grouped_and_traced(pytester: pytest.Pyte
     assert "conftest.py" in group["traceback"]
     schema = resources.files("pytest_retrieval").joinpath("schema/report.schema.json")
     jsonschema.validate(report, json.loads(schema.read_text()))
+
+
+HANGING = """
+import time, pytest
+
+@pytest.fixture(scope="session")
+def retriever():
+    def search(query, k):
+        time.sleep(3600)  # a backend that does not answer
+    return search
+"""
+
+
+def test_e2e_a_backend_that_is_down_stops_the_calls(pytester: pytest.Pytester) -> None:
+    """Every call hangs: after --retrieval-max-failures timeouts in a row no further call
+    is made (the run took a timeout per query); the ini key and 0 (never) work too, and a
+    bad value is a usage error."""
+    pytester.makeconftest(HANGING)
+    golden = _golden_file(pytester, 60)
+    args = ("--retrieval-golden", golden, "--retrieval-timeout", "0.3", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*args, "--retrieval-max-failures", "4", timeout=60)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*60 of 60 retriever calls failed; they score 0:",
+            "*queries: the retriever did not answer within 0.3 s*",
+            "*queries: not answered: the calls stopped after the retriever failed 4 in a row "
+            "(--retrieval-max-failures 4; 0: never stop) (first: *",
+        ],
+        consecutive=False,
+    )
+    pytester.makeini("[pytest]\nretrieval_max_failures = 3\n")
+    ini = pytester.runpytest_subprocess(*args, timeout=60)
+    ini.stdout.fnmatch_lines(["*failed 3 in a row (--retrieval-max-failures 3; 0: never stop)*"])
+    pytester.makeini("[pytest]\nretrieval_max_failures = -1\n")
+    bad = pytester.runpytest_subprocess(*args, timeout=60)
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*ini option retrieval_max_failures = '-1': *whole number >= 0*"])
+    never = pytester.runpytest_subprocess(
+        *args, "--retrieval-max-failures", "0", "--retrieval-concurrency", "30", timeout=60
+    )
+    assert "not answered" not in never.stdout.str()
+    never.stdout.fnmatch_lines(["*60 queries: the retriever did not answer within 0.3 s*"])
 
 
 def test_e2e_verbose_shows_the_first_traceback_of_each_error(pytester: pytest.Pytester) -> None:

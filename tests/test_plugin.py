@@ -40,6 +40,7 @@ def test_native_toml_numbers_are_read(project: pytest.Pytester) -> None:
     project.makepyprojecttoml(
         "[tool.pytest]\nretrieval_alpha = 0.2\nretrieval_concurrency = 2\n"
         "retrieval_timeout = 30\nretrieval_split_min = 100\nretrieval_judge_deadline = 0\n"
+        "retrieval_max_failures = 5\n"
         'retrieval_thresholds = ["recall@3=0.5"]\n'
     )
     result = project.runpytest(

@@ -29,7 +29,13 @@ from .results import (
     is_graded,
     shared_floats,
 )
-from .retrieval import DEFAULT_CONCURRENCY, ProgressCallback, Retriever, run_retriever
+from .retrieval import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_FAILURES,
+    ProgressCallback,
+    Retriever,
+    run_retriever,
+)
 from .verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, RETRIEVER_ERRORS, THRESHOLD
 
 if TYPE_CHECKING:
@@ -209,13 +215,15 @@ def evaluate(
     gated: Iterable[str] | None = None,
     runs: Sequence[QueryRun] | None = None,
     all_scores: bool = False,
+    max_failures: int = DEFAULT_MAX_FAILURES,
 ) -> EvaluationResult:
     """Run ``retriever(query, k, **params)`` over the golden set and score it.
 
     With ``runs`` (one :class:`QueryRun` per golden query, in golden order: a precomputed
     run file) the retriever is not called (pass None) and the rest is the same.
     ``all_scores``: keep every hit's score, not the first ``HIT_DETAIL`` hits' (for an
-    export of the run: ``--retrieval-export-run``).
+    export of the run: ``--retrieval-export-run``). After ``max_failures`` failed calls in a
+    row (0: never) no further call is made, and the queries left are errors that say so.
 
     ``thresholds`` default to the golden file's; metrics default to the golden file's list or
     recall/precision/hit_rate/mrr/ndcg/map at its k, and judged@k (the share of the top k the
@@ -272,6 +280,7 @@ def evaluate(
                 timeout=timeout,
                 progress=progress,
                 ranks=True,
+                max_failures=max_failures,
             )
     elif len(runs) != len(golden_set.queries):
         raise ValueError(f"{len(runs)} runs for {len(golden_set.queries)} golden queries")

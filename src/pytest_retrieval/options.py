@@ -21,6 +21,7 @@ from .validators import (
     alpha_arg,
     cutoff,
     max_drop_arg,
+    max_failures_arg,
     metric_arg,
     positive_float,
     positive_int,
@@ -37,7 +38,10 @@ if TYPE_CHECKING:
     from .shards import Shard
 
 DEFAULT_FIXTURE = "retriever"
+#: :data:`.retrieval.DEFAULT_CONCURRENCY` and :data:`.retrieval.DEFAULT_MAX_FAILURES`, not
+#: imported: that module loads the golden model, which start-up does not need
 DEFAULT_CONCURRENCY = 8
+DEFAULT_MAX_FAILURES = 25
 #: Golden sets at least this large are split under ``-n`` (:mod:`.split`). A split costs one
 #: more aggregation, on the controller (the merge: about 0.2 ms a query while the CIs are
 #: bootstrapped, 0.45 s for 2,000 queries on a 2-core machine), and a retriever fixture built
@@ -97,6 +101,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SECONDS",
         default=None,
         help="per-call timeout for the retriever (default: none). ini: retrieval_timeout",
+    )
+    group.addoption(
+        "--retrieval-max-failures",
+        type=max_failures_arg,
+        metavar="N",
+        default=None,
+        help="stop calling the retriever after N failed calls in a row, a backend that is "
+        f"down; the queries left are not answered (default {DEFAULT_MAX_FAILURES}; 0: never "
+        "stop). ini: retrieval_max_failures",
     )
     group.addoption(
         "--retrieval-report",
@@ -321,6 +334,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "retrieval_timeout", "per-call retriever timeout in seconds", type=NUMBER_INI, default=""
     )
+    parser.addini(
+        "retrieval_max_failures",
+        "failed retriever calls in a row after which the calls stop (0: never)",
+        type=NUMBER_INI,
+        default="",
+    )
     parser.addini("retrieval_report", "path of the JSON report", default="")
     parser.addini(
         "retrieval_split_min",
@@ -400,6 +419,8 @@ class Settings:
     shard: Shard | None = None  # --retrieval-shard: this CI job evaluates one part
     #: golden sets at least this large are split across xdist workers (0: never)
     split_min: int = DEFAULT_SPLIT_MIN
+    #: failed retriever calls in a row after which the calls stop (0: never)
+    max_failures: int = DEFAULT_MAX_FAILURES
     #: --retrieval-run: precomputed run files evaluated instead of the retriever fixture
     runs: tuple[Path, ...] = ()
     export_run: Path | None = None  # --retrieval-export-run: the TREC run to write
@@ -515,6 +536,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
         gate=_gate(config),
         strict_baseline=_flag(config, "retrieval_strict_baseline"),
         split_min=_split_min(config),
+        max_failures=_max_failures(config),
         shard=_shard(config, outputs.report),
         runs=_runs(config),
         export_run=_output(config, "retrieval_export_run"),
@@ -562,6 +584,15 @@ def _gate(config: pytest.Config) -> tuple[str, ...] | None:
         return tuple(parse_metric(line).name for line in lines) or None
     except MetricNameError as exc:
         raise ConfigError(f"ini option retrieval_gate: {exc}") from None
+
+
+def _max_failures(config: pytest.Config) -> int:
+    """--retrieval-max-failures, else ini retrieval_max_failures, else the default (0 is a
+    value)."""
+    given = config.getoption("retrieval_max_failures")
+    if given is None:
+        given = _ini_number(config, "retrieval_max_failures", max_failures_arg)
+    return DEFAULT_MAX_FAILURES if given is None else int(given)
 
 
 def _split_min(config: pytest.Config) -> int:

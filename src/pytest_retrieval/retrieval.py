@@ -51,6 +51,7 @@ from .stacks import Place, format_traceback, thread_frames, where
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "DEFAULT_MAX_FAILURES",
     "BlockingRetrieverWarning",
     "ProgressCallback",
     "Retriever",
@@ -64,6 +65,9 @@ ProgressCallback = Callable[[int, int], None]
 W = TypeVar("W")  # what runs a call: a thread id or a task
 
 DEFAULT_CONCURRENCY = 8
+#: failed calls in a row after which no further call is made: a backend that is down would
+#: cost a timeout for every query (1,394 queries at 30 s held a CI job for hours)
+DEFAULT_MAX_FAILURES = 25
 #: how often (seconds) the caller's thread looks at progress and the loop without a timeout
 POLL = 0.2
 #: how often (seconds) it looks at the worker threads' progress, to set their number
@@ -92,11 +96,14 @@ def run_retriever(
     timeout: float | None = None,
     progress: ProgressCallback | None = None,
     ranks: bool = False,
+    max_failures: int = DEFAULT_MAX_FAILURES,
 ) -> list[QueryRun]:
     """Call ``retriever(query, k, **params)`` for every query; results in golden order.
 
     ``timeout`` (seconds) is a deadline for every call, sync or async: a call past it is an
-    error on its query and is abandoned (never joined nor awaited). Warns with
+    error on its query and is abandoned (never joined nor awaited). After ``max_failures``
+    failed calls in a row (0: never) no further call is made: a backend that is down
+    would otherwise cost a timeout for every query. Warns with
     :class:`BlockingRetrieverWarning` when an async retriever blocked the event loop.
     ``ranks``: find where each query's judged docs came back (:attr:`QueryRun.ranks`) as each
     call returns, when its hits are still in the CPU's cache (100,000 x 100 hits: about 0.1 s
@@ -111,6 +118,7 @@ def run_retriever(
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
     runner = Runner(retriever, queries, k, max(1, concurrency), timeout, progress, ranks)
+    runner.max_failures = max_failures
     try:
         if is_async(retriever):
             runner.run_async()
@@ -124,6 +132,12 @@ def run_retriever(
     runner.warn_blocked()
     if runner.interrupt is not None:
         raise runner.interrupt
+    if runner.tripped:  # the queries not called, or abandoned in flight
+        error = (
+            f"not answered: the calls stopped after the retriever failed {max_failures} in a "
+            f"row (--retrieval-max-failures {max_failures}; 0: never stop)"
+        )
+        return [runner.results.get(i) or QueryRun(error=error) for i in range(len(queries))]
     return [runner.results[index] for index in range(len(queries))]
 
 
@@ -161,6 +175,9 @@ class Runner:
         self.traced: dict[str, QueryRun] = {}  # error kind -> the run that keeps a traceback
         self.blocked: dict[int, tuple[float, Place | None]] = {}  # query -> (seconds, where)
         self.reported = 0
+        self.max_failures = 0  # failed calls in a row that stop the calls (0: never)
+        self.failing = 0  # failed calls since the last answer (workers race: about right)
+        self.tripped = False  # max_failures reached: nothing more is called or recorded
         if not queries:
             self.finished.set()
 
@@ -210,11 +227,16 @@ class Runner:
         return run
 
     def record(self, index: int, run: QueryRun) -> bool:
-        """Keep ``run`` as query ``index``'s result unless it already has one."""
-        if self.results.setdefault(index, run) is not run:
+        """Keep ``run`` as query ``index``'s result unless it already has one (or the calls
+        stopped on failures in a row: what comes after is said not answered)."""
+        if self.tripped or self.results.setdefault(index, run) is not run:
             self.discard(run)
             return False
-        if len(self.results) == self.total:
+        self.failing = 0 if run.error is None else self.failing + 1
+        if self.max_failures and self.failing >= self.max_failures:
+            self.tripped = self.stopped = True
+            self.finish()
+        elif len(self.results) == self.total:
             self.finish()
         return True
 
@@ -270,6 +292,8 @@ class Runner:
         """Concurrency 1 without a deadline: every call in the caller's thread."""
         shown = time.perf_counter()
         for index, query in enumerate(self.queries):
+            if self.stopped:
+                break
             started = time.perf_counter()
             self.record(index, self.call_sync(query, started))
             if self.progress is not None and started - shown > POLL:

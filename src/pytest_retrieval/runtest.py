@@ -102,6 +102,7 @@ def run_evaluation(
             doc_id_key=settings.doc_id_key,
             runs=runs,
             all_scores=settings.export_run is not None,  # exported as the retriever gave them
+            max_failures=settings.max_failures,
         )
     except (TypeError, ThresholdError) as exc:
         problem = f"{golden.source}: {exc}"

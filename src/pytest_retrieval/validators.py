@@ -119,6 +119,20 @@ def shard_arg(text: str) -> Shard:
     return shard
 
 
+def max_failures_arg(text: str) -> int:
+    """``--retrieval-max-failures``: a whole number >= 0 (0: never stop)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number >= 0 (failed retriever calls in a row after "
+            "which the calls stop; 0: never stop)"
+        )
+    return value
+
+
 def split_min_arg(text: str) -> int:
     """``--retrieval-split-min``: a whole number >= 0 (0: never split)."""
     try:
