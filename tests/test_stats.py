@@ -413,3 +413,26 @@ def test_normal_interval_follows_the_level_and_stays_within_the_values() -> None
     assert narrow["hit@1"][1] == pytest.approx(
         3 / n + 0.674490 * values.std(ddof=1) / np.sqrt(n), rel=1e-6
     )
+
+
+@pytest.mark.parametrize("m", [40, 79, 300, 1_000])
+def test_differences_all_one_way_have_the_exact_p(m: int) -> None:
+    paired_pvalue = stats.paired_pvalue
+    """Every query worse: only the observed sign pattern is that extreme, so p is 2^-m
+    exactly (twice that two-sided). The Monte Carlo said p = 1 / (draws + 1), 1.0e-04 for
+    an exact 1.7e-24 at m = 79, and the normal tail is an approximation out there."""
+    rng = np.random.default_rng(m)
+    before = rng.uniform(0.5, 1.0, m)
+    after = before - rng.uniform(0.01, 0.4, m)  # every query lower, by differing amounts
+    assert paired_pvalue(before, after) == 2.0**-m
+    assert paired_pvalue(before, after, alternative="two-sided") == 2.0 ** (1 - m)
+    assert paired_pvalue(after, before, alternative="greater") == 2.0**-m
+    assert paired_pvalue(after, before, alternative="two-sided") == 2.0 ** (1 - m)
+    assert paired_pvalue(after, before) == 1.0  # all better: no evidence of a drop at all
+    # one difference within float slack of 0 counts as a tie (errs toward the larger p)
+    tiny = after.copy()
+    tiny[0] = before[0] - 1e-13
+    assert paired_pvalue(before, tiny) > 2.0**-m
+    # past 2^-1022 a float cannot hold it: the normal tail's floor, never 0
+    many = np.linspace(0.3, 0.9, 2_500)
+    assert 0.0 < paired_pvalue(many, many - 0.2) < 1e-300
