@@ -1334,3 +1334,25 @@ def test_a_shard_that_ran_nothing_is_not_said_to_have_run_only_tests(
     )
     assert shard.ret == pytest.ExitCode.INTERRUPTED  # the collection error
     assert "only retrieval_eval tests" not in shard.stdout.str()
+
+
+def test_a_shard_below_a_threshold_does_not_say_passed(
+    partials: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shard is not gated: its "verdict: PASSED" under a threshold its part misses read as
+    a pass in CI logs. It says it was not gated, and combine decides (here: failed)."""
+    gate = ("--retrieval-threshold", "recall@10=0.99")
+    shards = run_shards(partials, *gate)
+    assert [s.ret for s in shards] == [0, 0, 0]  # a shard job passes: it evaluated its part
+    for shard in shards:
+        text = shard.stdout.str()
+        assert "PASSED" not in text.split("= retrieval =")[1]
+        shard.stdout.fnmatch_lines(
+            [
+                "  verdict: not gated in a shard (combine decides on the whole set)",
+                "retrieval verdict: not gated in a shard (pytest-retrieval combine decides)",
+            ],
+            consecutive=False,
+        )
+    status, out, _ = combine(capsys, "part1.json", "part2.json", "part3.json")
+    assert status == 1 and "recall@10" in out  # the whole set, gated: below the threshold

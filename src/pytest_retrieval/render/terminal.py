@@ -131,7 +131,10 @@ def summary_lines(
             "baselines are never updated from it"
         )
     lines.extend(baseline_lines(result, verbose=verbose))
-    lines.append(f"  verdict: {result.verdict.word}")
+    word = result.verdict.word
+    if result.part is not None and result.verdict.passed:  # a CI shard's: nothing was gated
+        word = "not gated in a shard (combine decides on the whole set)"
+    lines.append(f"  verdict: {word}")
     lines.extend(f"    {reason.kind}: {reason.message}" for reason in result.verdict.reasons)
     lines.extend(f"    note: {w.message}" for w in result.verdict.notes)
     return lines
