@@ -121,29 +121,26 @@ def shard_arg(text: str) -> Shard:
 
 def max_failures_arg(text: str) -> int:
     """``--retrieval-max-failures``: a whole number >= 0 (0: never stop)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a whole number >= 0 (failed retriever calls in a row after "
-            "which the calls stop; 0: never stop)"
-        )
-    return value
+    return _whole_or_zero(
+        text, "failed retriever calls in a row after which the calls stop; 0: never stop"
+    )
 
 
 def split_min_arg(text: str) -> int:
     """``--retrieval-split-min``: a whole number >= 0 (0: never split)."""
+    return _whole_or_zero(
+        text,
+        "the fewest queries a golden set has to be split across xdist workers; 0: never split",
+    )
+
+
+def _whole_or_zero(text: str, meaning: str) -> int:
     try:
         value = int(text)
     except ValueError:
         value = -1
     if value < 0:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a whole number >= 0 (the fewest queries a golden set has to be "
-            "split across xdist workers; 0: never split)"
-        )
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0 ({meaning})")
     return value
 
 
