@@ -601,3 +601,76 @@ def test_the_markdown_names_the_option_of_the_tool_that_wrote_it(
         pytest_md
     )
     assert "eval's and combine's" not in eval_md + pytest_md
+
+
+LIVE_AND_RUN = """
+import pytest
+from pytest_retrieval.runfile import read_run
+
+SEEN = []
+
+def search(query, k):
+    SEEN.append(query)
+    return ["d1", "d3"]
+
+@pytest.fixture
+def retriever():
+    return search
+
+def test_live(retrieval_eval):
+    retrieval_eval(search, golden="test.qrels")
+
+@pytest.mark.retrieval(golden="test.qrels")
+def test_marked(retrieval_eval):
+    retrieval_eval(search)
+
+def test_run(retrieval_eval):
+    retrieval_eval(read_run("bm25.trec"), golden="test.qrels")
+
+def test_searched_nothing():
+    assert SEEN == []
+"""
+
+
+def test_qrels_without_texts_are_never_searched(pytester: pytest.Pytester) -> None:
+    """With --retrieval-run the golden set was loaded without texts once for the session,
+    and a live retriever in a retrieval_eval test was then searched for "1", "2", "3"
+    (the ids) without a word. Whatever loads it first, only a precomputed run evaluates it;
+    a search fails with the queries-file message. A run in a retrieval_eval test needs no
+    texts either, with or without --retrieval-run."""
+    pytester.path.joinpath("test.qrels").write_text(QRELS)
+    pytester.path.joinpath("bm25.trec").write_text(TREC_RUN)
+    pytester.makepyfile(test_mixed=LIVE_AND_RUN)
+    for run in ([], ["--retrieval-golden", "test.qrels", "--retrieval-run", "bm25.trec"]):
+        ran = pytester.runpytest("test_mixed.py", *run, "-p", "no:randomly")
+        outcomes = ran.parseoutcomes()
+        assert outcomes.get("failed") == 2, ran.stdout.str()
+        assert outcomes.get("passed") == (3 if run else 2), ran.stdout.str()
+        ran.stdout.fnmatch_lines(
+            ["FAILED test_mixed.py::test_live - *", "FAILED test_mixed.py::test_marked - *"],
+            consecutive=False,
+        )
+        assert ran.stdout.str().count("test.qrels: TREC qrels need a queries file beside") >= 2
+
+
+def test_downstream_labels_need_the_query_texts(pytester: pytest.Pytester) -> None:
+    """The eRAG labeller reads each query's text: with qrels lacking texts it was asked
+    about "1", "2", "3" (the ids). It fails with the queries-file message instead."""
+    pytester.path.joinpath("test.qrels").write_text(QRELS)
+    pytester.path.joinpath("bm25.trec").write_text(TREC_RUN)
+    pytester.makeconftest(
+        "import pytest\n\n"
+        "@pytest.fixture(scope='session')\n"
+        "def retrieval_corpus():\n"
+        "    return {f'd{i}': f'text {i}' for i in range(10)}\n\n"
+        "@pytest.fixture(scope='session')\n"
+        "def retrieval_downstream():\n"
+        "    def score(query, doc, entry):\n"
+        "        raise AssertionError(f'asked about {query!r}')\n"
+        "    score.version = 'v1'\n"
+        "    return score\n"
+    )
+    ran = pytester.runpytest("--retrieval-golden", "test.qrels", "--retrieval-run", "bm25.trec")
+    ran.assert_outcomes(failed=1)
+    assert "test.qrels: TREC qrels need a queries file beside them" in ran.stdout.str()
+    assert "asked about" not in ran.stdout.str()

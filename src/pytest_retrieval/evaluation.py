@@ -15,7 +15,7 @@ from . import gate, stats
 from . import metrics as kernels
 from ._gc import frozen_heap, paused_gc
 from .adapters import adapt
-from .golden import GoldenQuery, GoldenSet, load_golden
+from .golden import GoldenQuery, GoldenSet, check_texts, load_golden
 from .hits import NOT_RETURNED, QueryRun, error_key
 from .metrics import FloatArray
 from .results import (
@@ -267,6 +267,8 @@ def evaluate(
     wanted = metric_names(golden_set, cutoff, [*defaults, *metrics], chosen)
     _check_labels(golden_set, wanted, judge, downstream)
     depth = max([cutoff, *(_check_name(name).k for name in wanted)])
+    if runs is None or judge is not None or downstream is not None:
+        check_texts(golden_set)  # TREC qrels without texts: it would be asked for "1"
     if runs is None:
         if retriever is None:
             raise TypeError("evaluate() needs a retriever, or runs=")

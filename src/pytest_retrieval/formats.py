@@ -41,11 +41,13 @@ class RawGolden:
     prefix: str = ""
     lines: list[int] | None = None
     document: dict[str, Any] | None = None
+    #: TREC qrels read without a queries file: where one was looked for (each query's text
+    #: is then its id, which only a precomputed run may evaluate)
+    texts_missing: Path | None = None
 
 
-def read_golden(source: Path, *, need_texts: bool = True) -> RawGolden:
-    """A JSON/JSONL file, a BEIR folder or split (``qrels/<split>.tsv``), or TREC qrels
-    (``need_texts=False``: without a queries file beside them, each query's text is its id)."""
+def read_golden(source: Path) -> RawGolden:
+    """A JSON/JSONL file, a BEIR folder or split (``qrels/<split>.tsv``), or TREC qrels."""
     if not source.exists():
         raise GoldenError(
             source,
@@ -63,7 +65,7 @@ def read_golden(source: Path, *, need_texts: bool = True) -> RawGolden:
     if source.suffix == ".json":
         return _read_json(source)
     if source.suffix in {".qrels", ".trec", ".txt"} or "qrels" in source.name:
-        return read_trec(source, need_texts=need_texts)
+        return read_trec(source)
     raise GoldenError(
         source,
         "",
@@ -369,12 +371,11 @@ def _judgments(path: Path, rows: Rows, layout: str, columns: int) -> dict[str, d
     return judgments
 
 
-def read_trec(
-    source: Path, queries_file: Path | None = None, *, need_texts: bool = True
-) -> RawGolden:
+def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
     """TREC qrels plus a ``QUERY_ID<TAB>TEXT`` queries file (default: found beside them).
-    ``need_texts=False``, for what searches nothing (a precomputed run, as trec_eval takes qrels
-    and a run): without a queries file, each query's text is its id."""
+    Without one, each query's text is its id and ``texts_missing`` says where it was looked
+    for: a precomputed run searches nothing and needs none (trec_eval takes qrels and a run);
+    :func:`.golden.check_texts` refuses the rest."""
     lines = text_lines(read_text(source))
 
     def rows() -> Iterator[tuple[int, Sequence[str]]]:
@@ -392,16 +393,15 @@ def read_trec(
                 yield number, [fields[0], fields[2], fields[3]] if len(fields) == 4 else fields
 
     judgments = _judgments(source, rows, "QUERY_ID ITERATION DOC_ID GRADE", 4)
-    if queries_file is None and not need_texts:
-        queries_file = next((f for f in _trec_queries_candidates(source) if f.is_file()), None)
+    if queries_file is None:
+        candidates = _trec_queries_candidates(source)
+        queries_file = next((f for f in candidates if f.is_file()), None)
         if queries_file is None:
             entries = [
                 {"id": query_id, "query": query_id, "relevant": relevant}
                 for query_id, relevant in judgments.items()
             ]
-            return RawGolden(source, entries, {"name": source.stem})
-    if queries_file is None:
-        queries_file = _trec_queries_file(source)
+            return RawGolden(source, entries, {"name": source.stem}, texts_missing=candidates[1])
     elif not queries_file.is_file():
         raise GoldenError(queries_file, "", "no such queries file", "check the --queries path")
     texts: dict[str, str] = {}
@@ -446,17 +446,15 @@ def _trec_queries_candidates(qrels: Path) -> list[Path]:
     return [qrels.parent / name for name in names]
 
 
-def _trec_queries_file(qrels: Path) -> Path:
-    candidates = _trec_queries_candidates(qrels)
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise GoldenError(
+def no_queries_file(qrels: Path, expected: Path) -> GoldenError:
+    """TREC qrels read without a queries file, for what needs the query texts (a retriever,
+    the judge, downstream labels)."""
+    return GoldenError(
         qrels,
         "",
         "TREC qrels need a queries file beside them",
-        f"write {candidates[1]} with one QUERY_ID<TAB>TEXT line per query (a precomputed "
-        "run needs none: --retrieval-run, pytest-retrieval eval)",
+        f"write {expected} with one QUERY_ID<TAB>TEXT line per query (a precomputed run needs "
+        "none: --retrieval-run, pytest-retrieval eval)",
     )
 
 

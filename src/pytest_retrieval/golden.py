@@ -173,6 +173,9 @@ class GoldenSet(BaseModel):
     corpus: str | None = None
     #: size of the full set when this is a ``--retrieval-sample`` of it (None: the full set)
     sampled_from: int | None = None
+    #: TREC qrels read without a queries file: where one was looked for. Each query's text is
+    #: its id, so only a precomputed run may evaluate it (:func:`check_texts`)
+    texts_missing: str | None = None
 
     def sample(self, n: int, seed: int = 0) -> GoldenSet:
         """``n`` queries drawn without replacement, stratified by first tag, in golden order.
@@ -258,11 +261,24 @@ def load_golden(
 
     ``require_relevant=False`` accepts entries without ``relevant`` (open queries, only
     useful to an LLM judge). ``require_texts=False`` (a precomputed run: nothing is searched)
-    accepts TREC qrels without a queries file, each query's text its id. Raises
-    :class:`GoldenError` naming the file, place and fix.
+    accepts TREC qrels without a queries file, each query's text its id, which
+    :func:`evaluate` refuses to search. Raises :class:`GoldenError` naming the file, place
+    and fix.
     """
     with paused_gc():
-        return _build(read_golden(Path(path), need_texts=require_texts), require_relevant)
+        golden = _build(read_golden(Path(path)), require_relevant)
+    if require_texts:
+        check_texts(golden)
+    return golden
+
+
+def check_texts(golden: GoldenSet) -> None:
+    """Raise :class:`GoldenError` when the golden set has no query texts (TREC qrels without
+    a queries file, each text its id): what searches or grades it would be asked for "1"."""
+    if golden.texts_missing is not None:
+        from .formats import no_queries_file
+
+        raise no_queries_file(Path(golden.source), Path(golden.texts_missing))
 
 
 def load_trec(
@@ -271,7 +287,9 @@ def load_trec(
     """TREC qrels plus a ``QUERY_ID<TAB>TEXT`` queries file (default: found beside them)."""
     with paused_gc():
         raw = read_trec(Path(qrels), Path(queries) if queries else None)
-        return _build(raw, require_relevant)
+        golden = _build(raw, require_relevant)
+    check_texts(golden)
+    return golden
 
 
 def content_id(query: str, params: Mapping[str, Any]) -> str:
@@ -377,7 +395,7 @@ def _build(raw: RawGolden, require_relevant: bool) -> GoldenSet:
     plain = _plain_queries(raw.entries)
     if plain is not None:
         _check_gates(source, settings, plain)
-        return _golden_set(source, settings, plain)
+        return _golden_set(source, settings, plain, raw.texts_missing)
     try:
         parsed = _ENTRIES.validate_python(raw.entries)
     except ValidationError as exc:
@@ -430,7 +448,7 @@ def _build(raw: RawGolden, require_relevant: bool) -> GoldenSet:
     if not queries:
         raise GoldenError(source, prefix or "/", "the golden set has no queries", "add queries")
     _check_gates(source, settings, queries)
-    return _golden_set(source, settings, queries)
+    return _golden_set(source, settings, queries, raw.texts_missing)
 
 
 _PLAIN_KEYS = frozenset({"id", "query", "relevant", "tags"})
@@ -514,7 +532,10 @@ def _plain_grades(graded: list[dict[str, Any]]) -> bool:
 
 
 def _golden_set(
-    source: Path, settings: Mapping[str, Any], queries: Sequence[GoldenQuery]
+    source: Path,
+    settings: Mapping[str, Any],
+    queries: Sequence[GoldenQuery],
+    texts_missing: Path | None = None,
 ) -> GoldenSet:
     corpus = settings.get("corpus")
     return GoldenSet.model_construct(
@@ -527,6 +548,7 @@ def _golden_set(
         max_drop=dict(settings.get("max_drop", {})),
         gate=tuple(settings.get("gate", ())),
         corpus=str((source.parent / corpus).resolve()) if corpus else None,
+        texts_missing=None if texts_missing is None else str(texts_missing),
     )
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._io import relative
-from .errors import ConfigError
+from .errors import ConfigError, GoldenError
 from .session import (
     AS_ERROR,
     STATE,
@@ -106,6 +106,8 @@ def run_evaluation(
         )
     except (TypeError, ThresholdError) as exc:
         problem = f"{golden.source}: {exc}"
+    except GoldenError as exc:  # no query texts to search (it names the file)
+        problem = str(exc)
     finally:
         if printer is not None:
             printer.close()
@@ -160,7 +162,7 @@ def _corpus(
     if golden.corpus is None or not texts_needed:
         return None
     if golden.corpus not in state.corpora:
-        from .golden import GoldenError, corpus_file, load_corpus
+        from .golden import corpus_file, load_corpus
 
         try:
             state.corpora[golden.corpus] = load_corpus(corpus_file(golden))

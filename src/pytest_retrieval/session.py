@@ -60,14 +60,16 @@ class SessionState:
     def golden(self, path: Path) -> GoldenSet:
         """The golden set at ``path``, loaded (and sampled) once; a bad file is a usage error."""
         if path not in self.goldens:
-            judge = self.settings.judge
-            # a precomputed run searches nothing: TREC qrels need no query texts (the judge
-            # reads them)
-            golden = load(path, judge is None, require_texts=not self.settings.runs or bool(judge))
+            golden = load(path, require_relevant=self.settings.judge is None)
             if self.settings.sample is not None:
                 golden = golden.sample(self.settings.sample, self.settings.sample_seed)
             self.goldens[path] = golden
-        return self.goldens[path]
+        golden = self.goldens[path]
+        if not self.settings.runs or self.settings.judge is not None:  # it will be searched
+            from .golden import check_texts
+
+            check_texts(golden)  # at start-up: a usage error, before anything runs
+        return golden
 
     def configured_golden(self, *, load: bool = True) -> GoldenSet | None:
         """The golden set of a test that names none: the only one configured (command line
@@ -222,10 +224,12 @@ def corpus_check(golden: GoldenSet, settings: Settings) -> str | None:
     return None if problem is None else str(problem)
 
 
-def load(path: Path, require_relevant: bool = True, *, require_texts: bool = True) -> GoldenSet:
+def load(path: Path, require_relevant: bool = True) -> GoldenSet:
+    """The golden set at ``path``, TREC qrels without texts too: whether it is searched is
+    known only once it is evaluated (:func:`.evaluation.evaluate` checks)."""
     from .golden import load_golden
 
-    return load_golden(path, require_relevant=require_relevant, require_texts=require_texts)
+    return load_golden(path, require_relevant=require_relevant, require_texts=False)
 
 
 def layered_allowances(
