@@ -674,3 +674,44 @@ def test_downstream_labels_need_the_query_texts(pytester: pytest.Pytester) -> No
     ran.assert_outcomes(failed=1)
     assert "test.qrels: TREC qrels need a queries file beside them" in ran.stdout.str()
     assert "asked about" not in ran.stdout.str()
+
+
+def test_a_latency_gate_on_a_run_file_says_not_tested_in_every_output(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A baseline recorded from a live retriever, then its run file gated with a latency
+    allowance: the run has no latency, so the row said "nan ms" (terminal, Markdown, HTML)
+    and `show` of the report crashed on its null. It says n/a, not tested."""
+    golden = {
+        "name": "g",
+        "k": 3,
+        "queries": [{"id": f"q{i}", "query": f"q{i}", "relevant": [f"d{i}"]} for i in range(12)],
+    }
+    (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+    pytester.makeconftest(
+        "import time, pytest\n\n@pytest.fixture\ndef retriever():\n"
+        "    def search(query, k):\n        time.sleep(0.001)\n"
+        "        return [f'd{query[1:]}', 'x', 'y']\n    return search\n"
+    )
+    recorded = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-update-baseline"
+    )
+    assert recorded.ret == 0, recorded.stdout.str()
+    run = {f"q{i}": [f"d{i}", "x", "y"] for i in range(12)}
+    (pytester.path / "retriever.json").write_text(json.dumps(run), encoding="utf-8")
+    outputs = ("--retrieval-markdown", "out.md", "--retrieval-html", "out.html")
+    ran = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", "retriever.json",
+        "--retrieval-max-drop", "latency_p95=20%", "--retrieval-report", "out.json", *outputs,
+    )  # fmt: skip
+    assert ran.ret == 0, ran.stdout.str()
+    ran.stdout.fnmatch_lines(["*latency_p95 * ms * n/a * not tested*"])
+    for name in ("out.md", "out.html"):
+        text = (pytester.path / name).read_text(encoding="utf-8")
+        assert "latency_p95" in text and "nan ms" not in text.lower()
+    assert "nan ms" not in ran.stdout.str()
+    capsys.readouterr()
+    status = main(["show", "out.json"])
+    out, err = capsys.readouterr()
+    assert status == 0, out + err
+    assert "n/a" in out and "nan ms" not in out

@@ -519,6 +519,9 @@ class MetricChange:
         return self.current - self.baseline
 
 
+_CHANGE_NUMBERS = ("baseline", "current", "allowed")
+
+
 @dataclass(frozen=True)
 class HitMove:
     """A document that entered or left a metric's top k between the reference and this run,
@@ -772,7 +775,10 @@ class Comparison:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
         values = {key: value for key, value in data.items() if key != "worse"}  # older reports
-        values["changes"] = [MetricChange(**c) for c in data.get("changes", [])]
+        values["changes"] = [  # a number JSON cannot hold (NaN: no latency) is written null
+            MetricChange(**{**c, **{k: _nan(c[k]) for k in _CHANGE_NUMBERS if k in c}})
+            for c in data.get("changes", [])
+        ]
         values["shifts"] = {
             name: QueryShifts.from_dict(shift) for name, shift in (data.get("shifts") or {}).items()
         }

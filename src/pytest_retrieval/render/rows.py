@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .._io import relative
 from ..metrics import parse_metric
 from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, Reason, Verdict
-from .text import ci, command, delta, judge_options, metric_value, num, p_value, short
+from .text import ci, command, delta, judge_options, metric_value, ms, num, p_value, short
 
 if TYPE_CHECKING:
     from ..compare import ABGroup
@@ -322,10 +322,10 @@ def metric_rows(result: EvaluationResult) -> list[list[Cell]]:
         rows.append(
             [
                 [("code", "latency_p95")],
-                plain(f"{latency.current:.1f} ms"),
+                plain(ms(latency.current)),
                 [],
                 plain(f"≤ +{latency.allowed:.1f} ms" if math.isfinite(latency.allowed) else ""),
-                plain(f"{latency.baseline:.1f} ms"),
+                plain(ms(latency.baseline)),
                 plain(delta(latency.delta, 1)),
                 [],
                 _change_marks(latency),

@@ -33,6 +33,7 @@ from .text import (
     delta,
     judge_options,
     metric_value,
+    ms,
     num,
     p_value,
     short,
@@ -245,7 +246,7 @@ def change_rows(comparison: Comparison) -> list[list[str]]:
     for c in comparison.changes:
         gated = "" if c.gated else " (not gated)"
         latency = c.metric == "latency_p95"
-        fmt = (lambda v: f"{v:.1f} ms") if latency else num
+        fmt = ms if latency else num
         rows.append(
             [
                 c.metric,

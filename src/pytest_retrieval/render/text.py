@@ -20,6 +20,11 @@ def num(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.4f}"
 
 
+def ms(value: float) -> str:
+    """A latency: one place, "n/a" for NaN (no call answered, or a run file: no timings)."""
+    return "n/a" if math.isnan(value) else f"{value:.1f} ms"
+
+
 def graded(result: EvaluationResult, metric: str) -> str:
     """A judge metric's coverage, ``graded 952/1000`` (its graded slots of all its slots),
     shown beside its value; empty for the other metrics."""
