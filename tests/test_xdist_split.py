@@ -537,7 +537,7 @@ def test_the_parts_go_to_different_workers_among_other_tests(pytester: pytest.Py
     assert len(set(ran.values())) == 2, ran  # [gw0] and [gw1]
 
 
-@pytest.mark.parametrize("dist", ["load", "worksteal"])
+@pytest.mark.parametrize("dist", ["load", "worksteal", "loadgroup"])
 def test_each_golden_sets_parts_go_to_different_workers_when_only_parts_run(
     pytester: pytest.Pytester, dist: str
 ) -> None:
@@ -563,7 +563,7 @@ def test_each_golden_sets_parts_go_to_different_workers_when_only_parts_run(
 @pytest.mark.parametrize(
     ("args", "listed"),
     [
-        (["-n", "2"], ["good-part1/2", "worse-part1/2", "good-part2/2", "worse-part2/2"]),
+        (["-n", "2"], ["good-part1/2", "worse-part1/2", "worse-part2/2", "good-part2/2"]),
         (["-n", "2", "--dist", "loadfile"], ["good", "worse"]),
         (["-n", "0"], ["good", "worse"]),
     ],

@@ -186,14 +186,22 @@ def spread(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The parts far apart in the run order, the other items' order kept: xdist hands out
     consecutive tests together (batches with ``--dist load``, halves with ``worksteal``), so
     parts next to each other would run one after the other on one worker. Several golden
-    sets' parts take turns (every first part, then every second part, ...), also when they
-    are all there is to run."""
+    sets' parts take turns, also when they are all there is to run: every first part, then
+    every second part in the opposite order, and so on (``a1 b1 b2 a2``), so that each set's
+    parts land apart in batches and in turns alike (``loadgroup`` deals items out in turns:
+    ``a1 b1 a2 b2`` sent both of a's to one worker)."""
     if not any(config.stash.get(_PARTS_OF, {}).values()):
         return  # nothing split here: not even a look at the items
-    indexed = [
-        (part.index, n, item) for n, item in enumerate(items) if (part := _part(item)) is not None
+    rounds: dict[int, list[pytest.Item]] = {}
+    for item in items:
+        part = _part(item)
+        if part is not None:
+            rounds.setdefault(part.index, []).append(item)
+    parts = [
+        item
+        for index in sorted(rounds)
+        for item in (rounds[index] if index % 2 == 0 else reversed(rounds[index]))
     ]
-    parts = [item for _, _, item in sorted(indexed, key=lambda row: row[:2])]
     if len(parts) == len(items):
         items[:] = parts
         return
