@@ -335,8 +335,7 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
         reasons.append(
             Reason(
                 RETRIEVER_ERRORS,
-                f"{len(result.errors)} of {len(result.queries)} retriever calls failed "
-                "(they score 0)",
+                f"{result.failed_calls} (they score 0)",
             )
         )
     if result.run_missing:

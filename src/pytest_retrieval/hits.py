@@ -281,6 +281,20 @@ _HINTS = (
 )
 
 
+#: how the error of a query left without an answer when the calls stopped begins
+#: (:func:`stopped_calls`): told apart from the failures that stopped them
+NOT_ANSWERED = "not answered: the calls stopped after the retriever failed "
+
+
+def stopped_calls(max_failures: int) -> QueryRun:
+    """The result of a query not called, or abandoned in flight, once ``max_failures`` calls
+    in a row failed (a backend that is down)."""
+    return QueryRun(
+        error=f"{NOT_ANSWERED}{max_failures} in a row (--retrieval-max-failures "
+        f"{max_failures}; 0: never stop)"
+    )
+
+
 def timed_out(timeout: float, where: str) -> QueryRun:
     """The result of a call abandoned at its deadline (``where``: the line it was stuck at)."""
     return QueryRun(

@@ -322,10 +322,7 @@ def incomplete_result(result: EvaluationResult) -> list[str]:
     Empty: it can."""
     why = []
     if result.errors:
-        why.append(
-            f"{len(result.errors)} failed retriever calls in {result.golden_name} "
-            f"[{result.retriever_id}]"
-        )
+        why.append(f"{result.failed_calls} in {result.golden_name} [{result.retriever_id}]")
     if _lacks_queries(result):
         why.append(
             f"run file {Path(result.run_file or '').name} lacks {len(result.run_missing)} of "

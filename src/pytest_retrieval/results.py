@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from ._gc import paused_gc
 from ._io import relative
-from .hits import NUL, Ranking, error_key
+from .hits import NOT_ANSWERED, NUL, Ranking, error_key
 from .metrics import DEFAULT_RELEVANCE_LEVEL, Metric, parse_metric
 from .verdicts import REGRESSION, UNDECIDED, Reason, Verdict
 
@@ -925,8 +925,25 @@ class EvaluationResult:
                 traceback=self.tracebacks.get(key),
                 uniform=all(q.error == members[0].error for q in members),
             )
-            for key, members in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+            # the most frequent first; the queries left unanswered when the calls stopped
+            # last: the failures before them are the cause
+            for key, members in sorted(
+                groups.items(), key=lambda kv: (kv[0].startswith(NOT_ANSWERED), -len(kv[1]))
+            )
         ]
+
+    @property
+    def failed_calls(self) -> str:
+        """``25 of 80 retriever calls failed`` (empty: none), and how many queries were left
+        unanswered when the calls stopped on failures in a row."""
+        errors = self.table.error_rows()
+        if not errors:
+            return ""
+        stopped = sum(error.startswith(NOT_ANSWERED) for error in errors.values())
+        said = f"{len(errors) - stopped} of {len(self.queries)} retriever calls failed"
+        if stopped:
+            said += f", then {stopped} queries were not answered (the calls stopped)"
+        return said
 
     @cached_property
     def short_results(self) -> ShortResults | None:

@@ -45,7 +45,15 @@ from ._loop import GRACE, run_private, shared_loop
 from .async_calls import Batch
 from .errors import warning_made_error
 from .golden import GoldenQuery
-from .hits import HitError, QueryRun, describe_error, error_key, normalize_hits, timed_out
+from .hits import (
+    HitError,
+    QueryRun,
+    describe_error,
+    error_key,
+    normalize_hits,
+    stopped_calls,
+    timed_out,
+)
 from .ramp import Ramp
 from .stacks import Place, format_traceback, thread_frames, where
 
@@ -133,11 +141,7 @@ def run_retriever(
     if runner.interrupt is not None:
         raise runner.interrupt
     if runner.tripped:  # the queries not called, or abandoned in flight
-        error = (
-            f"not answered: the calls stopped after the retriever failed {max_failures} in a "
-            f"row (--retrieval-max-failures {max_failures}; 0: never stop)"
-        )
-        return [runner.results.get(i) or QueryRun(error=error) for i in range(len(queries))]
+        return [runner.results.get(i) or stopped_calls(max_failures) for i in range(len(queries))]
     return [runner.results[index] for index in range(len(queries))]
 
 

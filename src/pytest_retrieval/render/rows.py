@@ -456,8 +456,7 @@ def notes(result: EvaluationResult) -> list[Note]:
         found.append(
             Note(
                 "fail",
-                f"{len(result.errors)} of {len(result.queries)} retriever calls failed "
-                f"(they score 0); first: {first.id}: {first.error}",
+                f"{result.failed_calls} (they score 0); first: {first.id}: {first.error}",
             )
         )
     if result.duplicates:

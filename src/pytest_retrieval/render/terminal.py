@@ -108,9 +108,7 @@ def summary_lines(
             f"  {result.duplicates} repeated doc ids dropped (each id counts at its first rank)"
         )
     if result.errors:
-        lines.append(
-            f"  {len(result.errors)} of {len(result.queries)} retriever calls failed (scored 0):"
-        )
+        lines.append(f"  {result.failed_calls} (scored 0):")
         lines.extend(error_lines(result, verbose, limit=3, kept_in=kept_in))
     lines.extend(short_results_lines(result))
     if result.open_queries:
@@ -408,9 +406,7 @@ def failure_text(
     lines.append(f"  {title(result)}")
     lines += metric_table(result)
     if result.errors:
-        lines.append(
-            f"  {len(result.errors)} of {len(result.queries)} retriever calls failed; they score 0:"
-        )
+        lines.append(f"  {result.failed_calls}; they score 0:")
         lines.extend(error_lines(result, verbose, limit=10, kept_in=kept_in))
     lines.extend(short_results_lines(result))
     if label_problems(verdict):
