@@ -125,8 +125,9 @@ def run_retriever(
         )
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
-    runner = Runner(retriever, queries, k, max(1, concurrency), timeout, progress, ranks)
-    runner.max_failures = max_failures
+    runner = Runner(
+        retriever, queries, k, max(1, concurrency), timeout, progress, ranks, max_failures
+    )
     try:
         if is_async(retriever):
             runner.run_async()
@@ -162,9 +163,11 @@ class Runner:
         timeout: float | None,
         progress: ProgressCallback | None,
         ranks: bool = False,
+        max_failures: int = 0,
     ) -> None:
         self.retriever = retriever
         self.ranks = ranks
+        self.max_failures = max_failures  # failed calls in a row that stop the calls (0: never)
         self.queries = queries
         self.k = k
         self.total = len(queries)
@@ -179,7 +182,6 @@ class Runner:
         self.traced: dict[str, QueryRun] = {}  # error kind -> the run that keeps a traceback
         self.blocked: dict[int, tuple[float, Place | None]] = {}  # query -> (seconds, where)
         self.reported = 0
-        self.max_failures = 0  # failed calls in a row that stop the calls (0: never)
         self.failing = 0  # failed calls since the last answer (workers race: about right)
         self.tripped = False  # max_failures reached: nothing more is called or recorded
         if not queries:
