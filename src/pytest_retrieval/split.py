@@ -202,10 +202,8 @@ def spread(config: pytest.Config, items: list[pytest.Item]) -> None:
         for index in sorted(rounds)
         for item in (rounds[index] if index % 2 == 0 else reversed(rounds[index]))
     ]
-    if len(parts) == len(items):
-        items[:] = parts
-        return
-    if not parts:
+    if not parts or len(parts) == len(items):
+        items[:] = parts or items
         return
     slots = {len(items) * k // len(parts): part for k, part in enumerate(parts)}
     others = iter([item for item in items if _part(item) is None])
