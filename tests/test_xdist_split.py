@@ -537,27 +537,35 @@ def test_the_parts_go_to_different_workers_among_other_tests(pytester: pytest.Py
     assert len(set(ran.values())) == 2, ran  # [gw0] and [gw1]
 
 
-@pytest.mark.parametrize("dist", ["load", "worksteal", "loadgroup"])
+@pytest.mark.parametrize(
+    ("workers", "dist", "sets"),
+    # the cases where xdist deals every part out at the start (later ones go to whichever
+    # worker asks first): load's first batches, worksteal's halves, loadgroup's turns
+    [(2, "load", 2), (2, "worksteal", 2), (2, "loadgroup", 2), (3, "loadgroup", 2)],
+)
 def test_each_golden_sets_parts_go_to_different_workers_when_only_parts_run(
-    pytester: pytest.Pytester, dist: str
+    pytester: pytest.Pytester, workers: int, dist: str, sets: int
 ) -> None:
-    """Two golden sets split in two and nothing else (``--retrieval-only``): xdist hands
-    consecutive items to one worker, and each set's parts were side by side, so each set
-    ran on one worker (no speed-up from -n). The parts of the sets now take turns."""
+    """Golden sets split across the workers and nothing else (``--retrieval-only``): xdist
+    hands consecutive items to one worker, and each set's parts were side by side, so each
+    set ran on one worker (no speed-up from -n). The parts take turns (:func:`take_turns`),
+    for every way xdist deals them out."""
     pytester.makeconftest(KEYWORD_RETRIEVER)
-    write_golden(pytester)  # 4 queries: 2 hash to each part
-    write_golden(pytester, name="other.json")
+    names = ["golden.json", "other.json", "third.json"][:sets]
+    queries = [{"id": f"q{i}", "query": f"apple {i}", "relevant": ["d1"]} for i in range(30)]
+    for name in names:
+        write_golden(pytester, {"name": name, "k": 3, "queries": queries}, name=name)
     result = pytester.runpytest_subprocess(
-        "--retrieval-golden", "golden.json", "--retrieval-golden", "other.json",
-        "-n", "2", "--dist", dist, "--retrieval-split-min", "2", "-v", "-p", "no:randomly",
+        *[arg for name in names for arg in ("--retrieval-golden", name)],
+        "-n", str(workers), "--dist", dist, "--retrieval-split-min", "2", "-v", "-p", "no:randomly",
     )  # fmt: skip
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=sets * workers)
     ran: dict[str, set[str]] = {}
     for line in result.stdout.lines:
         if "PASSED " in line and "::retrieval[part" in line:
             ran.setdefault(line.split()[-1].split("::")[0], set()).add(line.split()[0])
-    assert sorted(ran) == ["golden.json", "other.json"]
-    assert all(len(workers) == 2 for workers in ran.values()), ran  # [gw0] and [gw1] each
+    assert sorted(ran) == sorted(names)
+    assert all(len(found) == workers for found in ran.values()), ran  # every worker, each
 
 
 @pytest.mark.parametrize(
@@ -662,3 +670,38 @@ def test_a_judged_split_equals_the_serial_run(
     [evaluation] = split_report["evaluations"]
     assert evaluation["judge"]["calls"] == 12 and evaluation["judge"]["coverage"] == 1.0
     assert {"otr@3", "llm_ndcg@3"} <= set(evaluation["metrics"])
+
+
+@pytest.mark.parametrize("workers", [2, 3, 4, 6])
+@pytest.mark.parametrize("wholes", [1, 2, 3, 4, 5])
+def test_the_parts_take_turns_so_that_no_dealing_puts_two_on_one_worker(
+    wholes: int, workers: int
+) -> None:
+    """However xdist deals the items out -- in turns (loadgroup: position mod workers), a
+    block of a round each (worksteal), two in a row (load's first batches) -- no evaluation
+    gets two of its parts on one worker. Plain rounds (a1 b1 a2 b2) sent both of a's to one
+    worker in turns at 2 workers; reversing every other round (a1 b1 b2 a2) did at 3."""
+    from pytest_retrieval.split import take_turns
+
+    names = "abcdefgh"[:wholes]
+    rounds = [[(w, f"{w}{r}") for w in names] for r in range(workers)]
+    order = take_turns(rounds, workers)
+    assert sorted(order) == sorted(f"{w}{r}" for w in names for r in range(workers))
+    for whole in names:
+        places = [at for at, item in enumerate(order) if item[0] == whole]
+        assert len({at % workers for at in places}) == workers  # in turns
+        assert len({at // wholes for at in places}) == workers  # a block per round
+    for at in range(0, len(order) - 1, 2):
+        assert order[at][0] != order[at + 1][0] or wholes == 1  # two in a row
+
+
+def test_parts_missing_from_a_round_still_take_turns() -> None:
+    """A part no query hashes to is not collected: rounds of different sizes."""
+    from pytest_retrieval.split import take_turns
+
+    rounds = [[("a", "a0"), ("b", "b0")], [("a", "a1")], [("a", "a2"), ("b", "b2")]]
+    order = take_turns(rounds, 3)
+    assert sorted(order) == ["a0", "a1", "a2", "b0", "b2"]
+    for whole in "ab":
+        places = [at % 3 for at, item in enumerate(order) if item[0] == whole]
+        assert len(set(places)) == len(places)

@@ -31,7 +31,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -186,28 +186,78 @@ def spread(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The parts far apart in the run order, the other items' order kept: xdist hands out
     consecutive tests together (batches with ``--dist load``, halves with ``worksteal``), so
     parts next to each other would run one after the other on one worker. Several golden
-    sets' parts take turns, also when they are all there is to run: every first part, then
-    every second part in the opposite order, and so on (``a1 b1 b2 a2``), so that each set's
-    parts land apart in batches and in turns alike (``loadgroup`` deals items out in turns:
-    ``a1 b1 a2 b2`` sent both of a's to one worker)."""
+    sets' parts take turns, also when they are all there is to run (:func:`take_turns`)."""
     if not any(config.stash.get(_PARTS_OF, {}).values()):
         return  # nothing split here: not even a look at the items
-    rounds: dict[int, list[pytest.Item]] = {}
+    rounds: dict[int, list[tuple[str, pytest.Item]]] = {}
+    workers = 1
     for item in items:
         part = _part(item)
-        if part is not None:
-            rounds.setdefault(part.index, []).append(item)
-    parts = [
-        item
-        for index in sorted(rounds)
-        for item in (rounds[index] if index % 2 == 0 else reversed(rounds[index]))
-    ]
+        if part is not None and isinstance(item, pytest.Function):
+            rounds.setdefault(part.index, []).append((_whole_of(item, part), item))
+            workers = max(workers, part.count)
+    parts = take_turns([rounds[index] for index in sorted(rounds)], workers)
     if not parts or len(parts) == len(items):
         items[:] = parts or items
         return
     slots = {len(items) * k // len(parts): part for k, part in enumerate(parts)}
     others = iter([item for item in items if _part(item) is None])
     items[:] = [slots[at] if at in slots else next(others) for at in range(len(items))]
+
+
+T = TypeVar("T")
+
+#: placements :func:`take_turns` tries before it keeps the rounds as they are
+TURN_STEPS = 20_000
+
+
+def take_turns(rounds: Sequence[Sequence[tuple[str, T]]], workers: int) -> list[T]:
+    """The rounds (every evaluation's first part, then every second part, ...: ``(whole,
+    item)`` pairs) one after another, each turned (rotated) so that no evaluation has two
+    parts where xdist would hand them to one worker, however it deals them out: in turns
+    (``loadgroup``: position mod ``workers``), in blocks of a round each (``worksteal``), or
+    two in a row (``load``'s first batches). A search over the rotations: a few rounds of a
+    few evaluations; past :data:`TURN_STEPS` tries, the rounds as they are."""
+    order: list[tuple[str, T]] = []
+    used: dict[str, set[int]] = {}  # whole -> the workers (position mod workers) it has
+    steps = 0
+
+    def place(at: int) -> bool:
+        nonlocal steps
+        if at == len(rounds):
+            return True
+        members = list(rounds[at])
+        for turn in range(len(members)):
+            steps += 1
+            if steps > TURN_STEPS:
+                return False
+            turned = members[turn:] + members[:turn]
+            start = len(order)
+            slots = [(whole, (start + i) % workers) for i, (whole, _) in enumerate(turned)]
+            if any(slot in used.get(whole, ()) for whole, slot in slots):
+                continue
+            if start % 2 and turned[0][0] == order[-1][0]:  # a pair of one whole
+                continue
+            order.extend(turned)
+            for whole, slot in slots:
+                used.setdefault(whole, set()).add(slot)
+            if place(at + 1):
+                return True
+            del order[start:]
+            for whole, slot in slots:
+                used[whole].discard(slot)
+        return False
+
+    if not place(0):
+        order = [member for members in rounds for member in members]
+    return [item for _, item in order]
+
+
+def _whole_of(item: pytest.Function, part: Shard) -> str:
+    """The node id a part's evaluation has without ``-n`` (``golden.json::retrieval[bm25]``)."""
+    other = _whole_param_id(str(item.callspec.id), part)
+    parent = item.parent.nodeid if item.parent is not None else ""
+    return f"{parent}::{item.originalname}" + (f"[{other}]" if other else "")
 
 
 def part_items(items: Iterable[pytest.Item]) -> dict[str, list[Any]]:
@@ -218,11 +268,8 @@ def part_items(items: Iterable[pytest.Item]) -> dict[str, list[Any]]:
         part = _part(item)
         if part is None or not isinstance(item, pytest.Function) or item.parent is None:
             continue
-        other = _whole_param_id(str(item.callspec.id), part)
-        name = item.originalname
-        whole = f"{item.parent.nodeid}::{name}" + (f"[{other}]" if other else "")
         golden = str(getattr(item.parent, "golden_path", item.path))
-        found[item.nodeid] = [golden, whole, part.index, part.count]
+        found[item.nodeid] = [golden, _whole_of(item, part), part.index, part.count]
     return found
 
 
