@@ -272,3 +272,24 @@ def test_a_password_in_the_base_url_never_reaches_the_state_file(
     assert main([*SUBMIT, "--cache", "jc", "--base-url", url]) == 2  # a bad argument
     assert "--base-url has a password in it" in capsys.readouterr().err
     assert not (tmp_path / "state.json").exists() and server.files == {}
+
+
+def test_a_report_of_qrels_without_texts_is_not_sent_to_the_judge(
+    server: JudgeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`eval` takes TREC qrels without a queries file (each text its id); submitting its
+    report with --corpus sent the judge "1", "2" as the queries (paid calls for nonsense
+    grades). The golden set is checked, as without --corpus."""
+    (tmp_path / "test.qrels").write_text("1 0 apple 1\n2 0 cherry 1\n", encoding="utf-8")
+    (tmp_path / "run.trec").write_text(
+        "1 Q0 apple 1 2.0 r\n1 Q0 cherry 2 1.0 r\n2 Q0 cherry 1 1.0 r\n", encoding="utf-8"
+    )
+    assert main(["eval", "test.qrels", "run.trec", "--report", "e.json"]) == 0
+    capsys.readouterr()
+    status = main(
+        ["judge-batch", "submit", "e.json", "-o", "state.json", "--corpus", "corpus.json"]
+    )
+    _, err = capsys.readouterr()
+    assert status != 0
+    assert "test.qrels: TREC qrels need a queries file beside them" in err
+    assert not server.requests and not (tmp_path / "state.json").exists()

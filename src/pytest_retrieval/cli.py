@@ -1272,6 +1272,10 @@ def _batch_corpus(args: argparse.Namespace, report: dict[str, Any]) -> dict[str,
 
     try:
         if args.corpus is not None:
+            for evaluation in report.get("evaluations", []):
+                source = (evaluation.get("golden") or {}).get("source")
+                if source and Path(source).exists():  # the judge reads the query texts:
+                    load_golden(source, require_relevant=False)  # TREC qrels have them?
             return load_corpus(args.corpus)
         sources = {e["golden"]["source"] for e in report.get("evaluations", [])}
         corpus: dict[str, str] = {}
