@@ -262,7 +262,7 @@ def test_failed_retriever_calls_do_not_update(
             "  not compared with a baseline: this run is to be recorded in "
             "golden.json.baseline.json",
             "*baseline NOT updated for golden.json: this run is partial "
-            "(1 of * retriever calls failed in synthetic*). Fix the failed calls, or force it "
+            "(synthetic*: 1 of * retriever calls failed). Fix the failed calls, or force it "
             "with --retrieval-update-baseline=force",
         ]
     )

@@ -727,8 +727,8 @@ def test_e2e_a_backend_that_is_down_stops_the_calls(pytester: pytest.Pytester) -
     # the calls made and the queries left unanswered told apart, the cause's group first
     result.stdout.fnmatch_lines(
         [
-            "* of 60 retriever calls failed, then * queries were not answered (the calls "
-            "stopped); they score 0:",
+            "* of 60 retriever calls failed; the calls stopped, leaving * queries unanswered; "
+            "they score 0:",
             "*queries: the retriever did not answer within 0.3 s*",
             "*queries: not answered: the calls stopped after the retriever failed 4 in a row "
             "(--retrieval-max-failures 4; 0: never stop) (first: *",
@@ -747,6 +747,45 @@ def test_e2e_a_backend_that_is_down_stops_the_calls(pytester: pytest.Pytester) -
     )
     assert "not answered" not in never.stdout.str()
     never.stdout.fnmatch_lines(["*60 queries: the retriever did not answer within 0.3 s*"])
+
+
+FLAKY_THEN_DOWN = """
+import pytest
+
+@pytest.fixture(scope="session")
+def retriever():
+    def search(query, k):
+        i = int(query.split()[-1])
+        if i >= 30:
+            raise ConnectionError("backend down")
+        if i % 2:
+            raise (ValueError, KeyError, TypeError)[i % 3]("flaky")
+        return ["d1"]
+    return search
+"""
+
+
+def test_e2e_the_failures_that_stopped_the_calls_come_first(pytester: pytest.Pytester) -> None:
+    """Three kinds of flaky failure, 5 each, then the backend goes down (q29 flaky, q30 and
+    q31 down: 3 in a row): the failures that stopped the calls were listed by size, after
+    the flaky ones, and cut from the summary ("... and 2 more kinds"). Their kind comes
+    first."""
+    pytester.makeconftest(FLAKY_THEN_DOWN)
+    golden = _golden_file(pytester, 60)
+    result = pytester.runpytest_subprocess(
+        "--retrieval-golden", golden, "--retrieval-concurrency", "1",
+        "--retrieval-max-failures", "3", "--retrieval-report", "r.json", timeout=60,
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*17 of 60 retriever calls failed; the calls stopped, leaving 28 queries unanswered*",
+            "*2 queries: the retriever raised ConnectionError: backend down (first: q30, q31)",
+        ]
+    )
+    groups = json.loads((pytester.path / "r.json").read_text())["evaluations"][0]["error_groups"]
+    assert "ConnectionError" in groups[0]["error"]
+    assert groups[-1]["error"].startswith("not answered: the calls stopped")
 
 
 def test_e2e_verbose_shows_the_first_traceback_of_each_error(pytester: pytest.Pytester) -> None:

@@ -373,8 +373,8 @@ def test_a_passing_whole_passes_and_failed_calls_fail_every_way(
     assert "--retrieval-report" not in out and "recording baseline" not in out
     assert "    (-v shows the first traceback of each; --report keeps them)" in out.splitlines()
     assert (
-        "partial run: baseline NOT updated for golden.json: this run is partial (1 of 60 "
-        "retriever calls failed in many [bm25]). Fix the failed calls, or force it with "
+        "partial run: baseline NOT updated for golden.json: this run is partial (many [bm25]: "
+        "1 of 60 retriever calls failed). Fix the failed calls, or force it with "
         "--update-baseline=force"
     ) in out.splitlines()
     combine(capsys, "part1.json", "part2.json", "part3.json", "--update-baseline=force")

@@ -322,7 +322,7 @@ def incomplete_result(result: EvaluationResult) -> list[str]:
     Empty: it can."""
     why = []
     if result.errors:
-        why.append(f"{result.failed_calls} in {result.golden_name} [{result.retriever_id}]")
+        why.append(f"{result.golden_name} [{result.retriever_id}]: {result.failed_calls}")
     if _lacks_queries(result):
         why.append(
             f"run file {Path(result.run_file or '').name} lacks {len(result.run_missing)} of "

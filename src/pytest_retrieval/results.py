@@ -522,6 +522,19 @@ class MetricChange:
 _CHANGE_NUMBERS = ("baseline", "current", "allowed")
 
 
+def _stop_cause(errors: Mapping[int, str]) -> str:
+    """The kind (:func:`~.hits.error_key`) of the failures in a row that stopped the calls:
+    the last failure, in golden order, before the first query left unanswered ("": the
+    calls did not stop). Calls run side by side end in about golden order."""
+    stopped = [row for row, error in errors.items() if error.startswith(NOT_ANSWERED)]
+    if not stopped:
+        return ""
+    first = min(stopped)
+    failed = [row for row, error in errors.items() if not error.startswith(NOT_ANSWERED)]
+    before = [row for row in failed if row < first] or failed
+    return error_key(errors[max(before)]) if before else ""
+
+
 @dataclass(frozen=True)
 class HitMove:
     """A document that entered or left a metric's top k between the reference and this run,
@@ -914,10 +927,13 @@ class EvaluationResult:
 
     @property
     def error_groups(self) -> list[ErrorGroup]:
-        """The failed queries grouped by kind of error, the most frequent first."""
+        """The failed queries grouped by kind of error, the most frequent first; when the
+        calls stopped on failures in a row, the kind of the last failure before the stop
+        (the streak that stopped them) first, the queries left unanswered last."""
         groups: dict[str, list[QueryResult]] = {}
         for query in self.errors:
             groups.setdefault(query.error_key, []).append(query)
+        cause = _stop_cause(self.table.error_rows())
         return [
             ErrorGroup(
                 error=members[0].error or "",
@@ -928,21 +944,23 @@ class EvaluationResult:
             # the most frequent first; the queries left unanswered when the calls stopped
             # last: the failures before them are the cause
             for key, members in sorted(
-                groups.items(), key=lambda kv: (kv[0].startswith(NOT_ANSWERED), -len(kv[1]))
+                groups.items(),
+                key=lambda kv: (kv[0].startswith(NOT_ANSWERED), kv[0] != cause, -len(kv[1])),
             )
         ]
 
     @property
     def failed_calls(self) -> str:
         """``25 of 80 retriever calls failed`` (empty: none), and how many queries were left
-        unanswered when the calls stopped on failures in a row."""
+        unanswered when the calls stopped on failures in a row (``; the calls stopped, leaving
+        55 queries unanswered``)."""
         errors = self.table.error_rows()
         if not errors:
             return ""
         stopped = sum(error.startswith(NOT_ANSWERED) for error in errors.values())
         said = f"{len(errors) - stopped} of {len(self.queries)} retriever calls failed"
         if stopped:
-            said += f", then {stopped} queries were not answered (the calls stopped)"
+            said += f"; the calls stopped, leaving {stopped} queries unanswered"
         return said
 
     @cached_property
