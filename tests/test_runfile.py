@@ -665,3 +665,22 @@ def test_a_golden_set_without_ids_is_told_to_give_the_runs_ids(tmp_path: Path) -
     with pytest.raises(RunFileError) as caught:
         runs_for(named, run)
     assert '"id"' not in str(caught.value)  # ids of its own: nothing to say of them
+
+
+def test_evaluate_takes_the_path_of_qrels_without_texts_for_a_run(tmp_path: Path) -> None:
+    """``evaluate(None, "x.qrels", runs=...)`` was refused (the path was loaded needing
+    texts) where the same set loaded first was accepted; a retriever is still refused."""
+    from pytest_retrieval import evaluate
+    from pytest_retrieval.errors import GoldenError
+
+    qrels = tmp_path / "x.qrels"
+    qrels.write_text("q1 0 d1 1\nq2 0 d3 1\n", encoding="utf-8")
+    run = read_run(write(tmp_path, "r.trec", TREC))
+    golden = load_golden(qrels, require_texts=False)
+    result = evaluate(None, qrels, runs=runs_for(golden, run), retriever_id="r")
+    assert (
+        result.metrics["recall@10"]
+        == evaluate(None, golden, runs=runs_for(golden, run)).metrics["recall@10"]
+    )
+    with pytest.raises(GoldenError, match="TREC qrels need a queries file beside them"):
+        evaluate(lambda query, k: ["d1"], qrels)

@@ -244,7 +244,9 @@ def evaluate(
     golden_set = (
         golden
         if isinstance(golden, GoldenSet)
-        else load_golden(golden, require_relevant=judge is None and downstream is None)
+        else load_golden(  # texts: checked below, where something searches or grades it
+            golden, require_relevant=judge is None and downstream is None, require_texts=False
+        )
     )
     if thresholds is None:
         chosen = gate.from_mapping(golden_set.thresholds, f"{golden_set.source} thresholds")
@@ -267,8 +269,10 @@ def evaluate(
     wanted = metric_names(golden_set, cutoff, [*defaults, *metrics], chosen)
     _check_labels(golden_set, wanted, judge, downstream)
     depth = max([cutoff, *(_check_name(name).k for name in wanted)])
-    if runs is None or judge is not None or downstream is not None:
-        check_texts(golden_set)  # TREC qrels without texts: it would be asked for "1"
+    if runs is None:  # TREC qrels without texts: it would be asked for "1"
+        check_texts(golden_set)
+    elif judge is not None or downstream is not None:
+        check_texts(golden_set, "the LLM judge" if judge is not None else "downstream labelling")
     if runs is None:
         if retriever is None:
             raise TypeError("evaluate() needs a retriever, or runs=")

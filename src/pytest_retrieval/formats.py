@@ -446,15 +446,22 @@ def _trec_queries_candidates(qrels: Path) -> list[Path]:
     return [qrels.parent / name for name in names]
 
 
-def no_queries_file(qrels: Path, expected: Path) -> GoldenError:
-    """TREC qrels read without a queries file, for what needs the query texts (a retriever,
-    the judge, downstream labels)."""
+def no_queries_file(qrels: Path, expected: Path, reader: str = "") -> GoldenError:
+    """TREC qrels read without a queries file, for what needs the query texts: ``reader``
+    names it (the LLM judge, downstream labels; "": a retriever, which a precomputed run
+    replaces)."""
+    searched = not reader
     return GoldenError(
         qrels,
         "",
-        "TREC qrels need a queries file beside them",
-        f"write {expected} with one QUERY_ID<TAB>TEXT line per query (a precomputed run needs "
-        "none: --retrieval-run, pytest-retrieval eval)",
+        "TREC qrels need a queries file beside them"
+        + ("" if searched else f": {reader} reads each query's text"),
+        f"write {expected} with one QUERY_ID<TAB>TEXT line per query"
+        + (
+            " (a precomputed run needs none: --retrieval-run, pytest-retrieval eval)"
+            if searched
+            else ""
+        ),
     )
 
 

@@ -272,13 +272,14 @@ def load_golden(
     return golden
 
 
-def check_texts(golden: GoldenSet) -> None:
+def check_texts(golden: GoldenSet, reader: str = "") -> None:
     """Raise :class:`GoldenError` when the golden set has no query texts (TREC qrels without
-    a queries file, each text its id): what searches or grades it would be asked for "1"."""
+    a queries file, each text its id): what searches or grades it would be asked for "1".
+    ``reader``: what needs them, when not a retriever (the LLM judge, downstream labels)."""
     if golden.texts_missing is not None:
         from .formats import no_queries_file
 
-        raise no_queries_file(Path(golden.source), Path(golden.texts_missing))
+        raise no_queries_file(Path(golden.source), Path(golden.texts_missing), reader)
 
 
 def load_trec(

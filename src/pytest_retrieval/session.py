@@ -65,10 +65,11 @@ class SessionState:
                 golden = golden.sample(self.settings.sample, self.settings.sample_seed)
             self.goldens[path] = golden
         golden = self.goldens[path]
-        if not self.settings.runs or self.settings.judge is not None:  # it will be searched
+        if not self.settings.runs or self.settings.judge is not None:  # searched or judged
             from .golden import check_texts
 
-            check_texts(golden)  # at start-up: a usage error, before anything runs
+            # at start-up: a usage error, before anything runs
+            check_texts(golden, "" if not self.settings.runs else "the LLM judge")
         return golden
 
     def configured_golden(self, *, load: bool = True) -> GoldenSet | None:

@@ -160,7 +160,7 @@ def paired_pvalue(
 
     - m <= EXACT_MAX_NONZERO: exact, the share of all 2^m sign patterns whose mean is at
       least as extreme as the observed one; also exact, 2^-m, when every difference goes
-      the tested way (m <= 1022).
+      the tested way (m <= 1074, the smallest float).
     - m_eff >= NORMAL_MIN_EFFECTIVE or m > PERMUTATION_MAX_QUERIES: the normal tail of the
       same statistic (variance sum d^2), never 0, in O(m). When every |d| is a multiple of
       a common step (hit@k, precision@k) the sum moves in steps of twice that and the tail
@@ -221,9 +221,9 @@ def _one_way_pvalue(diffs: FloatArray, two_sided: bool) -> float | None:
     sign pattern is that extreme, so p = 2^-m (twice that two-sided), where the Monte Carlo
     could only say 1 / (draws + 1) (1e-4 for 1.7e-24 at m = 79). None otherwise, when a flip
     of the smallest |d| is within the float slack (a tie: counted, so not alone), or when
-    2^-m is not a normal float (m > 1022)."""
+    2^-m is below the smallest float (m > 1074; the normal tail's floor then)."""
     m = diffs.size
-    if m > 1022 or not (np.all(diffs < 0) or (two_sided and np.all(diffs > 0))):
+    if m > 1074 or not (np.all(diffs < 0) or (two_sided and np.all(diffs > 0))):
         return None
     if 2.0 * float(np.abs(diffs).min()) <= _tie_tolerance(diffs):
         return None
