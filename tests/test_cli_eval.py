@@ -715,3 +715,34 @@ def test_a_latency_gate_on_a_run_file_says_not_tested_in_every_output(
     out, err = capsys.readouterr()
     assert status == 0, out + err
     assert "n/a" in out and "nan ms" not in out
+
+
+def test_a_latency_gate_against_a_baseline_without_latency_says_not_tested(
+    pytester: pytest.Pytester,
+) -> None:
+    """A baseline recorded from a run file has no latency; a live run gated on latency
+    against it showed no latency row at all, as if the gate had not been asked for."""
+    golden = {
+        "name": "g",
+        "k": 3,
+        "queries": [{"id": f"q{i}", "query": f"q{i}", "relevant": [f"d{i}"]} for i in range(12)],
+    }
+    (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+    run = {f"q{i}": [f"d{i}", "x", "y"] for i in range(12)}
+    (pytester.path / "retriever.json").write_text(json.dumps(run), encoding="utf-8")
+    recorded = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-run", "retriever.json",
+        "--retrieval-update-baseline",
+    )  # fmt: skip
+    assert recorded.ret == 0, recorded.stdout.str()
+    pytester.makeconftest(
+        "import pytest\n\n@pytest.fixture\ndef retriever():\n"
+        "    return lambda query, k: [f'd{query[1:]}', 'x', 'y']\n"
+    )
+    live = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-max-drop", "latency_p95=20%",
+        "--retrieval-markdown", "out.md",
+    )  # fmt: skip
+    assert live.ret == 0, live.stdout.str()
+    live.stdout.fnmatch_lines(["*latency_p95 * n/a * ms *not tested*"])
+    assert "not tested" in (pytester.path / "out.md").read_text(encoding="utf-8")

@@ -172,6 +172,9 @@ def compare_to_baseline(
     if latency is not None and entry.latency_p95_ms is not None:
         old_ms = np.array([q.latency_ms or 0.0 for q in was])  # None (not measured): 0
         changes.append(latency_change(result, entry, rows, old_ms, latency, alpha))
+    elif latency is not None:  # asked for, and the baseline has none (a run file recorded it)
+        change = MetricChange(LATENCY, math.nan, result.latency_p95_ms, math.nan, gated=True)
+        changes.append(replace(change, verdict="not tested"))
 
     def references(positions: Sequence[int]) -> list[Reference]:
         return [Reference(was[i].ranked, was[i].judged) for i in positions]
