@@ -569,19 +569,26 @@ def test_a_run_file_has_no_latency_in_any_output(
         assert "retrieval.queries" in junit and "latency" not in junit
 
 
+def one_relevant_each(pytester: pytest.Pytester, n: int, name: str = "g") -> None:
+    """golden.json: n queries q0..q{n-1}, each with its one relevant document d0..d{n-1}."""
+    queries = [{"id": f"q{i}", "query": f"q{i}", "relevant": [f"d{i}"]} for i in range(n)]
+    golden = {"name": name, "k": 3, "queries": queries}
+    (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+
+
+def found_first(n: int) -> dict[str, list[str]]:
+    """A run that ranks each query's relevant document first (see one_relevant_each)."""
+    return {f"q{i}": [f"d{i}", "x", "y"] for i in range(n)}
+
+
 def test_the_markdown_names_the_option_of_the_tool_that_wrote_it(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """More changed queries than the Markdown lists, and no JSON report written: the note on
     where the rest are named eval's and combine's --report to a pytest run (and pytest's
     option to eval). Each names its own, as the terminal does."""
-    golden = {
-        "name": "many",
-        "k": 3,
-        "queries": [{"id": f"q{i}", "query": f"q{i}", "relevant": [f"d{i}"]} for i in range(30)],
-    }
-    (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
-    good = {f"q{i}": [f"d{i}", "x", "y"] for i in range(30)}
+    one_relevant_each(pytester, 30, "many")
+    good = found_first(30)
     worse = {f"q{i}": ["x", "y", f"d{i}"] for i in range(30)}
     (pytester.path / "run.json").write_text(json.dumps(good), encoding="utf-8")
     status, out, err = evaluate(capsys, "golden.json", "run.json", "--update-baseline")
@@ -682,12 +689,7 @@ def test_a_latency_gate_on_a_run_file_says_not_tested_in_every_output(
     """A baseline recorded from a live retriever, then its run file gated with a latency
     allowance: the run has no latency, so the row said "nan ms" (terminal, Markdown, HTML)
     and `show` of the report crashed on its null. It says n/a, not tested."""
-    golden = {
-        "name": "g",
-        "k": 3,
-        "queries": [{"id": f"q{i}", "query": f"q{i}", "relevant": [f"d{i}"]} for i in range(12)],
-    }
-    (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+    one_relevant_each(pytester, 12)
     pytester.makeconftest(
         "import time, pytest\n\n@pytest.fixture\ndef retriever():\n"
         "    def search(query, k):\n        time.sleep(0.001)\n"
@@ -697,8 +699,7 @@ def test_a_latency_gate_on_a_run_file_says_not_tested_in_every_output(
         "--retrieval-golden", "golden.json", "--retrieval-update-baseline"
     )
     assert recorded.ret == 0, recorded.stdout.str()
-    run = {f"q{i}": [f"d{i}", "x", "y"] for i in range(12)}
-    (pytester.path / "retriever.json").write_text(json.dumps(run), encoding="utf-8")
+    (pytester.path / "retriever.json").write_text(json.dumps(found_first(12)), encoding="utf-8")
     outputs = ("--retrieval-markdown", "out.md", "--retrieval-html", "out.html")
     ran = pytester.runpytest(
         "--retrieval-golden", "golden.json", "--retrieval-run", "retriever.json",
@@ -722,14 +723,8 @@ def test_a_latency_gate_against_a_baseline_without_latency_says_not_tested(
 ) -> None:
     """A baseline recorded from a run file has no latency; a live run gated on latency
     against it showed no latency row at all, as if the gate had not been asked for."""
-    golden = {
-        "name": "g",
-        "k": 3,
-        "queries": [{"id": f"q{i}", "query": f"q{i}", "relevant": [f"d{i}"]} for i in range(12)],
-    }
-    (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
-    run = {f"q{i}": [f"d{i}", "x", "y"] for i in range(12)}
-    (pytester.path / "retriever.json").write_text(json.dumps(run), encoding="utf-8")
+    one_relevant_each(pytester, 12)
+    (pytester.path / "retriever.json").write_text(json.dumps(found_first(12)), encoding="utf-8")
     recorded = pytester.runpytest(
         "--retrieval-golden", "golden.json", "--retrieval-run", "retriever.json",
         "--retrieval-update-baseline",
