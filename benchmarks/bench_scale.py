@@ -91,19 +91,31 @@ TAGS = ("faq", "howto", "errors", "billing", "api", "login", "export", "privacy"
 INDEX = """\
 import numpy as np
 
-def build(here):
+def load(here):
     rows = np.load(here / "ranked.npy")
-    names = [f"doc{d}" for d in range(int(rows.max()) + 1)]
+    return rows, [f"doc{d}" for d in range(int(rows.max()) + 1)]
+
+def build(here):
+    rows, names = load(here)
 
     def search(query, k):
         row = rows[int(query.split(" ", 2)[1])]
         return list(map(names.__getitem__, row[:k].tolist()))
 
     return search
+
+def build_batched(here):
+    rows, names = load(here)
+
+    def search(queries, k):
+        return rows[[int(query.split(" ", 2)[1]) for query in queries], :k]
+
+    return search, names
 """
 
 CONFTEST = '''\
-"""Retriever for bench_scale: query i -> row i of ranked doc numbers, as doc-id strings."""
+"""Retriever for bench_scale: query i -> row i of ranked doc numbers, as doc-id strings
+(BENCH_SCALE_BATCHED: a batch of queries per call, as row numbers)."""
 
 import atexit
 import os
@@ -112,28 +124,32 @@ from pathlib import Path
 
 import pytest
 
-from bench_index import build
+import pytest_retrieval
+from bench_index import build, build_batched
 
 
 @pytest.fixture(scope="session")
 def retriever():
     here = Path(__file__).parent
     timed = os.environ.get("BENCH_SCALE_TIMED")  # a file: the retriever's own seconds
-    if not timed:
-        return build(here)
     clock = time.perf_counter
     started = clock()
-    search = build(here)
+    if os.environ.get("BENCH_SCALE_BATCHED"):
+        search, names = build_batched(here)
+    else:
+        search, names = build(here), None
     spent = [clock() - started]
-    atexit.register(lambda: Path(timed).write_text(str(spent[0])))
+    if timed:
+        atexit.register(lambda: Path(timed).write_text(str(spent[0])))
+        untimed = search
 
-    def timed_search(query, k):
-        started = clock()
-        hits = search(query, k)
-        spent[0] += clock() - started
-        return hits
+        def search(*args):
+            started = clock()
+            hits = untimed(*args)
+            spent[0] += clock() - started
+            return hits
 
-    return timed_search
+    return search if names is None else pytest_retrieval.batched(doc_ids=names)(search)
 '''
 
 #: the retriever alone, in its own process: set-up and every call, timed
@@ -146,11 +162,18 @@ texts = json.loads((here / "texts.json").read_text("utf-8"))
 k = int(sys.argv[2])
 import gc, numpy  # the plugin imports numpy too: not the retriever's cost
 started = time.perf_counter()
-from bench_index import build
-search = build(here)
-gc.freeze()
-for text in texts:
-    search(text, k)
+if len(sys.argv) > 3:  # batched: 1024 queries a call, as pytest_retrieval.batched calls
+    from bench_index import build_batched
+    search, names = build_batched(here)
+    gc.freeze()
+    for start in range(0, len(texts), 1024):
+        search(texts[start : start + 1024], k)
+else:
+    from bench_index import build
+    search = build(here)
+    gc.freeze()
+    for text in texts:
+        search(text, k)
 print(time.perf_counter() - started)
 """
 
@@ -250,12 +273,18 @@ PYTEST = [sys.executable, "-m", "pytest", "-p", "pytest_retrieval.plugin"]
 PYTEST += ["-p", "no:cacheprovider", "-q"]
 
 
-def run_pytest(folder: Path, extra: list[str], passed: str = "1 passed") -> tuple[float, float]:
+def _env_of(batched: bool) -> dict[str, str]:
+    return {**_env(), "BENCH_SCALE_BATCHED": "1"} if batched else _env()
+
+
+def run_pytest(
+    folder: Path, extra: list[str], passed: str = "1 passed", batched: bool = False
+) -> tuple[float, float]:
     """Wall seconds and peak RSS (GB, the largest process: under ``-n`` the controller's or
-    a worker's) of one pytest run on ``folder``."""
+    a worker's) of one pytest run on ``folder`` (``batched``: the batched retriever)."""
     command = [sys.executable, "-c", TIMED, *PYTEST, "--retrieval-golden", "golden.json", *extra]
     proc = subprocess.run(
-        command, cwd=folder, capture_output=True, text=True, check=False, env=_env()
+        command, cwd=folder, capture_output=True, text=True, check=False, env=_env_of(batched)
     )
     seconds, rss_kb, status = proc.stdout.split()
     if status != "0" or passed not in proc.stderr:
@@ -290,7 +319,7 @@ def parse_golden(folder: Path) -> float:
     return child_seconds(code, [str(folder / "golden.json")], "json.loads of golden.json")
 
 
-def retriever_inside(folder: Path) -> float:
+def retriever_inside(folder: Path, batched: bool = False) -> float:
     """Seconds the retriever's set-up and calls take inside a pytest process (its fixture
     times them; calls in pytest's thread, ``--retrieval-concurrency 1``, so that no call
     waits for another thread): what it costs there, where the plugin's work shares the CPU
@@ -303,7 +332,7 @@ def retriever_inside(folder: Path) -> float:
         capture_output=True,
         text=True,
         check=False,
-        env={**_env(), "BENCH_SCALE_TIMED": str(timed)},
+        env={**_env_of(batched), "BENCH_SCALE_TIMED": str(timed)},
     )
     if proc.returncode != 0:
         sys.stderr.write(f"the timed pytest run failed (exit {proc.returncode}):\n{proc.stdout}\n")
@@ -311,9 +340,10 @@ def retriever_inside(folder: Path) -> float:
     return float(timed.read_text())
 
 
-def retriever_alone(folder: Path, k: int) -> float:
+def retriever_alone(folder: Path, k: int, batched: bool = False) -> float:
     """Seconds the retriever's set-up and calls take in a process of their own."""
-    return child_seconds(ALONE, [str(folder), str(k)], "the retriever alone")
+    args = [str(folder), str(k), *(["batched"] if batched else [])]
+    return child_seconds(ALONE, args, "the retriever alone")
 
 
 def child_seconds(code: str, args: list[str], what: str) -> float:
@@ -330,16 +360,22 @@ def child_seconds(code: str, args: list[str], what: str) -> float:
 
 def check_numbers(folder: Path, pytrec: Pytrec) -> None:
     """The plugin's recall, MRR and nDCG on these lists (its JSON report, from an untimed
-    run) equal pytrec_eval's to 1e-9: a fast path that computed wrong numbers would meet
-    every time target. Exit 2 when they differ (a broken run, not a missed target)."""
-    run_pytest(folder, ["--retrieval-report", "numbers.json"])
-    report = json.loads((folder / "numbers.json").read_text(encoding="utf-8"))
-    ours = report["evaluations"][0]["metrics"]
-    for name, theirs in pytrec.means().items():
-        if not abs(ours[name] - theirs) <= 1e-9:
-            sys.stderr.write(f"{name}: the plugin's {ours[name]!r}, pytrec_eval's {theirs!r}\n")
-            raise SystemExit(2)
-    (folder / "numbers.json").unlink()
+    run, with either retriever) equal pytrec_eval's to 1e-9: a fast path that computed wrong
+    numbers would meet every time target. Exit 2 when they differ (a broken run, not a
+    missed target)."""
+    for batched in (False, True):
+        run_pytest(folder, ["--retrieval-report", "numbers.json"], batched=batched)
+        report = json.loads((folder / "numbers.json").read_text(encoding="utf-8"))
+        ours = report["evaluations"][0]["metrics"]
+        for name, theirs in pytrec.means().items():
+            if not abs(ours[name] - theirs) <= 1e-9:
+                form = "batched" if batched else "one-query"
+                sys.stderr.write(
+                    f"{name}: the plugin's {ours[name]!r} ({form} retriever), pytrec_eval's "
+                    f"{theirs!r}\n"
+                )
+                raise SystemExit(2)
+        (folder / "numbers.json").unlink()
 
 
 def with_baseline(folder: Path) -> float:
@@ -352,22 +388,47 @@ def with_baseline(folder: Path) -> float:
 
 
 def measure(folder: Path, hits: int, pytrec: Pytrec, rounds: int) -> dict[str, float]:
-    """The best of ``rounds`` interleaved rounds of each measurement."""
-    best = {"pytrec": math.inf, "alone": math.inf, "pytest": math.inf, "rss": 0.0}
-    best["inside"] = math.inf
-    best.update(start=math.inf, parse=math.inf)
+    """The best of ``rounds`` interleaved rounds of each measurement (``*_b``: with the
+    batched retriever)."""
+    best = {"pytrec": math.inf, "start": math.inf, "parse": math.inf, "rss": 0.0}
+    for form in ("", "_b"):
+        best.update({f"alone{form}": math.inf, f"inside{form}": math.inf})
+        best[f"pytest{form}"] = math.inf
     empty = folder.parent / "empty"  # beside the project: no conftest.py to import
     empty.mkdir(exist_ok=True)
     for _ in range(rounds):
         best["pytrec"] = min(best["pytrec"], pytrec.seconds())
-        best["alone"] = min(best["alone"], retriever_alone(folder, hits))
-        best["inside"] = min(best["inside"], retriever_inside(folder))
         best["start"] = min(best["start"], start_and_exit(empty))
         best["parse"] = min(best["parse"], parse_golden(folder))
-        seconds, rss = run_pytest(folder, [])
-        best["pytest"] = min(best["pytest"], seconds)
-        best["rss"] = max(best["rss"], rss)
+        for form, batched in (("", False), ("_b", True)):
+            alone = retriever_alone(folder, hits, batched)
+            best[f"alone{form}"] = min(best[f"alone{form}"], alone)
+            inside = retriever_inside(folder, batched)
+            best[f"inside{form}"] = min(best[f"inside{form}"], inside)
+            seconds, rss = run_pytest(folder, [], batched=batched)
+            best[f"pytest{form}"] = min(best[f"pytest{form}"], seconds)
+            best["rss"] = max(best["rss"], rss)
     return best
+
+
+def describe(best: dict[str, float], form: str, target: str) -> tuple[float, str]:
+    """The whole process over pytrec_eval for one retriever form, and its lines."""
+    pytest_s, inside, alone = best[f"pytest{form}"], best[f"inside{form}"], best[f"alone{form}"]
+    plugin = pytest_s - inside
+    whole = pytest_s / best["pytrec"]
+    floor = best["start"] + best["parse"] + alone
+    floor_inside = best["start"] + best["parse"] + inside
+    lines = (
+        f"pytest {pytest_s:6.2f} s = the retriever inside it {inside:5.2f} s + plugin "
+        f"{plugin:5.2f} s; whole process / pytrec_eval {whole:.2f}{target}; plugin / "
+        f"pytrec_eval {plugin / best['pytrec']:.2f}\n{'':>34}floor {floor:.2f} s = start-up "
+        f"and exit {best['start']:.2f} s + json.loads of the golden file {best['parse']:.2f} s "
+        f"+ the retriever alone {alone:.2f} s: {floor / best['pytrec']:.2f}x pytrec_eval (a "
+        f"plugin that did nothing more would take at least this long); with the retriever's "
+        f"time inside a pytest process instead: {floor_inside:.2f} s, "
+        f"{floor_inside / best['pytrec']:.2f}x; whole process / floor {pytest_s / floor:.2f}"
+    )
+    return whole, lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -393,23 +454,15 @@ def main(argv: list[str] | None = None) -> int:
             del pytrec
             starts[(n, hits)] = best["start"]
             times[(n, hits)] = best["pytest"]
-            plugin = best["pytest"] - best["inside"]
-            whole = best["pytest"] / best["pytrec"]
-            floor = best["start"] + best["parse"] + best["alone"]
-            floor_inside = best["start"] + best["parse"] + best["inside"]
             target = " (target <= 1.0)" if hits == 100 else ""
+            _, one_lines = describe(best, "", "")
+            whole, batched_lines = describe(best, "_b", target)
             print(
-                f"{n:>9,} queries x {hits:>3} hits: pytest {best['pytest']:6.2f} s = the "
-                f"retriever inside it {best['inside']:5.2f} s + plugin {plugin:5.2f} s; "
-                f"pytrec_eval compute {best['pytrec']:5.2f} s\n{'':>30}whole process / "
-                f"pytrec_eval {whole:.2f}{target}; plugin / pytrec_eval "
-                f"{plugin / best['pytrec']:.2f}; peak RSS {best['rss']:.2f} GB\n{'':>30}floor "
-                f"{floor:.2f} s = start-up and exit {best['start']:.2f} s + json.loads of the "
-                f"golden file {best['parse']:.2f} s + the retriever alone {best['alone']:.2f} "
-                f"s: {floor / best['pytrec']:.2f}x pytrec_eval (a plugin that did nothing more "
-                f"would take at least this long); with the retriever's time inside a pytest "
-                f"process instead: {floor_inside:.2f} s, {floor_inside / best['pytrec']:.2f}x; "
-                f"whole process / floor {best['pytest'] / floor:.2f}",
+                f"{n:>9,} queries x {hits:>3} hits: pytrec_eval compute {best['pytrec']:5.2f} s; "
+                f"peak RSS {best['rss']:.2f} GB\n"
+                f"{'':>4}batched retriever (a call per 1024 queries, row numbers): "
+                f"{batched_lines}\n"
+                f"{'':>4}one-query retriever (a call per query, doc-id strings): {one_lines}",
                 flush=True,
             )
             if hits == 100:
@@ -418,14 +471,16 @@ def main(argv: list[str] | None = None) -> int:
                 runs = [run_pytest(folder, split, "2 passed") for _ in range(2)]
                 seconds, rss = min(s for s, _ in runs), max(r for _, r in runs)
                 print(
-                    f"{'':>30}split over 2 xdist workers (-n 2): {seconds:6.2f} s, "
-                    f"{seconds / best['pytest']:.2f}x the one-process run; peak RSS {rss:.2f} GB",
+                    f"{'':>4}one-query retriever split over 2 xdist workers (-n 2): "
+                    f"{seconds:6.2f} s, {seconds / best['pytest']:.2f}x its one-process run; "
+                    f"peak RSS {rss:.2f} GB",
                     flush=True,
                 )
             else:
                 compared = with_baseline(folder)
                 print(
-                    f"{'':>30}compared with a baseline of the same lists: {compared:6.2f} s "
+                    f"{'':>4}one-query retriever compared with a baseline of the same lists: "
+                    f"{compared:6.2f} s "
                     f"({compared / best['pytest'] - 1:+.0%} on the run without one)",
                     flush=True,
                 )
@@ -446,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
         added = with_report / best_large - 1
         limit = large // small * 1.2
         print(
-            f"{large:>9,} queries x  10 hits: pytest {best_large:6.2f} s, peak RSS {rss:.2f} GB "
+            f"{large:>9,} queries x  10 hits (one-query retriever): pytest {best_large:6.2f} s, "
+            f"peak RSS {rss:.2f} GB "
             f"(target <= 3 GB); {growth:.1f}x the {small:,} run (target <= {limit:.0f}x; "
             f"{net:.1f}x without pytest's start-up and exit)\n"
             f"{'':>30}with --retrieval-report {with_report:6.2f} s ({added:+.0%}, target <= "

@@ -33,6 +33,7 @@ _EXPORTS = {
     "RetrievalError": "errors",
     "ConfigError": "errors",
     "compute": "metrics",
+    "batched": "batches",
 }
 
 __all__ = [
@@ -49,12 +50,14 @@ __all__ = [
     "ThresholdError",
     "Verdict",
     "__version__",
+    "batched",
     "compute",
     "evaluate",
     "load_golden",
 ]
 
 if TYPE_CHECKING:
+    from .batches import batched
     from .errors import ConfigError, RetrievalError
     from .evaluation import evaluate
     from .gate import ThresholdError

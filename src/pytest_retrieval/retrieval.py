@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 
 from ._loop import GRACE, run_private, shared_loop
 from .async_calls import Batch
+from .batches import BatchRetriever, run_batches
 from .errors import warning_made_error
 from .golden import GoldenQuery
 from .hits import (
@@ -125,6 +126,16 @@ def run_retriever(
         )
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
+    if isinstance(retriever, BatchRetriever):
+        return run_batches(
+            retriever,
+            queries,
+            k,
+            timeout=timeout,
+            progress=progress,
+            ranks=ranks,
+            max_failures=max_failures,
+        )
     runner = Runner(
         retriever, queries, k, max(1, concurrency), timeout, progress, ranks, max_failures
     )

@@ -1,0 +1,425 @@
+"""Issue 13, point 1 (calling in columnar form): a ``@pytest_retrieval.batched`` retriever is
+called a batch of queries at a time and answers with row numbers into its doc-id table.
+What it gives must score exactly as the same hits given one query at a time as doc-id
+strings, and every way it can misbehave is an error on the queries it touched."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import write_golden
+
+import pytest_retrieval
+from pytest_retrieval import evaluate
+from pytest_retrieval.batches import BatchRetriever, RowRanking
+from pytest_retrieval.golden import GoldenQuery, GoldenSet
+
+NAMES = [f"doc{i}" for i in range(40)]
+
+
+def _golden(n: int, seed: int = 0) -> GoldenSet:
+    """``n`` queries "q <i>", 1-4 graded judgments each; one in five judges a doc no row of
+    the table holds."""
+    rng = np.random.default_rng(seed)
+    queries = []
+    for i in range(n):
+        docs = rng.choice(len(NAMES), size=int(rng.integers(1, 5)), replace=False)
+        relevant = {NAMES[d]: int(rng.integers(0, 4)) for d in docs}
+        relevant[NAMES[int(docs[0])]] = 2  # at least one relevant
+        if i % 5 == 0:
+            relevant["not-in-the-index"] = 1
+        queries.append(GoldenQuery(id=f"q{i}", query=f"q {i}", relevant=relevant, tags=("t",)))
+    return GoldenSet(name="b", source="b.json", k=5, queries=queries)
+
+
+def _rows(n: int, width: int, seed: int = 1) -> np.ndarray:
+    """Each query's row numbers: some rows padded with -1 (fewer hits, as faiss pads),
+    some repeating a row number (a duplicate hit)."""
+    rng = np.random.default_rng(seed)
+    rows = np.stack([rng.permutation(len(NAMES))[:width] for _ in range(n)]).astype(np.int64)
+    rows[::7, width - 2 :] = -1
+    rows[3::9, 2] = rows[3::9, 0]
+    return rows
+
+
+def _pair(rows: np.ndarray, batch_size: int = 8) -> tuple[BatchRetriever, Any]:
+    """The batched retriever over ``rows`` and the same hits one query at a time."""
+
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=batch_size)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        return rows[[int(q.split()[1]) for q in queries], :k]
+
+    def one(query: str, k: int) -> list[str]:
+        return [NAMES[r] for r in rows[int(query.split()[1])].tolist() if r >= 0][:k]
+
+    return search, one
+
+
+@pytest.mark.parametrize("width", [3, 5, 9])
+def test_a_batched_retriever_scores_exactly_as_the_same_hits_given_one_query_at_a_time(
+    width: int,
+) -> None:
+    golden = _golden(60)
+    rows = _rows(60, width)
+    batched, one = _pair(rows)
+    metrics = ["recall@5", "precision@5", "mrr@5", "ndcg@5", "map@5", "hit_rate@5", "ndcg@3"]
+    got = evaluate(batched, golden, metrics=metrics, concurrency=1)
+    want = evaluate(one, golden, metrics=metrics, concurrency=1)
+    assert got.metrics == want.metrics
+    assert got.ci == want.ci
+    for mine, theirs in zip(got.queries, want.queries, strict=True):
+        assert tuple(mine.returned) == tuple(theirs.returned)
+        assert mine.metrics == theirs.metrics
+        assert mine.duplicates == theirs.duplicates
+    assert got.passed
+
+
+def test_its_numbers_match_pytrec_eval() -> None:
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    golden = _golden(50, seed=3)
+    rows = _rows(50, 10, seed=4)
+    batched, one = _pair(rows)
+    got = evaluate(batched, golden, metrics=["recall@10", "mrr@10", "ndcg@10"], concurrency=1)
+    qrels = {q.id: dict(q.relevant) for q in golden.queries}
+    run = {}
+    for q in golden.queries:
+        hits = list(dict.fromkeys(one(q.query, 10)))
+        run[q.id] = {doc: float(len(hits) - rank) for rank, doc in enumerate(hits)}
+    measures = {"recall_10", "recip_rank", "ndcg_cut_10"}
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    for q in got.queries:
+        assert q.metrics["recall@10"] == pytest.approx(theirs[q.id]["recall_10"], abs=1e-12)
+        assert q.metrics["mrr@10"] == pytest.approx(theirs[q.id]["recip_rank"], abs=1e-12)
+        assert q.metrics["ndcg@10"] == pytest.approx(theirs[q.id]["ndcg_cut_10"], abs=1e-12)
+
+
+def test_rows_stay_arrays_until_read_and_read_as_the_ids_they_number() -> None:
+    golden = _golden(10)
+    rows = _rows(10, 5)
+    rows[0] = [4, 3, 2, 1, 0]
+    batched, _ = _pair(rows)
+    result = evaluate(batched, golden, concurrency=1)
+    returned = result.queries[0].returned
+    assert isinstance(returned, RowRanking)
+    assert returned == ("doc4", "doc3", "doc2", "doc1", "doc0")
+    assert list(returned) == ["doc4", "doc3", "doc2", "doc1", "doc0"]
+    assert returned.joined == "doc4\x00doc3\x00doc2\x00doc1\x00doc0"
+    assert returned[1] == "doc3" and "doc0" in returned and len(returned) == 5
+    assert hash(returned) == hash(("doc4", "doc3", "doc2", "doc1", "doc0"))
+    report = json.loads(json.dumps(result.to_dict(), default=list))
+    assert report["queries"][0]["returned"] == ["doc4", "doc3", "doc2", "doc1", "doc0"]
+
+
+def test_calls_go_a_batch_at_a_time_and_params_apart() -> None:
+    calls: list[tuple[list[str], dict[str, Any]]] = []
+
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=3)
+    def search(queries: list[str], k: int, **params: Any) -> np.ndarray:
+        calls.append((queries, params))
+        return np.zeros((len(queries), k), dtype=np.int32)
+
+    queries = [
+        GoldenQuery(id=f"q{i}", query=f"q {i}", relevant={"doc0": 1}, params=params)
+        for i, params in enumerate([{}, {}, {}, {}, {"lang": "de"}, {"lang": "de"}, {}])
+    ]
+    result = evaluate(search, GoldenSet(name="p", source="p.json", k=2, queries=queries))
+    assert [(len(q), p) for q, p in calls] == [(3, {}), (1, {}), (2, {"lang": "de"}), (1, {})]
+    assert [q for batch, _ in calls for q in batch] == [q.query for q in queries]
+    assert result.metrics["recall@2"] == 1.0
+
+
+def test_a_query_latency_is_its_call_over_the_queries_in_it() -> None:
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=4)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        time.sleep(0.2)
+        return np.zeros((len(queries), k), dtype=np.int32)
+
+    result = evaluate(search, _golden(8))
+    assert 40 <= result.latency_p50_ms <= 150
+
+
+def test_an_async_batch_function_is_awaited() -> None:
+    rows = _rows(12, 5)
+
+    @pytest_retrieval.batched(doc_ids=NAMES)
+    async def search(queries: list[str], k: int) -> np.ndarray:
+        await asyncio.sleep(0)
+        return rows[[int(q.split()[1]) for q in queries], :k]
+
+    _, one = _pair(rows)
+    golden = _golden(12)
+    assert evaluate(search, golden).metrics == evaluate(one, golden, concurrency=1).metrics
+
+
+def test_one_query_at_a_time_it_is_a_plain_retriever() -> None:
+    rows = _rows(5, 6)
+    rows[2] = [5, -1, 7, 5, 1, 0]
+    batched, _ = _pair(rows)
+    assert batched("q 2", 4) == ["doc5", "doc7", "doc5"]  # its 4 columns, -1 dropped
+    assert batched("q 2", 6) == ["doc5", "doc7", "doc5", "doc1", "doc0"]
+    assert batched.__name__ == "search"
+
+
+# ------------------------------------------------------------------ misbehaving
+
+
+def _errors(search: Any, golden: GoldenSet | None = None, **options: Any) -> list[str | None]:
+    result = evaluate(search, golden or _golden(6), **options)
+    assert not result.passed
+    return [q.error for q in result.queries]
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (lambda n, k: np.zeros((n, k)), "float64 array of shape (3, 5)"),
+        (lambda n, k: np.zeros((n + 1, k), dtype=int), "int64 array of shape (4, 5)"),
+        (lambda n, k: np.zeros(n, dtype=int), "int64 array of shape (3,)"),
+        (lambda n, k: [["doc1"]] * n, "<U4 array of shape (3, 1)"),
+        (lambda n, k: None, "NoneType"),
+        (lambda n, k: np.zeros((n, k), dtype=bool), "bool array of shape (3, 5)"),
+    ],
+)
+def test_an_answer_that_is_not_an_integer_array_fails_its_batch_and_says_what_to_return(
+    answer: Any, said: str
+) -> None:
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=3)
+    def search(queries: list[str], k: int) -> Any:
+        return answer(len(queries), k)
+
+    errors = _errors(search)
+    assert len(set(errors)) == 1
+    error = errors[0] or ""
+    assert f"for 3 queries the retriever returned a {said}" in error
+    assert "integer array of shape (len(queries), k): row numbers into its doc_ids" in error
+
+
+def test_a_row_number_past_the_table_fails_its_query_only() -> None:
+    rows = _rows(6, 5)
+    rows[2, 3] = len(NAMES)
+    batched, _ = _pair(rows)
+    errors = _errors(batched)
+    assert errors[2] == (
+        "hit at rank 4 is row 40 of doc_ids, which holds rows 0 to 39; a @batched retriever "
+        "returns an integer array of shape (len(queries), k): row numbers into its doc_ids, "
+        "-1 for no hit (as faiss's index.search(...)[1])"
+    )
+    assert [e for i, e in enumerate(errors) if i != 2] == [None] * 5
+
+
+def test_a_batch_that_raises_fails_each_of_its_queries_with_the_traceback_kept() -> None:
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=4)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        if "q 5" in queries:
+            raise ConnectionError("index server gone")
+        return np.zeros((len(queries), k), dtype=np.int32)
+
+    result = evaluate(search, _golden(10))
+    errors = [q.error for q in result.queries]
+    raised = "the retriever raised ConnectionError: index server gone"
+    assert errors == [None] * 4 + [raised] * 4 + [None] * 2
+    assert "index server gone" in (result.tracebacks[next(iter(result.tracebacks))] or "")
+    assert "in search" in next(iter(result.tracebacks.values()))
+
+
+@pytest.mark.parametrize(
+    ("doc_ids", "said"),
+    [
+        (["a", "b", "a"], "doc_ids holds 'a' twice: batched(doc_ids=...) needs one id per row"),
+        (["a", 7], "doc_ids[1] is 7: batched(doc_ids=...) holds each row's doc id, a non-empty"),
+        (["a", ""], "doc_ids[1] is '': batched(doc_ids=...)"),
+    ],
+)
+def test_a_bad_doc_id_table_fails_every_query_before_any_call(
+    doc_ids: list[Any], said: str
+) -> None:
+    calls = []
+
+    @pytest_retrieval.batched(doc_ids=doc_ids)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        calls.append(queries)
+        return np.zeros((len(queries), k), dtype=np.int32)
+
+    errors = _errors(search)
+    assert all(said in (e or "") for e in errors), errors[0]
+    assert calls == []
+
+
+@pytest.mark.parametrize("size", [0, -1, 1.5, True, "8"])
+def test_a_batch_size_that_is_not_a_whole_number_is_refused(size: Any) -> None:
+    with pytest.raises(ValueError, match=r"batched\(batch_size=...\) must be a whole number >= 1"):
+        pytest_retrieval.batched(doc_ids=NAMES, batch_size=size)(lambda queries, k: None)
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def test_a_batch_past_the_timeout_is_abandoned_and_its_queries_time_out(
+    release: threading.Event,
+) -> None:
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=3)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        if "q 4" in queries:
+            release.wait(60)
+        return np.zeros((len(queries), k), dtype=np.int32)
+
+    started = time.perf_counter()
+    errors = _errors(search, _golden(7), timeout=0.3)
+    assert time.perf_counter() - started < 5
+    said = "the retriever did not answer within 0.3 s (--retrieval-timeout)"
+    assert errors == [None] * 3 + [said] * 3 + [None]
+
+
+def test_failed_calls_in_a_row_stop_the_calls() -> None:
+    calls = []
+
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=2)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        calls.append(queries)
+        raise ConnectionError("down")
+
+    errors = _errors(search, _golden(10), max_failures=3)
+    assert len(calls) == 2  # 2 + 2 failed queries in a row reach 3 during the second call
+    assert errors[:3] == ["the retriever raised ConnectionError: down"] * 3
+    assert all(
+        e.startswith("not answered: the calls stopped after the retriever failed 3")
+        for e in errors[4:]
+    )
+
+
+# ------------------------------------------------------------------ in a pytest run
+
+BATCHED_CONFTEST = """
+import numpy as np
+import pytest
+import pytest_retrieval
+
+DOCS = {docs!r}
+NAMES = sorted(DOCS)
+
+@pytest.fixture(scope="session")
+def retriever():
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=2)
+    def search(queries, k):
+        rows = []
+        for query in queries:
+            words = set(query.split())
+            shared = [len(words & set(DOCS[name].split())) for name in NAMES]
+            ranked = sorted(range(len(NAMES)), key=lambda r: (-shared[r], NAMES[r]))
+            rows.append(ranked[:k])
+        return np.array(rows)
+    return search
+"""
+
+
+def test_a_batched_fixture_in_tests_conftest_gates_as_the_one_query_retriever_does(
+    pytester: pytest.Pytester,
+) -> None:
+    from helpers import DOCS, KEYWORD_RETRIEVER
+
+    tests = pytester.mkdir("tests")
+    write_golden(pytester, name="tests/golden.json")
+    (tests / "conftest.py").write_text(BATCHED_CONFTEST.format(docs=DOCS), encoding="utf-8")
+    batched = pytester.runpytest(
+        "--retrieval-golden", "tests/golden.json", "--retrieval-report", "b.json"
+    )
+    batched.assert_outcomes(passed=1)
+    (tests / "conftest.py").write_text(KEYWORD_RETRIEVER, encoding="utf-8")
+    plain = pytester.runpytest(
+        "--retrieval-golden", "tests/golden.json", "--retrieval-report", "p.json"
+    )
+    plain.assert_outcomes(passed=1)
+    mine = json.loads((pytester.path / "b.json").read_text(encoding="utf-8"))
+    theirs = json.loads((pytester.path / "p.json").read_text(encoding="utf-8"))
+    for report in (mine, theirs):
+        for evaluation in report["evaluations"]:
+            del evaluation["latency_ms"]
+            for query in evaluation["queries"]:
+                del query["latency_ms"]
+    assert mine["evaluations"] == theirs["evaluations"]
+
+
+#: 150 queries over 60 docs: each query's judged docs land at seeded ranks, some past k
+MANY_CONFTEST = """
+import numpy as np
+import pytest
+import pytest_retrieval
+
+NAMES = [f"d{i}" for i in range(60)]
+
+@pytest.fixture(scope="session")
+def retriever():
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=16)
+    def search(queries, k):
+        rows = []
+        for query in queries:
+            i = int(query.split()[1])
+            rows.append(np.random.default_rng(i).permutation(60)[:k])
+        return np.array(rows)
+    return search
+"""
+MANY = {
+    "name": "many",
+    "k": 10,
+    "queries": [
+        {"id": f"q{i}", "query": f"query {i}", "relevant": {f"d{i % 60}": 2, f"d{(i * 7) % 60}": 1}}
+        for i in range(150)
+    ],
+}
+
+
+def _steady(path: Any) -> list[dict[str, Any]]:
+    found = []
+    for entry in json.loads(path.read_text(encoding="utf-8"))["evaluations"]:
+        entry.pop("latency_ms")
+        entry.pop("rerun", None)
+        for query in entry["queries"]:
+            query.pop("latency_ms")
+        found.append(entry)
+    return found
+
+
+def test_split_over_workers_and_shards_combined_equal_one_run(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("xdist")
+    from pytest_retrieval.cli import main
+
+    pytester.makeconftest(MANY_CONFTEST)
+    write_golden(pytester, MANY)
+    golden = ("--retrieval-golden", "golden.json")
+    pytester.runpytest(*golden, "-p", "no:xdist", "--retrieval-report", "one.json").assert_outcomes(
+        passed=1
+    )
+    split = pytester.runpytest_subprocess(
+        *golden, "-n", "2", "--retrieval-split-min", "100", "--retrieval-report", "split.json"
+    )
+    split.assert_outcomes(passed=2)
+    for i in (1, 2):
+        shard = pytester.runpytest(
+            *golden,
+            "-p",
+            "no:xdist",
+            "--retrieval-shard",
+            f"{i}/2",
+            "--retrieval-report",
+            f"p{i}.json",
+        )
+        assert shard.ret == 0
+    capsys.readouterr()
+    assert main(["combine", "p1.json", "p2.json", "--report", "combined.json"]) == 0
+    one = _steady(pytester.path / "one.json")
+    assert 0 < one[0]["metrics"]["recall@10"] < 1
+    assert _steady(pytester.path / "split.json") == one
+    assert _steady(pytester.path / "combined.json") == one
