@@ -20,12 +20,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, pairwise
+from itertools import chain, pairwise, repeat
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
+from ._gc import paused_gc
 from ._loop import run_private
 from .golden import GoldenQuery
 from .hits import (
@@ -36,7 +37,6 @@ from .hits import (
     Ranking,
     describe_error,
     error_key,
-    normalize_hits,
     stopped_calls,
     timed_out,
 )
@@ -248,7 +248,8 @@ class _Calls:
         answer = outcome[0]
         if isinstance(answer, BaseException):
             return self.failed(answer, latency, count)
-        return self.read(first, answer[:, : self.k], latency)
+        with paused_gc():  # no user code: our objects only, kept (see _gc)
+            return self.read(first, answer[:, : self.k], latency)
 
     def failed(self, exc: BaseException, latency: float, count: int) -> list[QueryRun]:
         error = str(exc) if isinstance(exc, HitError) else describe_error(exc, reading=False)
@@ -261,7 +262,8 @@ class _Calls:
 
     def read(self, first: int, ids: np.ndarray, latency: float) -> list[QueryRun]:
         """Each query's :class:`QueryRun` from its row: a row without -1, without a row number
-        twice and inside the table stays in the array; any other is read as a list."""
+        twice and inside the table stays in the array (the common case: no loop over its
+        hits); any other is read by :meth:`irregular`."""
         names = self.retriever.names
         size, width = len(names), ids.shape[1]
         ordered = np.sort(ids, axis=1)
@@ -269,20 +271,33 @@ class _Calls:
         if width:
             plain &= (ordered[:, 0] >= 0) & (ordered[:, -1] < size)
         found = self.found(first, ids) if self.ranks else [None] * len(ids)
-        runs: list[QueryRun] = []
-        for row, (simple, ranks) in enumerate(zip(plain.tolist(), found, strict=True)):
-            if simple:
-                runs.append(QueryRun(RowRanking(ids, row, width, names), ranks, latency=latency))
-                continue
-            judged = self.queries[first + row].relevant if self.ranks else None
-            try:
-                hits = [names[value] for value in _checked_row(ids[row], size)]
-                run = normalize_hits(hits, self.k, judged)
-            except HitError as exc:
-                run = QueryRun(error=str(exc))
-            run.latency = latency
-            runs.append(run)
+        rows = map(RowRanking, repeat(ids), range(len(ids)), repeat(width), repeat(names))
+        runs = [
+            QueryRun(ranking, ranks, latency=latency)
+            for ranking, ranks in zip(rows, found, strict=True)
+        ]
+        for row in np.flatnonzero(~plain).tolist():
+            runs[row] = self.irregular(first + row, ids[row], latency)
         return runs
+
+    def irregular(self, index: int, row: np.ndarray, latency: float) -> QueryRun:
+        """Golden query ``index``'s run from a row with -1s (no hit) or a row number twice
+        (each doc counts at its first rank only, as :func:`~.hits.normalize_hits` keeps it),
+        or an error for a row number outside the table."""
+        names = self.retriever.names
+        try:
+            hits = _checked_row(row, len(names))
+        except HitError as exc:
+            return QueryRun(latency=latency, error=str(exc))
+        kept = list(dict.fromkeys(hits))
+        ranks = None
+        if self.ranks:
+            docs, starts = self.judged
+            rank = dict(zip(kept, range(len(kept)), strict=True))
+            judged = docs[starts[index] : starts[index + 1]].tolist()
+            ranks = tuple([rank.get(doc, NOT_RETURNED) for doc in judged])
+        ranking = RowRanking(np.asarray([kept], dtype=np.int64), 0, len(kept), names)
+        return QueryRun(ranking, ranks, latency=latency, duplicates=len(hits) - len(kept))
 
     @functools.cached_property
     def judged(self) -> tuple[np.ndarray, np.ndarray]:
@@ -302,7 +317,10 @@ class _Calls:
         docs, starts = self.judged
         bounds = starts[first : first + len(ids) + 1]
         owner = np.repeat(np.arange(len(ids)), np.diff(bounds))
-        match = ids[owner] == docs[bounds[0] : bounds[-1], None]
+        wanted = docs[bounds[0] : bounds[-1]]
+        if ids.dtype.kind == "i" and len(self.retriever.names) <= np.iinfo(ids.dtype).max:
+            wanted = wanted.astype(ids.dtype)  # compared as they are: no copy of the rows
+        match = ids[owner] == wanted[:, None]
         rank = np.where(match.any(axis=1), match.argmax(axis=1), NOT_RETURNED).tolist()
         return [tuple(rank[a:b]) for a, b in pairwise((bounds - bounds[0]).tolist())]
 
