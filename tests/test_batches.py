@@ -54,10 +54,10 @@ def _pair(rows: np.ndarray, batch_size: int = 8) -> tuple[BatchRetriever, Any]:
 
     @pytest_retrieval.batched(doc_ids=NAMES, batch_size=batch_size)
     def search(queries: list[str], k: int) -> np.ndarray:
-        return rows[[int(q.split()[1]) for q in queries], :k]
+        return rows[[int(q.split()[1]) for q in queries]]  # every column, more than k too
 
     def one(query: str, k: int) -> list[str]:
-        return [NAMES[r] for r in rows[int(query.split()[1])].tolist() if r >= 0][:k]
+        return [NAMES[r] for r in rows[int(query.split()[1])].tolist() if r >= 0]
 
     return search, one
 
@@ -162,9 +162,22 @@ def test_one_query_at_a_time_it_is_a_plain_retriever() -> None:
     rows = _rows(5, 6)
     rows[2] = [5, -1, 7, 5, 1, 0]
     batched, _ = _pair(rows)
-    assert batched("q 2", 4) == ["doc5", "doc7", "doc5"]  # its 4 columns, -1 dropped
-    assert batched("q 2", 6) == ["doc5", "doc7", "doc5", "doc1", "doc0"]
+    # what it returned, -1 dropped: repeats and hits past k go as any retriever's do
+    assert batched("q 2", 4) == ["doc5", "doc7", "doc5", "doc1", "doc0"]
     assert batched.__name__ == "search"
+
+
+def test_doc_ids_may_be_a_numpy_array_and_come_back_as_plain_strings() -> None:
+    rows = _rows(6, 5)
+
+    @pytest_retrieval.batched(doc_ids=np.array(NAMES))
+    def search(queries: list[str], k: int) -> np.ndarray:
+        return rows[[int(q.split()[1]) for q in queries]]
+
+    result = evaluate(search, _golden(6))
+    returned = [doc for q in result.queries for doc in q.returned]
+    assert returned and {type(doc) for doc in returned} == {str}
+    assert json.dumps(result.to_dict(), default=list)
 
 
 # ------------------------------------------------------------------ misbehaving
@@ -201,13 +214,16 @@ def test_an_answer_that_is_not_an_integer_array_fails_its_batch_and_says_what_to
     assert "integer array of shape (len(queries), k): row numbers into its doc_ids" in error
 
 
-def test_a_row_number_past_the_table_fails_its_query_only() -> None:
-    rows = _rows(6, 5)
-    rows[2, 3] = len(NAMES)
+@pytest.mark.parametrize(("column", "value"), [(3, 40), (7, 41), (1, -3)])
+def test_a_row_number_outside_the_table_fails_its_query_only(column: int, value: int) -> None:
+    """Below the first k hits too: a bad hit further down is still a broken contract."""
+    rows = _rows(6, 9)
+    rows[2, column] = value
     batched, _ = _pair(rows)
     errors = _errors(batched)
     assert errors[2] == (
-        "hit at rank 4 is row 40 of doc_ids, which holds rows 0 to 39; a @batched retriever "
+        f"hit at rank {column + 1} is row {value} of doc_ids, which holds rows 0 to 39; a "
+        "@batched retriever "
         "returns an integer array of shape (len(queries), k): row numbers into its doc_ids, "
         "-1 for no hit (as faiss's index.search(...)[1])"
     )

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from ._gc import paused_gc
-from ._loop import run_private
 from .golden import GoldenQuery
 from .hits import (
     NOT_RETURNED,
@@ -96,6 +95,8 @@ class BatchRetriever:
                     f"doc_ids[{row}] is {doc!r}: batched(doc_ids=...) holds each row's doc id, "
                     "a non-empty string (convert them with str())"
                 )
+        if any(type(doc) is not str for doc in names):  # numpy's str_ (an array of ids)
+            names = tuple(map(str, names))
         if len(set(names)) != len(names):
             seen: set[str] = set()
             twice = next(doc for doc in names if doc in seen or seen.add(doc))  # type: ignore[func-returns-value]
@@ -144,16 +145,14 @@ def batched(
     return wrap
 
 
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
-
-
 def _answer(search: Callable[..., Any], texts: list[str], k: int, params: Any) -> np.ndarray:
     """``search``'s answer for ``texts`` (awaited if a coroutine), checked: a 2-D integer array
     with a row per query (else HitError)."""
     answer = search(texts, k, **params)
     if inspect.isawaitable(answer):
-        answer = run_private(functools.partial(_await, answer), "pytest-retrieval-call")
+        from .retrieval import await_privately
+
+        answer = await_privately(answer)
     try:
         ids = np.asarray(answer)
     except Exception as exc:
@@ -249,7 +248,7 @@ class _Calls:
         if isinstance(answer, BaseException):
             return self.failed(answer, latency, count)
         with paused_gc():  # no user code: our objects only, kept (see _gc)
-            return self.read(first, answer[:, : self.k], latency)
+            return self.read(first, answer, latency)
 
     def failed(self, exc: BaseException, latency: float, count: int) -> list[QueryRun]:
         error = str(exc) if isinstance(exc, HitError) else describe_error(exc, reading=False)
@@ -261,17 +260,21 @@ class _Calls:
         return runs
 
     def read(self, first: int, ids: np.ndarray, latency: float) -> list[QueryRun]:
-        """Each query's :class:`QueryRun` from its row: a row without -1, without a row number
-        twice and inside the table stays in the array (the common case: no loop over its
-        hits); any other is read by :meth:`irregular`."""
+        """Each query's :class:`QueryRun` from its row: a row whose first k row numbers are
+        distinct and none -1, and whose every row number is in the table, stays in the array
+        (the common case: no loop over its hits); any other is read by :meth:`irregular`."""
         names = self.retriever.names
-        size, width = len(names), ids.shape[1]
-        ordered = np.sort(ids, axis=1)
+        size = len(names)
+        top = ids[:, : self.k]  # a view: more hits than k are cut, as a list's are
+        width = top.shape[1]
+        ordered = np.sort(top, axis=1)
         plain = ~(ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
         if width:
-            plain &= (ordered[:, 0] >= 0) & (ordered[:, -1] < size)
-        found = self.found(first, ids) if self.ranks else [None] * len(ids)
-        rows = map(RowRanking, repeat(ids), range(len(ids)), repeat(width), repeat(names))
+            plain &= ordered[:, 0] >= 0
+        if ids.shape[1] and (int(ids.max()) >= size or int(ids.min()) < -1):
+            plain &= ((ids < size) & (ids >= -1)).all(axis=1)
+        found = self.found(first, top) if self.ranks else [None] * len(ids)
+        rows = map(RowRanking, repeat(top), range(len(ids)), repeat(width), repeat(names))
         runs = [
             QueryRun(ranking, ranks, latency=latency)
             for ranking, ranks in zip(rows, found, strict=True)
@@ -281,23 +284,25 @@ class _Calls:
         return runs
 
     def irregular(self, index: int, row: np.ndarray, latency: float) -> QueryRun:
-        """Golden query ``index``'s run from a row with -1s (no hit) or a row number twice
-        (each doc counts at its first rank only, as :func:`~.hits.normalize_hits` keeps it),
-        or an error for a row number outside the table."""
+        """Golden query ``index``'s run from a row with -1s (no hit) or a row number twice,
+        read as :func:`~.hits.normalize_hits` reads a list: each doc at its first rank, then
+        the first k kept; or an error for a row number outside the table, wherever it is."""
         names = self.retriever.names
         try:
             hits = _checked_row(row, len(names))
         except HitError as exc:
             return QueryRun(latency=latency, error=str(exc))
-        kept = list(dict.fromkeys(hits))
+        kept = list(dict.fromkeys(hits))[: self.k]
         ranks = None
         if self.ranks:
             docs, starts = self.judged
             rank = dict(zip(kept, range(len(kept)), strict=True))
             judged = docs[starts[index] : starts[index + 1]].tolist()
             ranks = tuple([rank.get(doc, NOT_RETURNED) for doc in judged])
+        shown = set(kept)
+        duplicates = sum(hit in shown for hit in hits) - len(kept)
         ranking = RowRanking(np.asarray([kept], dtype=np.int64), 0, len(kept), names)
-        return QueryRun(ranking, ranks, latency=latency, duplicates=len(hits) - len(kept))
+        return QueryRun(ranking, ranks, latency=latency, duplicates=duplicates)
 
     @functools.cached_property
     def judged(self) -> tuple[np.ndarray, np.ndarray]:
