@@ -407,15 +407,34 @@ def search(query, k):
 '''
 
 
+#: the same ranking from a @batched retriever: row numbers of DOCS, a batch per call
+BATCHED = """
+
+import numpy as np
+import pytest_retrieval
+
+_one = search
+
+
+@pytest_retrieval.batched(doc_ids=[d["_id"] for d in DOCS], batch_size=5)
+def search(queries, k):
+    row = {d["_id"]: i for i, d in enumerate(DOCS)}
+    return np.array([[row[doc] for doc in _one(query, k)] for query in queries])
+"""
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["one-query", "batched"])
 def test_difficulty_by_retriever_and_quota(
-    server: JudgeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: JudgeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batched: bool
 ) -> None:
     corpus = small_corpus(tmp_path / "corpus.jsonl")
-    (tmp_path / "ranker_for_synth.py").write_text(RANKER.format(corpus=str(corpus)))
+    ranker = RANKER.format(corpus=str(corpus)) + (BATCHED if batched else "")
+    module = "batched_ranker_for_synth" if batched else "ranker_for_synth"  # imported once
+    (tmp_path / f"{module}.py").write_text(ranker)
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "g.json"
     quota = "easy=0.5,medium=0.5,hard=0"
-    args = ("--queries", "8", "--retriever", "ranker_for_synth:search", "--quota", quota)
+    args = ("--queries", "8", "--retriever", f"{module}:search", "--quota", quota)
     assert synth(server, corpus, out, *args) == 0
     queries = read(out)["queries"]
     for query in queries:
