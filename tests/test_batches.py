@@ -6,9 +6,12 @@ strings, and every way it can misbehave is an error on the queries it touched.""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 import time
+import tracemalloc
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +23,7 @@ import pytest_retrieval
 from pytest_retrieval import evaluate
 from pytest_retrieval.batches import BatchRetriever, RowRanking
 from pytest_retrieval.golden import GoldenQuery, GoldenSet
+from pytest_retrieval.results import from_wire, to_wire
 
 NAMES = [f"doc{i}" for i in range(40)]
 
@@ -117,21 +121,28 @@ def test_rows_stay_arrays_until_read_and_read_as_the_ids_they_number() -> None:
     assert report["queries"][0]["returned"] == ["doc4", "doc3", "doc2", "doc1", "doc0"]
 
 
-def test_calls_go_a_batch_at_a_time_and_params_apart() -> None:
+def test_calls_go_a_batch_at_a_time_queries_of_one_params_together() -> None:
+    """Spread over the golden set or not (a multilingual set), one params' queries share
+    calls; the results come back in golden order."""
     calls: list[tuple[list[str], dict[str, Any]]] = []
 
     @pytest_retrieval.batched(doc_ids=NAMES, batch_size=3)
     def search(queries: list[str], k: int, **params: Any) -> np.ndarray:
         calls.append((queries, params))
-        return np.zeros((len(queries), k), dtype=np.int32)
+        return np.array([[int(q.split()[1]), 39] for q in queries])  # query i finds doc i
 
+    langs = [{}, {"lang": "de"}, {}, {}, {"lang": "de"}, {}, {}, {"lang": "de"}, {}]
     queries = [
-        GoldenQuery(id=f"q{i}", query=f"q {i}", relevant={"doc0": 1}, params=params)
-        for i, params in enumerate([{}, {}, {}, {}, {"lang": "de"}, {"lang": "de"}, {}])
+        GoldenQuery(id=f"q{i}", query=f"q {i}", relevant={f"doc{i}": 1}, params=params)
+        for i, params in enumerate(langs)
     ]
     result = evaluate(search, GoldenSet(name="p", source="p.json", k=2, queries=queries))
-    assert [(len(q), p) for q, p in calls] == [(3, {}), (1, {}), (2, {"lang": "de"}), (1, {})]
-    assert [q for batch, _ in calls for q in batch] == [q.query for q in queries]
+    assert calls == [
+        (["q 0", "q 2", "q 3"], {}),
+        (["q 5", "q 6", "q 8"], {}),
+        (["q 1", "q 4", "q 7"], {"lang": "de"}),
+    ]
+    assert [q.returned[0] for q in result.queries] == [f"doc{i}" for i in range(9)]
     assert result.metrics["recall@2"] == 1.0
 
 
@@ -178,6 +189,149 @@ def test_doc_ids_may_be_a_numpy_array_and_come_back_as_plain_strings() -> None:
     returned = [doc for q in result.queries for doc in q.returned]
     assert returned and {type(doc) for doc in returned} == {str}
     assert json.dumps(result.to_dict(), default=list)
+
+
+def test_a_search_that_reuses_its_output_array_keeps_each_querys_hits() -> None:
+    """faiss writes into a caller's array (index.search(x, k, I=out)): the rows handed over
+    are read at once, not later from memory the next call overwrote."""
+    out = np.zeros((2, 3), dtype=np.int64)
+
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=2)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        for row, query in enumerate(queries):
+            i = int(query.split()[1])
+            out[row] = [i, 30 + i % 2, 32]
+        return out[: len(queries)]
+
+    queries = [GoldenQuery(id=f"q{i}", query=f"q {i}", relevant={f"doc{i}": 1}) for i in range(5)]
+    result = evaluate(search, GoldenSet(name="r", source="r.json", k=3, queries=queries))
+    assert [q.returned[0] for q in result.queries] == ["doc0", "doc1", "doc2", "doc3", "doc4"]
+    assert [tuple(q.returned) for q in result.queries][:2] == [
+        ("doc0", "doc30", "doc32"),
+        ("doc1", "doc31", "doc32"),
+    ]
+
+
+def test_an_answer_with_no_columns_is_no_hits() -> None:
+    """An empty faiss index answers min(k, ntotal) = 0 columns: every query found nothing."""
+
+    @pytest_retrieval.batched(doc_ids=NAMES)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        return np.empty((len(queries), 0), dtype=np.int64)
+
+    result = evaluate(search, _golden(6))
+    assert [q.error for q in result.queries] == [None] * 6
+    assert result.metrics["recall@5"] == result.metrics["ndcg@5"] == 0.0
+
+
+def test_a_kept_doc_again_past_k_counts_as_a_repeat_as_in_a_list() -> None:
+    """normalize_hits counts a top-k doc the list repeats past k (not one that comes only
+    past k): so does a row whose first k are distinct."""
+    rows = np.array([[1, 2, 3, 1, 9, 9], [5, 6, 7, 8, 9, 10]])
+    batched, one = _pair(rows)
+    golden = GoldenSet(name="b", source="b.json", k=3, queries=_golden(2).queries)
+    got, want = evaluate(batched, golden), evaluate(one, golden, concurrency=1)
+    assert [q.duplicates for q in got.queries] == [q.duplicates for q in want.queries] == [1, 0]
+    assert got.metrics == want.metrics
+
+
+def test_the_judged_ranks_of_many_judged_docs_and_a_deep_k_fit_in_little_memory() -> None:
+    """1024 queries x 200 judged docs x 1000 hits: no matrix of judged docs x hits."""
+    rng = np.random.default_rng(5)
+    names = [f"d{i}" for i in range(5000)]
+    rows = np.stack([rng.permutation(5000)[:1000] for _ in range(256)])
+    queries = [
+        GoldenQuery(
+            id=f"q{i}",
+            query=f"q {i}",
+            relevant={names[d]: 1 for d in rng.choice(5000, 200, replace=False).tolist()},
+        )
+        for i in range(256)
+    ]
+
+    @pytest_retrieval.batched(doc_ids=names)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        return rows[[int(q.split()[1]) for q in queries]]
+
+    golden = GoldenSet(name="deep", source="d.json", k=1000, queries=queries)
+    tracemalloc.start()
+    try:
+        result = evaluate(search, golden, metrics=["recall@1000"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 60e6, f"{peak / 1e6:.0f} MB"
+    want = [
+        len(set(rows[i].tolist()) & {int(d[1:]) for d in q.relevant}) / 200
+        for i, q in enumerate(queries)
+    ]
+    assert [q.metrics["recall@1000"] for q in result.queries] == pytest.approx(want)
+
+
+def test_garbage_the_calls_leave_is_collected_while_the_calls_go_on() -> None:
+    """A search that leaves reference cycles (a model, a client) must not have them kept for
+    the whole evaluation."""
+    alive: weakref.WeakSet[Any] = weakref.WeakSet()
+    seen: list[int] = []
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=2)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        seen.append(len(alive))
+        alive.add(Cycle())
+        return np.zeros((len(queries), k), dtype=np.int32)
+
+    evaluate(search, _golden(80))
+    assert len(seen) == 40 and max(seen) <= 3, seen
+
+
+def test_the_heap_is_left_as_it_was_frozen_or_not() -> None:
+    """The plugin moves its objects with gc.freeze only when nobody else froze anything: a
+    server that froze its heap before forking finds it frozen still."""
+    rows = _rows(20, 5)
+    batched, _ = _pair(rows, batch_size=4)
+    golden = _golden(20)
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+    evaluate(batched, golden)
+    assert gc.get_freeze_count() == 0
+    kept = [object()]
+    gc.freeze()
+    try:
+        evaluate(batched, golden)
+        assert not any(o is kept for o in gc.get_objects())  # still frozen: out of sight
+    finally:
+        gc.unfreeze()
+    assert any(o is kept for o in gc.get_objects())
+
+
+def test_doc_ids_holding_a_nul_come_back_whole() -> None:
+    names = ["a\x00b", "c", "d"]
+
+    @pytest_retrieval.batched(doc_ids=names)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        return np.array([[0, 1, 2]] * len(queries))
+
+    query = GoldenQuery(id="q", query="q", relevant={"c": 1})
+    result = evaluate(search, GoldenSet(name="n", source="n.json", k=3, queries=[query]))
+    assert tuple(result.queries[0].returned) == ("a\x00b", "c", "d")
+    assert result.queries[0].metrics["mrr@3"] == 0.5
+    entry = from_wire(to_wire(result))
+    assert list(entry["queries"][0]["returned"]) == ["a\x00b", "c", "d"]
+
+
+def test_a_masked_array_s_masked_hits_are_no_hits() -> None:
+    @pytest_retrieval.batched(doc_ids=NAMES)
+    def search(queries: list[str], k: int) -> Any:
+        data = np.array([[0, 1, 2]] * len(queries))
+        return np.ma.masked_array(data, mask=[[False, True, False]] * len(queries))
+
+    query = GoldenQuery(id="q", query="q", relevant={"doc1": 1, "doc2": 1})
+    result = evaluate(search, GoldenSet(name="m", source="m.json", k=3, queries=[query]))
+    assert tuple(result.queries[0].returned) == ("doc0", "doc2")
 
 
 # ------------------------------------------------------------------ misbehaving
@@ -251,6 +405,8 @@ def test_a_batch_that_raises_fails_each_of_its_queries_with_the_traceback_kept()
         (["a", "b", "a"], "doc_ids holds 'a' twice: batched(doc_ids=...) needs one id per row"),
         (["a", 7], "doc_ids[1] is 7: batched(doc_ids=...) holds each row's doc id, a non-empty"),
         (["a", ""], "doc_ids[1] is '': batched(doc_ids=...)"),
+        ([], "doc_ids is empty: batched(doc_ids=...) holds each row's doc id"),
+        ((d for d in ["a", "a"]), "doc_ids holds 'a' twice"),
     ],
 )
 def test_a_bad_doc_id_table_fails_every_query_before_any_call(
@@ -268,10 +424,25 @@ def test_a_bad_doc_id_table_fails_every_query_before_any_call(
     assert calls == []
 
 
-@pytest.mark.parametrize("size", [0, -1, 1.5, True, "8"])
+@pytest.mark.parametrize("size", [0, -1, 1.5, True, "8", None])
 def test_a_batch_size_that_is_not_a_whole_number_is_refused(size: Any) -> None:
     with pytest.raises(ValueError, match=r"batched\(batch_size=...\) must be a whole number >= 1"):
         pytest_retrieval.batched(doc_ids=NAMES, batch_size=size)(lambda queries, k: None)
+
+
+def test_a_numpy_whole_number_is_a_batch_size() -> None:
+    search = pytest_retrieval.batched(doc_ids=NAMES, batch_size=np.int64(2))(lambda q, k: None)
+    assert search.batch_size == 2 and type(search.batch_size) is int
+
+
+@pytest.mark.parametrize(("doc_ids", "what"), [(None, "NoneType"), ("abc", "str"), (7, "int")])
+def test_doc_ids_that_are_not_a_table_are_refused_where_they_are_given(
+    doc_ids: Any, what: str
+) -> None:
+    with pytest.raises(
+        TypeError, match=rf"batched\(doc_ids=...\) takes each row's doc id .* not a {what}$"
+    ):
+        pytest_retrieval.batched(doc_ids=doc_ids)(lambda queries, k: None)
 
 
 @pytest.fixture
@@ -291,10 +462,23 @@ def test_a_batch_past_the_timeout_is_abandoned_and_its_queries_time_out(
         return np.zeros((len(queries), k), dtype=np.int32)
 
     started = time.perf_counter()
-    errors = _errors(search, _golden(7), timeout=0.3)
+    result = evaluate(search, _golden(7), timeout=0.3)
     assert time.perf_counter() - started < 5
     said = "the retriever did not answer within 0.3 s (--retrieval-timeout)"
-    assert errors == [None] * 3 + [said] * 3 + [None]
+    assert [q.error for q in result.queries] == [None] * 3 + [said] * 3 + [None]
+    assert [q.latency_ms for q in result.queries][3:6] == [pytest.approx(100.0)] * 3
+
+
+def test_ctrl_c_in_a_batch_stops_the_run_with_or_without_a_timeout() -> None:
+    @pytest_retrieval.batched(doc_ids=NAMES)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        raise KeyboardInterrupt
+
+    for timeout in (None, 5.0):
+        started = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            evaluate(search, _golden(4), timeout=timeout)
+        assert time.perf_counter() - started < 4
 
 
 def test_failed_calls_in_a_row_stop_the_calls() -> None:
@@ -305,12 +489,16 @@ def test_failed_calls_in_a_row_stop_the_calls() -> None:
         calls.append(queries)
         raise ConnectionError("down")
 
-    errors = _errors(search, _golden(10), max_failures=3)
+    result = evaluate(search, _golden(10), max_failures=3)
     assert len(calls) == 2  # 2 + 2 failed queries in a row reach 3 during the second call
-    assert errors[:3] == ["the retriever raised ConnectionError: down"] * 3
+    errors = [q.error or "" for q in result.queries]
+    assert errors[:4] == ["the retriever raised ConnectionError: down"] * 4  # all called
     assert all(
         e.startswith("not answered: the calls stopped after the retriever failed 3")
         for e in errors[4:]
+    )
+    assert result.failed_calls == (
+        "4 of 10 retriever calls failed; the calls stopped, leaving 6 queries unanswered"
     )
 
 

@@ -6,6 +6,9 @@ passes over the whole (growing) heap, which cost more than the work itself. Noth
 there forms reference cycles, so pausing loses nothing; and what is still alive when the
 building ends is kept for long (a golden set, an evaluation), so it goes straight to the
 oldest generation (:func:`promote`), where only a full collection looks at it.
+
+``gc.freeze`` does the moving. It is global, so it is used only while nobody else has frozen
+anything (a server that froze its heap before forking keeps it frozen as it was).
 """
 
 from __future__ import annotations
@@ -17,24 +20,31 @@ from contextlib import contextmanager
 
 _lock = threading.Lock()
 _frozen = 0  # frozen_heap blocks open: what they froze stays frozen until the last ends
+_ours = False  # whether the open blocks froze the heap (False: someone else had frozen some)
 
 
 def promote() -> None:
-    """Move every object alive now to the oldest generation without a collection (inside a
-    :func:`frozen_heap` block: freeze it with the rest). 100,000 golden queries: the young
-    collections would traverse them twice more, for nothing (0.1 s), and a promotion does not
-    count towards the next full collection. (Objects someone else froze are unfrozen too:
-    they move to the oldest generation, where they would be had they never been frozen.)"""
+    """Move every object alive now to the oldest generation without a young collection:
+    100,000 golden queries would be traversed twice more for nothing (0.1 s), and a promotion
+    does not count towards the next full collection. Inside a :func:`frozen_heap` block they
+    are frozen with the rest."""
     with _lock:
-        gc.freeze()
-        if not _frozen:
+        if _frozen:
+            if _ours:
+                gc.freeze()
+        elif not gc.get_freeze_count():
+            gc.freeze()
             gc.unfreeze()
 
 
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Disable the cyclic GC for the block, then :func:`promote` what it built and restore
-    its previous state (nests)."""
+    its previous state (nests). Inside a :func:`frozen_heap` block, what is not frozen yet
+    (what the user's code made since: a call's garbage) is collected first, so that it is
+    not frozen with what the block builds."""
+    if _frozen and _ours:
+        gc.collect()  # sees only what is not frozen: little
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -53,14 +63,17 @@ def frozen_heap() -> Iterator[None]:
     our own objects: collections then scan only what the block created, not the large golden
     set and index already in memory. Afterwards the objects return to the oldest generation.
     """
-    global _frozen
+    global _frozen, _ours
     with _lock:
-        gc.freeze()
+        if not _frozen:
+            _ours = not gc.get_freeze_count()
+        if _ours:
+            gc.freeze()
         _frozen += 1
     try:
         yield
     finally:
         with _lock:
             _frozen -= 1
-            if not _frozen:
+            if not _frozen and _ours:
                 gc.unfreeze()

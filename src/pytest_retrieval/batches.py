@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
+import operator
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, pairwise, repeat
 from operator import attrgetter
@@ -43,6 +45,8 @@ from .stacks import format_traceback
 
 #: queries per call unless :func:`batched` is told otherwise
 DEFAULT_BATCH_SIZE = 1024
+#: judged docs x hits compared at once (:meth:`_Calls.found`): rows of 8 MB at most
+COMPARED = 1 << 20
 
 _RETURN_HINT = (
     "a @batched retriever returns an integer array of shape (len(queries), k): row numbers "
@@ -76,19 +80,30 @@ class BatchRetriever:
     calls it a batch at a time; everything else calls ``retriever(query, k)``."""
 
     def __init__(self, search: Callable[..., Any], doc_ids: Sequence[str], batch_size: int) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        try:
+            size = operator.index(batch_size)  # numpy's integers too; not a bool, float, str
+        except TypeError:
+            size = 0
+        if isinstance(batch_size, bool) or size < 1:
             raise ValueError(
                 f"batched(batch_size=...) must be a whole number >= 1, not {batch_size!r}"
             )
+        if isinstance(doc_ids, str | bytes) or not isinstance(doc_ids, Iterable):
+            raise TypeError(
+                f"batched(doc_ids=...) takes each row's doc id in row order (a list, a tuple, "
+                f"a numpy array of strings), not a {type(doc_ids).__name__}"
+            )
         self.search = search
         self.doc_ids = doc_ids
-        self.batch_size = batch_size
+        self.batch_size = size
         functools.update_wrapper(self, search)
 
     @functools.cached_property
     def names(self) -> tuple[str, ...]:
         """The doc-id table, checked once: non-empty strings, none twice (else HitError)."""
         names = tuple(self.doc_ids)
+        if not names:
+            raise HitError("doc_ids is empty: batched(doc_ids=...) holds each row's doc id")
         for row, doc in enumerate(names):
             if not isinstance(doc, str) or not doc:
                 raise HitError(
@@ -105,6 +120,11 @@ class BatchRetriever:
                 "each row a different doc"
             )
         return names
+
+    @functools.cached_property
+    def joinable(self) -> bool:
+        """No doc id holds the NUL that joins a :class:`RowRanking`'s ids (else: tuples)."""
+        return not any(NUL in doc for doc in self.names)
 
     @functools.cached_property
     def rows(self) -> dict[str, int]:
@@ -134,10 +154,10 @@ def batched(
 
             return search
 
-    Queries with different ``params`` go to different calls (``search(queries, k,
-    **params)``). ``--retrieval-timeout`` is a deadline for each call; the calls run one
-    after another (``--retrieval-concurrency`` is for one-query retrievers); a query's
-    latency is its call's time over the queries in it."""
+    The queries of one ``params`` share calls (``search(queries, k, **params)``), wherever
+    they are in the golden set. ``--retrieval-timeout`` is a deadline for each call; the
+    calls run one after another (``--retrieval-concurrency`` is for one-query retrievers);
+    a query's latency is its call's time over the queries in it."""
 
     def wrap(search: Callable[..., Any]) -> BatchRetriever:
         return BatchRetriever(search, doc_ids, batch_size)
@@ -153,6 +173,8 @@ def _answer(search: Callable[..., Any], texts: list[str], k: int, params: Any) -
         from .retrieval import await_privately
 
         answer = await_privately(answer)
+    if hasattr(answer, "mask") and callable(getattr(answer, "filled", None)):
+        answer = answer.filled(-1)  # a numpy masked array: a masked hit is no hit
     try:
         ids = np.asarray(answer)
     except Exception as exc:
@@ -168,18 +190,19 @@ def _answer(search: Callable[..., Any], texts: list[str], k: int, params: Any) -
 
 
 def _checked_row(row: np.ndarray, size: int) -> list[int]:
-    """A row's row numbers, -1s dropped; one past the table is a HitError."""
-    values: list[int] = row.tolist()
-    for rank, value in enumerate(values, start=1):
-        if value >= size or value < -1:
-            raise HitError(
-                f"hit at rank {rank} is row {value} of doc_ids, which holds rows 0 to "
-                f"{size - 1}; {_RETURN_HINT}"
-            )
-    return [value for value in values if value >= 0]
+    """A row's row numbers, -1s dropped; one outside the table is a HitError."""
+    bad = np.flatnonzero((row >= size) | (row < -1))
+    if bad.size:
+        rank = int(bad[0])
+        raise HitError(
+            f"hit at rank {rank + 1} is row {int(row[rank])} of doc_ids, which holds rows 0 "
+            f"to {size - 1}; {_RETURN_HINT}"
+        )
+    values: list[int] = row[row >= 0].tolist()
+    return values
 
 
-_RELEVANT = attrgetter("relevant")
+_RELEVANT, _PARAMS = attrgetter("relevant"), attrgetter("params")
 
 
 @dataclass
@@ -197,41 +220,53 @@ class _Calls:
     traced: set[str] = field(default_factory=set)  # error kinds that keep a traceback
 
     def run(self, progress: Callable[[int, int], None] | None) -> list[QueryRun]:
-        total, size = len(self.queries), self.retriever.batch_size
+        total = len(self.queries)
         try:
             self.retriever.names  # noqa: B018 - checked before the first call
         except HitError as exc:
             return [QueryRun(error=str(exc)) for _ in range(total)]
-        results: list[QueryRun] = []
-        while len(results) < total and not self.tripped:
-            first = last = len(results)
-            params = self.queries[first].params
-            while last < min(total, first + size) and self.queries[last].params == params:
-                last += 1
-            for run in self.call(first, last, params):
-                if self.tripped:
-                    run = stopped_calls(self.max_failures)
-                else:
-                    self.failing = 0 if run.error is None else self.failing + 1
-                    self.tripped = 0 < self.max_failures <= self.failing
-                results.append(run)
+        results: dict[int, QueryRun] = {}
+        for indices, params in self.batches():
+            if self.tripped:
+                break
+            for index, run in zip(indices, self.call(indices, params), strict=True):
+                results[index] = run  # called: a failure past the trip is still a failure
+                self.failing = 0 if run.error is None else self.failing + 1
+                self.tripped |= 0 < self.max_failures <= self.failing
             if progress is not None:
                 progress(len(results), total)
-        return results + [stopped_calls(self.max_failures) for _ in range(total - len(results))]
+        return [results.get(i) or stopped_calls(self.max_failures) for i in range(total)]
 
-    def call(self, first: int, last: int, params: dict[str, Any]) -> list[QueryRun]:
-        """One call for golden queries ``first`` to ``last`` (excluded); when it fails, each
-        of them fails alike."""
-        count = last - first
-        texts = [query.query for query in self.queries[first:last]]
+    def batches(self) -> Iterator[tuple[list[int], dict[str, Any]]]:
+        """The golden queries' indices in calls of ``batch_size``, the queries of one
+        ``params`` together (however they are spread over the golden set), in the order
+        their first query comes."""
+        size, total = self.retriever.batch_size, len(self.queries)
+        if not any(map(_PARAMS, self.queries)):  # the common case: golden order
+            for start in range(0, total, size):
+                yield list(range(start, min(start + size, total))), {}
+            return
+        groups: dict[str, tuple[list[int], dict[str, Any]]] = {}
+        for index, query in enumerate(self.queries):
+            key = _params_key(query.params)
+            if key not in groups:
+                groups[key] = ([], query.params)
+            groups[key][0].append(index)
+        for indices, params in groups.values():
+            for start in range(0, len(indices), size):
+                yield indices[start : start + size], params
+
+    def call(self, indices: list[int], params: dict[str, Any]) -> list[QueryRun]:
+        """One call for the golden queries at ``indices``; when it fails, each of them fails
+        alike."""
+        count = len(indices)
+        texts = [self.queries[index].query for index in indices]
         outcome: list[Any] = []
 
         def call() -> None:
             try:
                 outcome.append(_answer(self.retriever.search, texts, self.k, params))
-            except KeyboardInterrupt:
-                raise
-            except BaseException as exc:  # even SystemExit: it is the retriever's failure
+            except BaseException as exc:  # even SystemExit: the retriever's failure
                 outcome.append(exc)
 
         started = time.perf_counter()
@@ -242,13 +277,18 @@ class _Calls:
             worker.start()
             worker.join(self.timeout)
             if not outcome:
-                return [timed_out(self.timeout, "") for _ in range(count)]
+                runs = [timed_out(self.timeout, "") for _ in range(count)]
+                for run in runs:
+                    run.latency = self.timeout / count
+                return runs
         latency = (time.perf_counter() - started) / count
         answer = outcome[0]
+        if isinstance(answer, KeyboardInterrupt):
+            raise answer  # Ctrl-C stops the run, as it does a one-query retriever's
         if isinstance(answer, BaseException):
             return self.failed(answer, latency, count)
-        with paused_gc():  # no user code: our objects only, kept (see _gc)
-            return self.read(first, answer, latency)
+        with paused_gc():  # no user code: our own objects, kept (see _gc)
+            return self.read(indices, answer, latency)
 
     def failed(self, exc: BaseException, latency: float, count: int) -> list[QueryRun]:
         error = str(exc) if isinstance(exc, HitError) else describe_error(exc, reading=False)
@@ -259,31 +299,42 @@ class _Calls:
             runs[0].traceback = format_traceback(exc, tb.tb_next if tb else None)
         return runs
 
-    def read(self, first: int, ids: np.ndarray, latency: float) -> list[QueryRun]:
-        """Each query's :class:`QueryRun` from its row: a row whose first k row numbers are
-        distinct and none -1, and whose every row number is in the table, stays in the array
-        (the common case: no loop over its hits); any other is read by :meth:`irregular`."""
+    def read(self, indices: list[int], ids: np.ndarray, latency: float) -> list[QueryRun]:
+        """Each query's :class:`QueryRun` from its row. A plain row -- its first k row numbers
+        in the table, distinct, none -1, and none of them again further on -- stays an array
+        (the common case: no loop over its hits); any other is read by :meth:`irregular`.
+        The first k columns are copied: a search may reuse its output array."""
         names = self.retriever.names
-        size = len(names)
-        top = ids[:, : self.k]  # a view: more hits than k are cut, as a list's are
+        size, n = len(names), len(ids)
+        top = np.array(ids[:, : self.k])  # a copy, and only what is kept
         width = top.shape[1]
         ordered = np.sort(top, axis=1)
         plain = ~(ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
         if width:
             plain &= ordered[:, 0] >= 0
-        if ids.shape[1] and (int(ids.max()) >= size or int(ids.min()) < -1):
+        outside = bool(ids.size) and (int(ids.max()) >= size or int(ids.min()) < -1)
+        if outside:
             plain &= ((ids < size) & (ids >= -1)).all(axis=1)
-        found = self.found(first, top) if self.ranks else [None] * len(ids)
-        rows = map(RowRanking, repeat(top), range(len(ids)), repeat(width), repeat(names))
-        runs = [
-            QueryRun(ranking, ranks, latency=latency)
-            for ranking, ranks in zip(rows, found, strict=True)
-        ]
+        if ids.shape[1] > width and width:  # a kept doc again past k: normalize_hits counts it
+            plain &= ~_again(ordered, ids[:, width:], size)
+        found = self.found(indices, top) if self.ranks else [None] * n
+        runs = list(map(QueryRun, self.rankings(top), found))
         for row in np.flatnonzero(~plain).tolist():
-            runs[row] = self.irregular(first + row, ids[row], latency)
+            runs[row] = self.irregular(indices[row], ids[row])
+        for run in runs:
+            run.latency = latency
         return runs
 
-    def irregular(self, index: int, row: np.ndarray, latency: float) -> QueryRun:
+    def rankings(self, top: np.ndarray) -> Iterator[Sequence[str]]:
+        """Each row of ``top`` as ranked doc ids: kept as the array's row, or (an id holds a
+        NUL) a tuple."""
+        names = self.retriever.names
+        if self.retriever.joinable:
+            rows = range(len(top))
+            return map(RowRanking, repeat(top), rows, repeat(top.shape[1]), repeat(names))
+        return (tuple(map(names.__getitem__, row)) for row in top.tolist())
+
+    def irregular(self, index: int, row: np.ndarray) -> QueryRun:
         """Golden query ``index``'s run from a row with -1s (no hit) or a row number twice,
         read as :func:`~.hits.normalize_hits` reads a list: each doc at its first rank, then
         the first k kept; or an error for a row number outside the table, wherever it is."""
@@ -291,7 +342,7 @@ class _Calls:
         try:
             hits = _checked_row(row, len(names))
         except HitError as exc:
-            return QueryRun(latency=latency, error=str(exc))
+            return QueryRun(error=str(exc))
         kept = list(dict.fromkeys(hits))[: self.k]
         ranks = None
         if self.ranks:
@@ -299,10 +350,9 @@ class _Calls:
             rank = dict(zip(kept, range(len(kept)), strict=True))
             judged = docs[starts[index] : starts[index + 1]].tolist()
             ranks = tuple([rank.get(doc, NOT_RETURNED) for doc in judged])
-        shown = set(kept)
-        duplicates = sum(hit in shown for hit in hits) - len(kept)
-        ranking = RowRanking(np.asarray([kept], dtype=np.int64), 0, len(kept), names)
-        return QueryRun(ranking, ranks, latency=latency, duplicates=duplicates)
+        duplicates = sum(map(set(kept).__contains__, hits)) - len(kept)
+        ranking = next(self.rankings(np.array([kept], dtype=np.int64)))
+        return QueryRun(ranking, ranks, duplicates=duplicates)
 
     @functools.cached_property
     def judged(self) -> tuple[np.ndarray, np.ndarray]:
@@ -316,18 +366,51 @@ class _Calls:
         np.cumsum(counts, out=starts[1:])
         return np.asarray(flat, dtype=np.int64), starts
 
-    def found(self, first: int, ids: np.ndarray) -> list[tuple[int, ...]]:
-        """Where the judged docs of golden queries ``first`` on are in their rows of ``ids``
-        (:attr:`QueryRun.ranks`): one comparison for the whole batch."""
+    def found(self, indices: list[int], top: np.ndarray) -> list[tuple[int, ...]]:
+        """Where the judged docs of the golden queries at ``indices`` are in their rows of
+        ``top`` (:attr:`QueryRun.ranks`): each judged doc compared with its row, a chunk of
+        them at a time (memory bounded, whatever the judged docs and k)."""
         docs, starts = self.judged
-        bounds = starts[first : first + len(ids) + 1]
-        owner = np.repeat(np.arange(len(ids)), np.diff(bounds))
-        wanted = docs[bounds[0] : bounds[-1]]
-        if ids.dtype.kind == "i" and len(self.retriever.names) <= np.iinfo(ids.dtype).max:
-            wanted = wanted.astype(ids.dtype)  # compared as they are: no copy of the rows
-        match = ids[owner] == wanted[:, None]
-        rank = np.where(match.any(axis=1), match.argmax(axis=1), NOT_RETURNED).tolist()
-        return [tuple(rank[a:b]) for a, b in pairwise((bounds - bounds[0]).tolist())]
+        at = np.asarray(indices, dtype=np.intp)
+        counts = starts[at + 1] - starts[at]
+        bounds = np.zeros(len(at) + 1, dtype=np.intp)
+        np.cumsum(counts, out=bounds[1:])
+        owner = np.repeat(np.arange(len(at)), counts)
+        wanted = docs[np.arange(bounds[-1]) + np.repeat(starts[at] - bounds[:-1], counts)]
+        if top.dtype.kind == "i" and len(self.retriever.names) <= np.iinfo(top.dtype).max:
+            wanted = wanted.astype(top.dtype)  # compared as they are: no copy of the rows
+        rank = np.full(len(owner), NOT_RETURNED, dtype=np.int64)
+        width = top.shape[1]
+        step = max(1, COMPARED // max(width, 1))
+        for start in range(0, len(owner) if width else 0, step):
+            chunk = slice(start, start + step)
+            match = top[owner[chunk]] == wanted[chunk, None]
+            rank[chunk] = np.where(match.any(axis=1), match.argmax(axis=1), NOT_RETURNED)
+        ranks = rank.tolist()
+        return [tuple(ranks[a:b]) for a, b in pairwise(bounds.tolist())]
+
+
+def _again(ordered: np.ndarray, extra: np.ndarray, size: int) -> np.ndarray:
+    """Per row: does ``extra`` (the columns past k) hold a row number of the row's first k
+    (``ordered``: sorted)? Binary searches of the rows as one sorted array, each row's
+    numbers offset past the previous row's (-1 .. size)."""
+    span = size + 2
+    offsets = np.arange(len(ordered), dtype=np.int64)[:, None] * span + 1
+    keys = (np.clip(ordered, -1, size).astype(np.int64) + offsets).ravel()
+    sought = np.clip(extra, -1, size).astype(np.int64) + offsets
+    where = np.minimum(np.searchsorted(keys, sought), len(keys) - 1)
+    again: np.ndarray = ((keys[where] == sought) & (extra >= 0)).any(axis=1)
+    return again
+
+
+def _params_key(params: Mapping[str, Any]) -> str:
+    """What tells one query's ``params`` from another's, hashable ("" for none)."""
+    if not params:
+        return ""
+    try:
+        return json.dumps(params, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(sorted(params.items(), key=repr))
 
 
 def run_batches(
