@@ -6,8 +6,12 @@ strings, and every way it can misbehave is an error on the queries it touched.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
+import dataclasses
 import gc
 import json
+import pickle
 import threading
 import time
 import tracemalloc
@@ -24,6 +28,7 @@ from pytest_retrieval import evaluate
 from pytest_retrieval.batches import BatchRetriever, RowRanking
 from pytest_retrieval.golden import GoldenQuery, GoldenSet
 from pytest_retrieval.results import from_wire, to_wire
+from pytest_retrieval.retrieval import run_retriever
 
 NAMES = [f"doc{i}" for i in range(40)]
 
@@ -332,6 +337,231 @@ def test_a_masked_array_s_masked_hits_are_no_hits() -> None:
     query = GoldenQuery(id="q", query="q", relevant={"doc1": 1, "doc2": 1})
     result = evaluate(search, GoldenSet(name="m", source="m.json", k=3, queries=[query]))
     assert tuple(result.queries[0].returned) == ("doc0", "doc2")
+
+
+def test_an_async_search_keeps_its_event_loop_from_call_to_call() -> None:
+    """A client opened on the first call (the README's advice for async clients) is bound to
+    the loop it was opened on: every call runs on the same loop."""
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=5)
+    async def search(queries: list[str], k: int) -> np.ndarray:
+        loop = asyncio.get_running_loop()
+        if loops and loops[0] is not loop:
+            raise RuntimeError("the client is attached to a different loop")
+        loops.append(loop)
+        await asyncio.sleep(0)
+        return np.zeros((len(queries), k), dtype=np.int32)
+
+    for timeout in (None, 5.0):
+        result = evaluate(search, _golden(20), timeout=timeout)
+        assert [q.error for q in result.queries] == [None] * 20
+    assert len(loops) == 8
+
+
+def test_an_async_search_past_the_timeout_is_cancelled() -> None:
+    cancelled = threading.Event()
+
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=2)
+    async def search(queries: list[str], k: int) -> np.ndarray:
+        if "q 2" in queries:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+        return np.zeros((len(queries), k), dtype=np.int32)
+
+    errors = _errors(search, _golden(6), timeout=0.3)
+    assert errors == [
+        None,
+        None,
+        *["the retriever did not answer within 0.3 s (--retrieval-timeout)"] * 2,
+        None,
+        None,
+    ]
+    assert cancelled.wait(5)
+
+
+def test_a_callable_object_s_own_attributes_do_not_change_the_settings() -> None:
+    class Index:
+        batch_size = 8
+        names = ("x",)
+
+        def __init__(self) -> None:
+            self.doc_ids = {"not": "these"}
+            self.calls: list[int] = []
+
+        def __call__(self, queries: list[str], k: int) -> np.ndarray:
+            self.calls.append(len(queries))
+            return np.zeros((len(queries), k), dtype=np.int32)
+
+    index = Index()
+    search = pytest_retrieval.batched(doc_ids=NAMES, batch_size=50)(index)
+    result = evaluate(search, _golden(60))
+    assert index.calls == [50, 10]
+    assert result.queries[0].returned[0] == "doc0"
+
+
+def test_a_result_copies_and_pickles_as_a_one_query_result_does() -> None:
+    rows = _rows(12, 5)
+    batched, one = _pair(rows)
+    got, want = evaluate(batched, _golden(12)), evaluate(one, _golden(12), concurrency=1)
+    for copied in (copy.deepcopy(got), pickle.loads(pickle.dumps(got))):
+        assert [tuple(q.returned) for q in copied.queries] == [
+            tuple(q.returned) for q in want.queries
+        ]
+        assert copied.metrics == got.metrics
+    assert len(pickle.dumps(got.queries[0].returned)) < 500  # not the batch, not the table
+    dataclasses.asdict(got)
+
+
+def test_called_outside_an_evaluation_the_calls_garbage_is_collected_too() -> None:
+    """run_retriever straight (synth --retriever does): no frozen heap around the calls."""
+    alive: weakref.WeakSet[Any] = weakref.WeakSet()
+    seen: list[int] = []
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=2)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        seen.append(len(alive))
+        alive.add(Cycle())
+        return np.zeros((len(queries), k), dtype=np.int32)
+
+    run_retriever(search, _golden(80).queries, 5)
+    assert len(seen) == 40 and max(seen) <= 3, seen
+
+
+def test_garbage_left_before_an_evaluation_is_not_kept_by_it() -> None:
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    rows = _rows(6, 5)
+    batched, _ = _pair(rows)
+    for search in (batched, _pair(rows)[1]):
+        gone = Cycle()
+        ref = weakref.ref(gone)
+        del gone
+        evaluate(search, _golden(6), concurrency=1)
+        assert ref() is None
+
+
+@pytest.mark.parametrize("judged", [3, 40])  # compared with the rows, or searched in them
+def test_queries_with_many_judged_docs_score_as_one_query_at_a_time(judged: int) -> None:
+    rng = np.random.default_rng(judged)
+    names = [f"d{i}" for i in range(300)]
+    rows = np.stack([rng.permutation(300)[:60] for _ in range(30)])
+    rows[::4, 50:] = -1
+    queries = [
+        GoldenQuery(
+            id=f"q{i}",
+            query=f"q {i}",
+            relevant={
+                names[d]: int(rng.integers(1, 4))
+                for d in rng.choice(300, judged, replace=False).tolist()
+            },
+        )
+        for i in range(30)
+    ]
+    golden = GoldenSet(name="many", source="m.json", k=50, queries=queries)
+
+    @pytest_retrieval.batched(doc_ids=names, batch_size=7)
+    def search(texts: list[str], k: int) -> np.ndarray:
+        return rows[[int(t.split()[1]) for t in texts]]
+
+    def one(text: str, k: int) -> list[str]:
+        return [names[r] for r in rows[int(text.split()[1])].tolist() if r >= 0]
+
+    metrics = ["recall@50", "ndcg@50", "map@50", "mrr@10", "precision@20"]
+    got, want = (
+        evaluate(search, golden, metrics=metrics),
+        evaluate(one, golden, metrics=metrics, concurrency=1),
+    )
+    assert got.metrics == want.metrics
+    assert [q.metrics for q in got.queries] == [q.metrics for q in want.queries]
+
+
+def test_failures_in_a_row_are_counted_per_params() -> None:
+    """One params value the backend refuses (an unsupported language) does not stop the
+    calls of the others."""
+
+    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=2)
+    def search(queries: list[str], k: int, **params: Any) -> np.ndarray:
+        if params.get("lang") == "de":
+            raise ValueError("no German index")
+        return np.array([[int(q.split()[1])] for q in queries])
+
+    queries = [
+        GoldenQuery(
+            id=f"q{i}",
+            query=f"q {i}",
+            relevant={f"doc{i}": 1},
+            params={"lang": "de"} if i % 3 == 0 else {},
+        )
+        for i in range(30)
+    ]
+    result = evaluate(
+        search, GoldenSet(name="p", source="p.json", k=1, queries=queries), max_failures=3
+    )
+    errors = [q.error or "" for q in result.queries]
+    assert all(errors[i] == "" for i in range(30) if i % 3)
+    german = [errors[i] for i in range(30) if i % 3 == 0]
+    assert german[:4] == ["the retriever raised ValueError: no German index"] * 4
+    assert all(e.startswith("not answered: the calls stopped") for e in german[4:])
+
+
+def test_params_equal_in_python_but_not_in_json_go_to_different_calls() -> None:
+    seen: dict[str, dict[str, Any]] = {}
+
+    @pytest_retrieval.batched(doc_ids=NAMES)
+    def search(queries: list[str], k: int, **params: Any) -> np.ndarray:
+        seen.update(dict.fromkeys(queries, params))
+        return np.zeros((len(queries), k), dtype=np.int32)
+
+    values: list[Any] = [1, 1.0, True, 1, {"1": 2}, {1: 2}]
+    queries = [
+        GoldenQuery(id=f"q{i}", query=f"q {i}", relevant={"doc0": 1}, params={"v": v})
+        for i, v in enumerate(values)
+    ]
+    with contextlib.suppress(TypeError):  # {1: 2} has no JSON fingerprint
+        evaluate(search, GoldenSet(name="p", source="p.json", k=1, queries=queries))
+    for i, v in enumerate(values):
+        assert type(seen[f"q {i}"]["v"]) is type(v) and seen[f"q {i}"]["v"] == v
+    assert seen["q 4"]["v"] == {"1": 2} and seen["q 5"]["v"] == {1: 2}
+    assert list(seen["q 5"]["v"]) == [1]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.int8, np.int64])
+def test_a_masked_array_of_any_integer_type(dtype: Any) -> None:
+    @pytest_retrieval.batched(doc_ids=NAMES)
+    def search(queries: list[str], k: int) -> Any:
+        data = np.array([[0, 1, 2]] * len(queries), dtype=dtype)
+        return np.ma.masked_array(data, mask=[[False, True, False]] * len(queries))
+
+    result = evaluate(search, _golden(3))
+    assert [tuple(q.returned) for q in result.queries] == [("doc0", "doc2")] * 3
+
+
+def test_doc_ids_without_an_order_are_refused_and_a_grown_table_is_read_again() -> None:
+    with pytest.raises(TypeError, match=r"not a set\Z"):
+        pytest_retrieval.batched(doc_ids=set(NAMES))(lambda queries, k: None)
+    with pytest.raises(TypeError, match=r"not a dict\Z"):
+        pytest_retrieval.batched(doc_ids=dict.fromkeys(NAMES))(lambda queries, k: None)
+    table = ["doc0", "doc1"]
+
+    @pytest_retrieval.batched(doc_ids=table)
+    def search(queries: list[str], k: int) -> np.ndarray:
+        return np.array([[len(table) - 1]] * len(queries))
+
+    query = GoldenQuery(id="q", query="q", relevant={"doc2": 1})
+    golden = GoldenSet(name="g", source="g.json", k=1, queries=[query])
+    assert evaluate(search, golden).metrics["recall@1"] == 0.0
+    table.append("doc2")  # the index took a document
+    assert evaluate(search, golden).metrics["recall@1"] == 1.0
 
 
 # ------------------------------------------------------------------ misbehaving

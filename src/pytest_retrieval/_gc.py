@@ -8,7 +8,8 @@ building ends is kept for long (a golden set, an evaluation), so it goes straigh
 oldest generation (:func:`promote`), where only a full collection looks at it.
 
 ``gc.freeze`` does the moving. It is global, so it is used only while nobody else has frozen
-anything (a server that froze its heap before forking keeps it frozen as it was).
+anything (a server that froze its heap before forking keeps it frozen as it was; what user
+code freezes while an evaluation runs is unfrozen with the rest when it ends).
 """
 
 from __future__ import annotations
@@ -37,15 +38,25 @@ def promote() -> None:
             gc.unfreeze()
 
 
+def collect_recent() -> None:
+    """Collect what is recent: the young generations, or inside a :func:`frozen_heap` block
+    of ours everything not frozen (what was made since the block froze the rest). Little to
+    look at, and the garbage of code that ran meanwhile (a retriever's calls) is not
+    promoted or frozen with what comes next."""
+    if _frozen and _ours:
+        gc.collect()
+    else:
+        gc.collect(1)
+
+
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Disable the cyclic GC for the block, then :func:`promote` what it built and restore
-    its previous state (nests). Inside a :func:`frozen_heap` block, what is not frozen yet
-    (what the user's code made since: a call's garbage) is collected first, so that it is
-    not frozen with what the block builds."""
-    if _frozen and _ours:
-        gc.collect()  # sees only what is not frozen: little
+    its previous state (nests). What is recent is collected first (:func:`collect_recent`):
+    what the block promotes is its own objects, not someone else's garbage."""
     was_enabled = gc.isenabled()
+    if was_enabled:
+        collect_recent()
     gc.disable()
     try:
         yield
@@ -68,6 +79,7 @@ def frozen_heap() -> Iterator[None]:
         if not _frozen:
             _ours = not gc.get_freeze_count()
         if _ours:
+            gc.collect(1)  # young garbage is not frozen (and then kept past the block)
             gc.freeze()
         _frozen += 1
     try:

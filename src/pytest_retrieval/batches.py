@@ -20,7 +20,9 @@ import json
 import operator
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Set as AbstractSet
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import chain, pairwise, repeat
 from operator import attrgetter
@@ -43,10 +45,14 @@ from .hits import (
 )
 from .stacks import format_traceback
 
+#: the event loop async searches run on: the one async one-query retrievers share
+LOOP_NAME = "pytest-retrieval-loop"
 #: queries per call unless :func:`batched` is told otherwise
 DEFAULT_BATCH_SIZE = 1024
 #: judged docs x hits compared at once (:meth:`_Calls.found`): rows of 8 MB at most
 COMPARED = 1 << 20
+#: judged docs a query above which they are found by binary search (:meth:`_Calls.found`)
+SEARCHED = 16
 
 _RETURN_HINT = (
     "a @batched retriever returns an integer array of shape (len(queries), k): row numbers "
@@ -70,6 +76,11 @@ class RowRanking(Ranking):
     def joined(self) -> str:  # type: ignore[override]
         return NUL.join(self.ids)
 
+    def __reduce__(self) -> tuple[type[Ranking], tuple[str, int]]:
+        """Copied or pickled as the :class:`Ranking` it equals (not with its whole batch
+        and doc-id table)."""
+        return Ranking, (self.joined, self.size)
+
     @property
     def ids(self) -> tuple[str, ...]:
         return tuple(map(self.names.__getitem__, self.batch[self.row, : self.size].tolist()))
@@ -88,15 +99,26 @@ class BatchRetriever:
             raise ValueError(
                 f"batched(batch_size=...) must be a whole number >= 1, not {batch_size!r}"
             )
-        if isinstance(doc_ids, str | bytes) or not isinstance(doc_ids, Iterable):
+        unordered = isinstance(doc_ids, AbstractSet | Mapping)  # no row order to read
+        if isinstance(doc_ids, str | bytes) or unordered or not isinstance(doc_ids, Iterable):
             raise TypeError(
                 f"batched(doc_ids=...) takes each row's doc id in row order (a list, a tuple, "
                 f"a numpy array of strings), not a {type(doc_ids).__name__}"
             )
+        functools.update_wrapper(self, search, updated=())  # its name; not its attributes
         self.search = search
         self.doc_ids = doc_ids
         self.batch_size = size
-        functools.update_wrapper(self, search)
+
+    def table(self) -> tuple[str, ...]:
+        """:attr:`names`, read again when ``doc_ids`` has grown or shrunk since (an index
+        that took documents in between two evaluations)."""
+        names = self.names
+        if isinstance(self.doc_ids, Sized) and len(self.doc_ids) != len(names):
+            for cached in ("names", "rows", "joinable"):
+                self.__dict__.pop(cached, None)
+            names = self.names
+        return names
 
     @functools.cached_property
     def names(self) -> tuple[str, ...]:
@@ -134,7 +156,7 @@ class BatchRetriever:
     def __call__(self, query: str, k: int, **params: Any) -> list[str]:
         """One query's hits as doc ids (a batch of one)."""
         answer = _answer(self.search, [query], k, params)
-        names = self.names
+        names = self.table()
         return [names[row] for row in _checked_row(answer[0], len(names))]
 
 
@@ -165,28 +187,44 @@ def batched(
     return wrap
 
 
-def _answer(search: Callable[..., Any], texts: list[str], k: int, params: Any) -> np.ndarray:
-    """``search``'s answer for ``texts`` (awaited if a coroutine), checked: a 2-D integer array
-    with a row per query (else HitError)."""
+def _answer(
+    search: Callable[..., Any],
+    texts: list[str],
+    k: int,
+    params: Any,
+    running: list[tuple[Any, Future[Any]]] | None = None,
+) -> np.ndarray:
+    """``search``'s answer for ``texts``, checked: a 2-D integer array with a row per query
+    (else HitError). A coroutine runs on the plugin's shared event loop, as an ``async def``
+    one-query retriever's calls do (a client made on the first call keeps working); it is
+    added to ``running`` (its loop and future) for the caller to cancel at its deadline."""
     answer = search(texts, k, **params)
     if inspect.isawaitable(answer):
-        from .retrieval import await_privately
+        from ._loop import shared_loop
 
-        answer = await_privately(answer)
+        loop = shared_loop(LOOP_NAME)
+        future = loop.submit(_await(answer))
+        if running is not None:
+            running.append((loop, future))
+        answer = future.result()
     if hasattr(answer, "mask") and callable(getattr(answer, "filled", None)):
-        answer = answer.filled(-1)  # a numpy masked array: a masked hit is no hit
+        # a numpy masked array: a masked hit is no hit, whatever the dtype (-1 fits no uint)
+        answer = np.where(np.ma.getmaskarray(answer), -1, np.ma.getdata(answer).astype(np.int64))
     try:
         ids = np.asarray(answer)
     except Exception as exc:
         raise HitError(f"the retriever's answer is not an array ({exc}); {_RETURN_HINT}") from None
     if ids.dtype.kind not in "iu" or ids.ndim != 2 or ids.shape[0] != len(texts):
-        what = (
-            type(answer).__name__
-            if ids.dtype.kind == "O"
-            else f"{ids.dtype} array of shape {ids.shape}"
-        )
+        if isinstance(answer, np.ndarray) or ids.dtype.kind != "O":
+            what = f"{ids.dtype} array of shape {ids.shape}"
+        else:
+            what = type(answer).__name__
         raise HitError(f"for {len(texts)} queries the retriever returned a {what}; {_RETURN_HINT}")
     return ids
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
 
 
 def _checked_row(row: np.ndarray, size: int) -> list[int]:
@@ -222,13 +260,16 @@ class _Calls:
     def run(self, progress: Callable[[int, int], None] | None) -> list[QueryRun]:
         total = len(self.queries)
         try:
-            self.retriever.names  # noqa: B018 - checked before the first call
+            self.retriever.table()  # checked (or read again) before the first call
         except HitError as exc:
             return [QueryRun(error=str(exc)) for _ in range(total)]
         results: dict[int, QueryRun] = {}
-        for indices, params in self.batches():
-            if self.tripped:
-                break
+        group: object = None
+        for indices, params, key in self.batches():
+            if key is not group:  # failures in a row are counted per params: one value
+                group, self.failing, self.tripped = key, 0, False  # the backend refuses
+            if self.tripped:  # does not stop the calls of the others
+                continue
             for index, run in zip(indices, self.call(indices, params), strict=True):
                 results[index] = run  # called: a failure past the trip is still a failure
                 self.failing = 0 if run.error is None else self.failing + 1
@@ -237,24 +278,28 @@ class _Calls:
                 progress(len(results), total)
         return [results.get(i) or stopped_calls(self.max_failures) for i in range(total)]
 
-    def batches(self) -> Iterator[tuple[list[int], dict[str, Any]]]:
-        """The golden queries' indices in calls of ``batch_size``, the queries of one
-        ``params`` together (however they are spread over the golden set), in the order
-        their first query comes."""
+    def batches(self) -> Iterator[tuple[list[int], dict[str, Any], object]]:
+        """The golden queries' indices in calls of ``batch_size``, with their ``params`` and
+        the group they belong to: the queries of equal ``params`` together (however they are
+        spread over the golden set), groups in the order their first query comes."""
         size, total = self.retriever.batch_size, len(self.queries)
         if not any(map(_PARAMS, self.queries)):  # the common case: golden order
             for start in range(0, total, size):
-                yield list(range(start, min(start + size, total))), {}
+                yield list(range(start, min(start + size, total))), {}, None
             return
-        groups: dict[str, tuple[list[int], dict[str, Any]]] = {}
+        buckets: dict[str, list[tuple[dict[str, Any], list[int]]]] = {}
+        groups: list[tuple[dict[str, Any], list[int]]] = []
         for index, query in enumerate(self.queries):
-            key = _params_key(query.params)
-            if key not in groups:
-                groups[key] = ([], query.params)
-            groups[key][0].append(index)
-        for indices, params in groups.values():
+            bucket = buckets.setdefault(_params_key(query.params), [])
+            found = next((g for g in bucket if _same(g[0], query.params)), None)  # 1 == 1.0:
+            if found is None:  # JSON tells them apart (the key); {1: x} != {"1": x}: == does
+                found = (query.params, [])
+                bucket.append(found)
+                groups.append(found)
+            found[1].append(index)
+        for params, indices in groups:
             for start in range(0, len(indices), size):
-                yield indices[start : start + size], params
+                yield indices[start : start + size], params, indices
 
     def call(self, indices: list[int], params: dict[str, Any]) -> list[QueryRun]:
         """One call for the golden queries at ``indices``; when it fails, each of them fails
@@ -262,10 +307,11 @@ class _Calls:
         count = len(indices)
         texts = [self.queries[index].query for index in indices]
         outcome: list[Any] = []
+        running: list[tuple[Any, Future[Any]]] = []  # an async search's loop and future
 
         def call() -> None:
             try:
-                outcome.append(_answer(self.retriever.search, texts, self.k, params))
+                outcome.append(_answer(self.retriever.search, texts, self.k, params, running))
             except BaseException as exc:  # even SystemExit: the retriever's failure
                 outcome.append(exc)
 
@@ -277,6 +323,10 @@ class _Calls:
             worker.start()
             worker.join(self.timeout)
             if not outcome:
+                for loop, future in running:  # an async search: cancelled; its loop, if
+                    future.cancel()  # blocked, left for a new one
+                    if loop.blocked_for() > self.timeout / 2:
+                        loop.abandon()
                 runs = [timed_out(self.timeout, "") for _ in range(count)]
                 for run in runs:
                     run.latency = self.timeout / count
@@ -287,7 +337,7 @@ class _Calls:
             raise answer  # Ctrl-C stops the run, as it does a one-query retriever's
         if isinstance(answer, BaseException):
             return self.failed(answer, latency, count)
-        with paused_gc():  # no user code: our own objects, kept (see _gc)
+        with paused_gc():  # the call's garbage collected; then our own objects, kept (see _gc)
             return self.read(indices, answer, latency)
 
     def failed(self, exc: BaseException, latency: float, count: int) -> list[QueryRun]:
@@ -368,8 +418,9 @@ class _Calls:
 
     def found(self, indices: list[int], top: np.ndarray) -> list[tuple[int, ...]]:
         """Where the judged docs of the golden queries at ``indices`` are in their rows of
-        ``top`` (:attr:`QueryRun.ranks`): each judged doc compared with its row, a chunk of
-        them at a time (memory bounded, whatever the judged docs and k)."""
+        ``top`` (:attr:`QueryRun.ranks`). A few judged docs a query: each compared with its
+        row, a chunk at a time (memory bounded); many (TREC-style qrels): binary searches of
+        the sorted rows, which cost the same however many there are."""
         docs, starts = self.judged
         at = np.asarray(indices, dtype=np.intp)
         counts = starts[at + 1] - starts[at]
@@ -377,30 +428,69 @@ class _Calls:
         np.cumsum(counts, out=bounds[1:])
         owner = np.repeat(np.arange(len(at)), counts)
         wanted = docs[np.arange(bounds[-1]) + np.repeat(starts[at] - bounds[:-1], counts)]
-        if top.dtype.kind == "i" and len(self.retriever.names) <= np.iinfo(top.dtype).max:
-            wanted = wanted.astype(top.dtype)  # compared as they are: no copy of the rows
-        rank = np.full(len(owner), NOT_RETURNED, dtype=np.int64)
         width = top.shape[1]
-        step = max(1, COMPARED // max(width, 1))
-        for start in range(0, len(owner) if width else 0, step):
-            chunk = slice(start, start + step)
-            match = top[owner[chunk]] == wanted[chunk, None]
-            rank[chunk] = np.where(match.any(axis=1), match.argmax(axis=1), NOT_RETURNED)
+        if not width:
+            rank = np.full(len(owner), NOT_RETURNED, dtype=np.int64)
+        elif len(owner) > SEARCHED * len(at):
+            rank = _searched(top, owner, wanted, len(self.retriever.names))
+        else:
+            rank = _compared(top, owner, wanted, len(self.retriever.names))
         ranks = rank.tolist()
         return [tuple(ranks[a:b]) for a, b in pairwise(bounds.tolist())]
 
 
+def _compared(top: np.ndarray, owner: np.ndarray, wanted: np.ndarray, size: int) -> np.ndarray:
+    """The rank of each ``wanted`` row number in its row ``top[owner]`` (NOT_RETURNED: not
+    there), by comparing it with every number of the row, a chunk of them at a time."""
+    if top.dtype.kind == "i" and size <= np.iinfo(top.dtype).max:
+        wanted = wanted.astype(top.dtype)  # compared as they are: no copy of the rows
+    rank = np.full(len(owner), NOT_RETURNED, dtype=np.int64)
+    step = max(1, COMPARED // top.shape[1])
+    for start in range(0, len(owner), step):
+        chunk = slice(start, start + step)
+        match = top[owner[chunk]] == wanted[chunk, None]
+        rank[chunk] = np.where(match.any(axis=1), match.argmax(axis=1), NOT_RETURNED)
+    return rank
+
+
+def _searched(top: np.ndarray, owner: np.ndarray, wanted: np.ndarray, size: int) -> np.ndarray:
+    """:func:`_compared` by binary searches of the rows sorted, as one sorted array (each
+    row's numbers offset past the previous row's; a plain row has no number twice, and the
+    others are read again)."""
+    order = np.argsort(top, axis=1)
+    keys = _keyed(np.take_along_axis(top, order, axis=1), size).ravel()
+    sought = wanted + 1 + owner * (size + 2)
+    where = np.minimum(np.searchsorted(keys, sought), len(keys) - 1)
+    hit = (keys[where] == sought) & (wanted >= 0)
+    rank: np.ndarray = np.where(hit, order.ravel()[where], NOT_RETURNED)
+    return rank
+
+
+def _keyed(numbers: np.ndarray, size: int) -> np.ndarray:
+    """Row numbers (-1 .. ``size``, clipped to it) + 1 + their row's offset: row ``r``'s
+    keys lie in ``[r * (size + 2), (r + 1) * (size + 2))``, so sorted rows make one sorted
+    array."""
+    offsets = np.arange(len(numbers), dtype=np.int64)[:, None] * (size + 2) + 1
+    keys: np.ndarray = np.clip(numbers, -1, size).astype(np.int64) + offsets
+    return keys
+
+
 def _again(ordered: np.ndarray, extra: np.ndarray, size: int) -> np.ndarray:
     """Per row: does ``extra`` (the columns past k) hold a row number of the row's first k
-    (``ordered``: sorted)? Binary searches of the rows as one sorted array, each row's
-    numbers offset past the previous row's (-1 .. size)."""
-    span = size + 2
-    offsets = np.arange(len(ordered), dtype=np.int64)[:, None] * span + 1
-    keys = (np.clip(ordered, -1, size).astype(np.int64) + offsets).ravel()
-    sought = np.clip(extra, -1, size).astype(np.int64) + offsets
+    (``ordered``: sorted)? Binary searches of the rows as one sorted array (:func:`_keyed`)."""
+    keys = _keyed(ordered, size).ravel()
+    sought = _keyed(extra, size)
     where = np.minimum(np.searchsorted(keys, sought), len(keys) - 1)
     again: np.ndarray = ((keys[where] == sought) & (extra >= 0)).any(axis=1)
     return again
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """``a == b``, False when comparing raises (a numpy array among the values)."""
+    try:
+        return bool(a == b)
+    except Exception:
+        return a is b
 
 
 def _params_key(params: Mapping[str, Any]) -> str:
