@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import write_golden
+from test_shards import evaluations
 
 import pytest_retrieval
 from pytest_retrieval import evaluate
@@ -273,9 +274,11 @@ def test_the_judged_ranks_of_many_judged_docs_and_a_deep_k_fit_in_little_memory(
     assert [q.metrics["recall@1000"] for q in result.queries] == pytest.approx(want)
 
 
-def test_garbage_the_calls_leave_is_collected_while_the_calls_go_on() -> None:
+@pytest.mark.parametrize("through", ["evaluate", "run_retriever"])
+def test_garbage_the_calls_leave_is_collected_while_the_calls_go_on(through: str) -> None:
     """A search that leaves reference cycles (a model, a client) must not have them kept for
-    the whole evaluation."""
+    the whole evaluation; nor when run_retriever calls it straight (synth --retriever does),
+    without a frozen heap around the calls."""
     alive: weakref.WeakSet[Any] = weakref.WeakSet()
     seen: list[int] = []
 
@@ -289,7 +292,10 @@ def test_garbage_the_calls_leave_is_collected_while_the_calls_go_on() -> None:
         alive.add(Cycle())
         return np.zeros((len(queries), k), dtype=np.int32)
 
-    evaluate(search, _golden(80))
+    if through == "evaluate":
+        evaluate(search, _golden(80))
+    else:
+        run_retriever(search, _golden(80).queries, 5)
     assert len(seen) == 40 and max(seen) <= 3, seen
 
 
@@ -414,25 +420,6 @@ def test_a_result_copies_and_pickles_as_a_one_query_result_does() -> None:
         assert copied.metrics == got.metrics
     assert len(pickle.dumps(got.queries[0].returned)) < 500  # not the batch, not the table
     dataclasses.asdict(got)
-
-
-def test_called_outside_an_evaluation_the_calls_garbage_is_collected_too() -> None:
-    """run_retriever straight (synth --retriever does): no frozen heap around the calls."""
-    alive: weakref.WeakSet[Any] = weakref.WeakSet()
-    seen: list[int] = []
-
-    class Cycle:
-        def __init__(self) -> None:
-            self.me = self
-
-    @pytest_retrieval.batched(doc_ids=NAMES, batch_size=2)
-    def search(queries: list[str], k: int) -> np.ndarray:
-        seen.append(len(alive))
-        alive.add(Cycle())
-        return np.zeros((len(queries), k), dtype=np.int32)
-
-    run_retriever(search, _golden(80).queries, 5)
-    assert len(seen) == 40 and max(seen) <= 3, seen
 
 
 def test_garbage_left_before_an_evaluation_is_not_kept_by_it() -> None:
@@ -813,17 +800,6 @@ MANY = {
 }
 
 
-def _steady(path: Any) -> list[dict[str, Any]]:
-    found = []
-    for entry in json.loads(path.read_text(encoding="utf-8"))["evaluations"]:
-        entry.pop("latency_ms")
-        entry.pop("rerun", None)
-        for query in entry["queries"]:
-            query.pop("latency_ms")
-        found.append(entry)
-    return found
-
-
 def test_split_over_workers_and_shards_combined_equal_one_run(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -853,7 +829,7 @@ def test_split_over_workers_and_shards_combined_equal_one_run(
         assert shard.ret == 0
     capsys.readouterr()
     assert main(["combine", "p1.json", "p2.json", "--report", "combined.json"]) == 0
-    one = _steady(pytester.path / "one.json")
+    one = evaluations(pytester.path / "one.json")
     assert 0 < one[0]["metrics"]["recall@10"] < 1
-    assert _steady(pytester.path / "split.json") == one
-    assert _steady(pytester.path / "combined.json") == one
+    assert evaluations(pytester.path / "split.json") == one
+    assert evaluations(pytester.path / "combined.json") == one
