@@ -266,9 +266,11 @@ class _Calls:
         results: dict[int, QueryRun] = {}
         group: object = None
         for indices, params, key in self.batches():
-            if key is not group:  # failures in a row are counted per params: one value
-                group, self.failing, self.tripped = key, 0, False  # the backend refuses
-            if self.tripped:  # does not stop the calls of the others
+            # failures in a row count per params: a value the backend refuses (a language
+            # it has no index for) does not stop the calls of the others
+            if key is not group:
+                group, self.failing, self.tripped = key, 0, False
+            if self.tripped:
                 continue
             for index, run in zip(indices, self.call(indices, params), strict=True):
                 results[index] = run  # called: a failure past the trip is still a failure
@@ -291,8 +293,9 @@ class _Calls:
         groups: list[tuple[dict[str, Any], list[int]]] = []
         for index, query in enumerate(self.queries):
             bucket = buckets.setdefault(_params_key(query.params), [])
-            found = next((g for g in bucket if _same(g[0], query.params)), None)  # 1 == 1.0:
-            if found is None:  # JSON tells them apart (the key); {1: x} != {"1": x}: == does
+            # JSON tells 1, 1.0 and true apart (the key), == tells {1: x} from {"1": x}
+            found = next((g for g in bucket if _same(g[0], query.params)), None)
+            if found is None:
                 found = (query.params, [])
                 bucket.append(found)
                 groups.append(found)
