@@ -17,7 +17,7 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import FrameType
 from typing import Any, ParamSpec, TypeVar
@@ -191,6 +191,11 @@ def shared_loop(name: str) -> PrivateLoop:
         if _shared is None or not _shared.usable:
             _shared = PrivateLoop(name)
         return _shared
+
+
+async def awaited(awaitable: Awaitable[T]) -> T:
+    """A coroutine of any awaitable (a future, a custom awaitable): what a loop can run."""
+    return await awaitable
 
 
 def run_private(make: Callable[[], Coroutine[Any, Any, T]], name: str) -> T:

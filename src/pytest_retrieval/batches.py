@@ -200,10 +200,10 @@ def _answer(
     added to ``running`` (its loop and future) for the caller to cancel at its deadline."""
     answer = search(texts, k, **params)
     if inspect.isawaitable(answer):
-        from ._loop import shared_loop
+        from ._loop import awaited, shared_loop
 
         loop = shared_loop(LOOP_NAME)
-        future = loop.submit(_await(answer))
+        future = loop.submit(awaited(answer))
         if running is not None:
             running.append((loop, future))
         answer = future.result()
@@ -221,10 +221,6 @@ def _answer(
             what = type(answer).__name__
         raise HitError(f"for {len(texts)} queries the retriever returned a {what}; {_RETURN_HINT}")
     return ids
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
 
 
 def _checked_row(row: np.ndarray, size: int) -> list[int]:
@@ -463,8 +459,8 @@ def _searched(top: np.ndarray, owner: np.ndarray, wanted: np.ndarray, size: int)
     order = np.argsort(top, axis=1)
     keys = _keyed(np.take_along_axis(top, order, axis=1), size).ravel()
     sought = wanted + 1 + owner * (size + 2)
-    where = np.minimum(np.searchsorted(keys, sought), len(keys) - 1)
-    hit = (keys[where] == sought) & (wanted >= 0)
+    where, hit = _lookup(keys, sought)
+    hit &= wanted >= 0
     rank: np.ndarray = np.where(hit, order.ravel()[where], NOT_RETURNED)
     return rank
 
@@ -483,9 +479,16 @@ def _again(ordered: np.ndarray, extra: np.ndarray, size: int) -> np.ndarray:
     (``ordered``: sorted)? Binary searches of the rows as one sorted array (:func:`_keyed`)."""
     keys = _keyed(ordered, size).ravel()
     sought = _keyed(extra, size)
-    where = np.minimum(np.searchsorted(keys, sought), len(keys) - 1)
-    again: np.ndarray = ((keys[where] == sought) & (extra >= 0)).any(axis=1)
+    _, hit = _lookup(keys, sought)
+    again: np.ndarray = np.asarray((hit & (extra >= 0)).any(axis=1))
     return again
+
+
+def _lookup(keys: np.ndarray, sought: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ``sought`` is in the sorted, non-empty ``keys``, and whether it is."""
+    where = np.minimum(np.searchsorted(keys, sought), len(keys) - 1)
+    hit: np.ndarray = keys[where] == sought
+    return where, hit
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

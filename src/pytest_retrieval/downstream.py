@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._loop import awaited
 from .cache import JsonCache
 from .golden import GoldenQuery
 from .hits import QueryRun
@@ -88,7 +89,7 @@ class DownstreamRunner:
         try:
             value = self.fn(query.query, hit, query)
             if inspect.isawaitable(value):
-                value = asyncio.run(_await(value))
+                value = asyncio.run(awaited(value))
         except Exception as exc:
             return f"retrieval_downstream raised {type(exc).__name__}: {exc}"
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -137,7 +138,3 @@ class DownstreamRunner:
             "failures": dict(list(self.failures.items())[:20]),
             "failed": len(self.failures),
         }
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable

@@ -463,13 +463,9 @@ class Runner:
 def await_privately(awaitable: Awaitable[Any]) -> Any:
     """What a sync call's awaitable gives, awaited on a private loop of its own (asyncio is
     imported only for a retriever that needs it: 30 ms of every run otherwise)."""
-    from ._loop import run_private
+    from ._loop import awaited, run_private
 
-    return run_private(functools.partial(_await, awaitable), "pytest-retrieval-call")
-
-
-async def _await(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
+    return run_private(functools.partial(awaited, awaitable), "pytest-retrieval-call")
 
 
 class WorkerClocks:
