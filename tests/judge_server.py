@@ -18,7 +18,10 @@ the injection checks) and injects faults on demand:
   ``"nullmsg"`` (``message: null``), ``"badusage"`` (usage with strings), ``"retrysoon"``
   (429 with ``Retry-After: soon``), ``"400"`` (the same 400 every time), ``"filtered"``
   (Azure's content-filter 400), ``"408"``, ``"fenced"`` (the answer in a Markdown code
-  fence), ``"deep"`` (JSON nested 50,000 deep), ``"hugeusage"`` (token counts of 1e30);
+  fence), ``"deep"`` (JSON nested 50,000 deep), ``"hugeusage"`` (token counts of 1e30),
+  ``"dupkey"`` (an answer naming a key twice, the second value contradicting the first);
+- ``server.usage``: the (prompt, completion) tokens every answer reports (None: no usage
+  block at all);
 - ``server.override``: fields merged into every answer (``{"score": 1.7}``, NaN, ``"yes"``);
 - ``server.echo_auth``: error messages, answers' reasons and the ``model`` field echo the
   Authorization header;
@@ -55,6 +58,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+#: the usage every answer reports unless ``server.usage`` says otherwise
+DEFAULT_USAGE = (100, 20)
 RUNNING = {"validating", "in_progress", "finalizing", "cancelling"}  # Batch API states
 STOP = {"the", "a", "an", "of", "on", "in", "for", "to", "and", "is", "are", "what", "how"}
 
@@ -120,6 +125,7 @@ class JudgeServer:
     script: list[str] = field(default_factory=list)
     fault: str | None = None
     override: dict[str, Any] = field(default_factory=dict)
+    usage: tuple[int, int] | None = DEFAULT_USAGE
     echo_auth: bool = False
     reasoning: bool = False
     refuse_share: float = 0.0
@@ -458,6 +464,12 @@ class _Handler(BaseHTTPRequestHandler):
             if kind == "fenced":
                 fenced = f"```json\n{json.dumps(state.answer(seen))}\n```"
                 return self._answer(state, _completion(fenced))
+            if kind == "dupkey":  # the key the answer turns on, twice, contradicting itself
+                answer = state.answer(seen)
+                name = next(k for k in ("query", "grade", "on_topic") if k in answer)
+                other = {"query": "another query", "grade": 0}.get(name, not answer[name])
+                text = json.dumps(answer)[:-1] + f", {json.dumps(name)}: {json.dumps(other)}}}"
+                return self._answer(state, _completion(text))
             if kind == "deep":
                 return self._answer(state, _completion("[" * 50_000 + "]" * 50_000))
             if kind == "hugeusage":
@@ -497,6 +509,18 @@ class _Handler(BaseHTTPRequestHandler):
         if hold:
             state._release.wait()
             return self._drop()
+        if state.usage != DEFAULT_USAGE:
+            completion = json.loads(body)
+            if state.usage is None:
+                completion.pop("usage", None)
+            else:
+                prompt, output = state.usage
+                completion["usage"] = {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": output,
+                    "total_tokens": prompt + output,
+                }
+            body = json.dumps(completion).encode()
         self._send(200, body)
 
     def _drop(self) -> None:
