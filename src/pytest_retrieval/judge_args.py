@@ -39,6 +39,12 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--cache-only", action="store_true", help="answer from the cache only; call nothing"
     )
+    group.add_argument(
+        "--retry-ungraded",
+        action="store_true",
+        help="ask again where the cached answer was unusable (a refusal, a malformed answer); "
+        "without it that answer is read from the cache as it was, at no cost",
+    )
     group.add_argument("--max-calls", type=positive_int, default=None, help="request budget")
     group.add_argument("--max-tokens", type=positive_int, default=None, help="token budget")
     group.add_argument(
@@ -85,6 +91,8 @@ def judge_config(args: argparse.Namespace, scale: str = "0-3") -> JudgeConfig:
         prompt_file=args.prompt,
         text_budget_chars=args.text_budget,
         deadline=args.deadline or None,
+        retry_ungraded=args.retry_ungraded,
+        retry_option="--retry-ungraded",
     )
 
 

@@ -129,6 +129,14 @@ def add_judge_options(group: Any) -> None:
         help="neither read nor write the verdict cache",
     )
     group.addoption(
+        "--retrieval-judge-retry-ungraded",
+        action="store_true",
+        default=False,
+        help="ask again about the hits whose cached answer was ungraded (a refusal, a "
+        "malformed or out-of-schema answer); without it they are read from the cache as "
+        "what they were, at no cost",
+    )
+    group.addoption(
         "--retrieval-judge-cache-only",
         action="store_true",
         default=False,

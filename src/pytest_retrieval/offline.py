@@ -600,10 +600,20 @@ def _write(path: Path, render: Callable[[], str | Iterable[str]]) -> list[Reason
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, render())
+        text = render()
+        atomic_write(path, _writable(text) if isinstance(text, str) else map(_writable, text))
     except OSError as exc:
         return [_output_failed(path, exc)]
     return []
+
+
+def _writable(text: str) -> str:
+    """``text`` with any lone surrogate (a retriever's text that is not valid Unicode, which
+    UTF-8 cannot write) as U+FFFD: one bad document never costs the whole output. (The JSON
+    report escapes them itself, so it reads back the same.)"""
+    if text.isascii():
+        return text
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
 def _output_failed(path: Path, exc: OSError) -> Reason:

@@ -459,6 +459,7 @@ class JudgeSettings:
     samples: int = 1
     deadline: float | None = DEFAULT_DEADLINE  # None: no deadline
     max_failures: int = 8
+    retry_ungraded: bool = False  # ask again about cached refused / malformed answers
 
 
 def _ini_number(config: pytest.Config, name: str, kind: Callable[[str], Any]) -> Any:
@@ -715,6 +716,7 @@ def _judge_settings(config: pytest.Config) -> JudgeSettings:
         samples=option("samples"),
         deadline=_deadline(config),
         max_failures=option("max_failures"),
+        retry_ungraded=option("retry_ungraded"),
     )
 
 

@@ -130,7 +130,7 @@ STATE = pytest.StashKey[SessionState]()
 def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> Any:
     """Build the judge; missing credentials or a bad prompt file are usage errors, unless
     ``--retrieval-judge-fallback cache-only`` turns missing credentials into a warning."""
-    from .judge import Judge, JudgeConfig, JudgeConfigError
+    from .judge import Judge, JudgeConfig, JudgeConfigError, NoCredentials
 
     def build(cache_only: bool) -> Any:
         return Judge(
@@ -155,12 +155,13 @@ def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> 
                 samples=settings.samples,
                 deadline=settings.deadline,
                 max_failures=settings.max_failures,
+                retry_ungraded=settings.retry_ungraded,
             )
         )
 
     try:
         return build(settings.cache_only)
-    except JudgeConfigError as exc:
+    except NoCredentials as exc:  # none at all; given but incomplete is a usage error below
         if settings.fallback != "cache-only" or settings.cache_only:
             raise ConfigError(f"--retrieval-judge: {exc}") from None
         try:
@@ -177,6 +178,8 @@ def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> 
         else:
             warnings.warn(pytest.PytestWarning(message), stacklevel=2)
         return judge
+    except JudgeConfigError as exc:
+        raise ConfigError(f"--retrieval-judge: {exc}") from None
 
 
 #: said of a PytestWarning that the warning filters in force turn into an error

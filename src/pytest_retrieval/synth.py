@@ -534,11 +534,18 @@ class Pipeline:
             return
         causes = self.judge.causes.most_common(1)
         cause = causes[0][0] if causes else "no answer"
+        cached = self.judge.counts["cached_ungraded"]
         raise CliError(
             f"{step}: the LLM answered {answered} of {asked} requests "
             f"({answered / asked:.0%}), below --min-coverage {self.judge.min_coverage:g}; "
             f"most common cause: {cli_words(cause)}. Nothing was written to -o; the answers "
             "received are in the cache, so running again asks only for the rest"
+            + (
+                f" ({cached} unusable answers were read from the cache: --retry-ungraded "
+                "asks again)"
+                if cached
+                else ""
+            )
         )
 
 

@@ -8,14 +8,14 @@ Reading is strict and total: any response shape (a null message, a string where 
 belongs, a score of 1.7 or NaN, garbage usage) becomes either an observation or the cause
 why the pair is ungraded. Out-of-range values are ungraded, never clamped: the model
 answered a different question than the one asked. Strings are never coerced (``"yes"``,
-``"0.5"``); keys the schema does not name are ignored; one Markdown code fence around the
-whole answer is removed.
+``"0.5"``); keys the schema does not name are ignored; a key given twice
+(``{"on_topic": true, "on_topic": false}``) is refused, never resolved to one of the two;
+one Markdown code fence around the whole answer is removed.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 import statistics
@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .. import _json
 
 #: a reason is cut to this many characters (it is shown in reports, not parsed)
 REASON_CHARS = 300
@@ -35,6 +37,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 #: more tokens than this in one answer's usage is not a count: the block is unreadable
 MAX_TOKENS_COUNT = 10**9
+#: a cached cause longer than this is not one of ours (a hand-edited row): a miss
+MAX_CAUSE_CHARS = 500
 
 
 class BinaryAnswer(BaseModel):
@@ -104,8 +108,11 @@ class Observation:
 
     @classmethod
     def from_record(cls, record: Any, graded: bool) -> Observation | None:
-        """A cached observation, or None when the record is not one of this scale's."""
+        """A cached observation, or None when the record is not one of this scale's (or
+        is an ungraded answer: see :func:`ungraded_from_record`)."""
         if not isinstance(record, Mapping) or record.get("v") != RECORD_VERSION:
+            return None
+        if "ungraded" in record:
             return None
         answer = parse_answer(dict(record), graded)
         if isinstance(answer, str):
@@ -118,6 +125,22 @@ class Observation:
             model=model if isinstance(model, str) else "",
             usage=None if usage is None else (usage[0], usage[1]),
         )
+
+
+def ungraded_record(cause: str, version: int = RECORD_VERSION) -> dict[str, Any]:
+    """The cache record of an answer the model gave that is no verdict (a refusal, a
+    malformed or out-of-schema answer): paid for, so kept as what it is, with its cause."""
+    return {"v": version, "ungraded": cause[:MAX_CAUSE_CHARS]}
+
+
+def ungraded_from_record(record: Any, version: int = RECORD_VERSION) -> str | None:
+    """The cause of a cached ungraded answer, or None when ``record`` is not one."""
+    if not isinstance(record, Mapping) or record.get("v") != version:
+        return None
+    cause = record.get("ungraded")
+    if not isinstance(cause, str) or not cause.strip() or len(cause) > MAX_CAUSE_CHARS:
+        return None
+    return cause
 
 
 @dataclass
@@ -134,6 +157,9 @@ class Verdict:
     cached: bool = False
     truncated: bool = False
     observation: Observation | None = None  # what to cache (a single fresh answer)
+    #: the error is the model's own answer (refused, malformed): cached as such, unlike
+    #: a failure to get an answer at all (timeout, 5xx, 429, budget, deadline)
+    answered: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as reported (``cached``/``truncated`` describe this run)."""
@@ -193,16 +219,37 @@ def read_completion(response: Any, graded: bool) -> Observation | str:
     content = _field(message, "content")
     if not isinstance(content, str) or not content.strip():
         return "malformed response: the message has no text"
-    fenced = _FENCE.fullmatch(content.strip())
-    try:
-        data = json.loads(fenced.group(1) if fenced else content)
-    except (ValueError, RecursionError):  # not JSON, or nested past any answer's depth
-        return "verdict does not match the schema (answer: not JSON)"
+    data = read_json(content)
+    if isinstance(data, JsonRefused):
+        return f"verdict does not match the schema ({data.cause})"
     parsed = parse_answer(data, graded)
     if isinstance(parsed, str):
         return parsed
     model = _field(response, "model")
     return replace(parsed, model=model if isinstance(model, str) else "")
+
+
+@dataclass(frozen=True)
+class JsonRefused:
+    """Why a model's text is not one JSON value we accept (for its request's cause)."""
+
+    cause: str
+
+
+def read_json(content: str) -> Any:
+    """The JSON value of a model's answer text (one Markdown code fence around it removed),
+    read strictly (:mod:`.._json`): a key given twice, nesting past any answer's depth or text
+    that is not JSON is a :class:`JsonRefused` naming which, never a guess."""
+    fenced = _FENCE.fullmatch(content.strip())
+    try:
+        return _json.loads(fenced.group(1) if fenced else content)
+    except _json.JsonProblem as exc:
+        if "twice" in exc.problem:  # the place is the model's own key: keep the cause short
+            where = exc.where if len(exc.where) <= 60 else exc.where[:57] + "..."
+            return JsonRefused(f"the key {where} appears twice in the answer")
+        return JsonRefused("answer: not JSON")  # invalid, or nested past any answer's depth
+    except (ValueError, RecursionError):  # anything else json itself refuses
+        return JsonRefused("answer: not JSON")
 
 
 def read_usage(response: Any) -> tuple[int, int] | None:

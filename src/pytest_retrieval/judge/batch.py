@@ -131,6 +131,8 @@ def submit(
     requests: dict[str, dict[str, Any]] = {}
     cached = 0
     for pair in pairs:
+        if judge.unsendable(pair) is not None:  # not valid Unicode: never sent, the run says why
+            continue
         for sample in range(judge.config.samples):  # sample i: keyed and seeded as online
             key = judge.cache_key(pair, sample)
             if judge.cache is not None and judge.cache.get(key) is not None:
@@ -157,7 +159,10 @@ def submit_requests(
     lines = []
     for key, body in requests.items():
         request = {"custom_id": key, "method": "POST", "url": "/v1/chat/completions", "body": body}
-        lines.append((json.dumps(request, ensure_ascii=False) + "\n").encode())
+        try:
+            lines.append((json.dumps(request, ensure_ascii=False) + "\n").encode())
+        except UnicodeEncodeError:  # text that is not valid Unicode: never sent (the online
+            continue  # run gives the request its cause)
     submitted = Submitted([], 0, cached)
     if not lines:
         return submitted
@@ -273,15 +278,16 @@ def _read_lines(judge: Judge, text: str, outcome: Collected) -> None:
             if isinstance(custom_id, str) and is_completion_key(custom_id):
                 completion = judge.completion_from_body(body)
                 cause = completion.error
+                judge.store_completion(custom_id, completion)  # a refusal too: paid for
                 if cause is None:
-                    judge.store_completion(custom_id, completion)
                     outcome.stored += 1
                     continue
             else:
                 verdict = judge.verdict_from_body(body)
                 cause = verdict.error
+                if isinstance(custom_id, str):
+                    judge.store(custom_id, verdict)  # a refusal too: paid for
                 if cause is None and isinstance(custom_id, str):
-                    judge.store(custom_id, verdict)
                     outcome.stored += 1
                     continue
         outcome.failed[scrub(cause or "no custom_id")] += 1

@@ -46,8 +46,10 @@ from .answers import (
     read_completion,
     read_usage,
     strict_schema,
+    ungraded_from_record,
+    ungraded_record,
 )
-from .calls import Failure, RequestShape, classify, is_transport_error, scrub
+from .calls import ANSWER_TOKENS, Failure, RequestShape, classify, is_transport_error, scrub
 from .generate import (
     Check,
     Completion,
@@ -84,6 +86,12 @@ class JudgeConfigError(ConfigError):
     """The judge cannot run as configured (no credentials, unreadable prompt file...)."""
 
 
+class NoCredentials(JudgeConfigError):
+    """No credentials at all (a fork's PR): the one error ``--retrieval-judge-fallback
+    cache-only`` turns into a warning. Credentials given but incomplete (Azure without
+    ``OPENAI_API_VERSION``) are a plain :class:`JudgeConfigError`: a usage error."""
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
     model: str = "gpt-4.1-mini"
@@ -111,6 +119,11 @@ class JudgeConfig:
     deadline: float | None = 1800.0
     #: consecutive transport / 5xx failures that stop every call
     max_failures: int = 8
+    #: ask again about the pairs whose cached answer was ungraded (a refusal, a malformed
+    #: answer); without it such an answer is read from the cache as what it was
+    retry_ungraded: bool = False
+    #: the option that sets ``retry_ungraded``, as the caller spells it (for messages)
+    retry_option: str = "--retrieval-judge-retry-ungraded"
 
 
 @dataclass(frozen=True)
@@ -183,6 +196,12 @@ class Judge:
         self._judged_for = 0.0  # seconds spent in earlier judge phases of this process
         self._phase_started: float | None = None  # monotonic start of the current phase
         self._wake: asyncio.Event | None = None  # set when calls stop: cancel the rest
+        self._limited = False  # the last answer was a 429: one request asks if it lifted
+        self._probing = False  # that one request is in flight
+        self._reserved = 0  # tokens the calls in flight reserved (with a token cap)
+        self._holding = 0  # calls in flight holding a reservation
+        self._largest_call: int | None = None  # the most tokens one call cost so far
+        self._changed: asyncio.Event | None = None  # set when a call ends: waiters look again
         self._agreement: list[float] = []
 
     # ------------------------------------------------------------------ configuration
@@ -243,7 +262,7 @@ class Judge:
             return {"api_key": key, "base_url": base_url}
         if base_url:  # a local server (vLLM, Ollama) usually wants no key
             return {"api_key": "not-needed", "base_url": base_url}
-        raise JudgeConfigError(
+        raise NoCredentials(
             "no credentials for the LLM judge: set OPENAI_API_KEY (OpenAI), "
             "AZURE_OPENAI_API_KEY + AZURE_OPENAI_ENDPOINT + OPENAI_API_VERSION (Azure OpenAI), "
             "or --retrieval-judge-base-url / OPENAI_BASE_URL for an OpenAI-compatible server; "
@@ -323,10 +342,12 @@ class Judge:
         return self._read(body, truncated=False)
 
     def store(self, key: str, verdict: Verdict) -> None:
-        """Keep a fresh answer's observation under ``key`` (nothing for an ungraded one)."""
+        """Keep a fresh answer under ``key``: its observation, or the cause of an answer
+        that is no verdict (nothing for a failure to get an answer)."""
         cache = self.cache
-        if cache is not None and verdict.observation is not None:
-            cache.put(key, verdict.observation.to_record())
+        record = _verdict_record(verdict)
+        if cache is not None and record is not None:
+            cache.put(key, record)
 
     # ------------------------------------------------------------------ public API
 
@@ -350,7 +371,15 @@ class Judge:
         if sample:
             material.append({"sample": sample})
         text = json.dumps(material, ensure_ascii=False, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()
+        # surrogatepass: a pair that cannot be sent still has a key (it is ungraded before
+        # any request; see unsendable), and every valid text keeps the key it always had
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def unsendable(self, pair: JudgePair) -> str | None:
+        """Why ``pair`` cannot be sent at all (text that is not valid Unicode), else None."""
+        return unsendable(
+            ("query", pair.query), ("criteria", pair.criteria), ("document", pair.text)
+        )
 
     def budgeted(self, text: str) -> str:
         """``text`` as sent: cut to the text budget (marked ``[...]``) when longer."""
@@ -371,15 +400,18 @@ class Judge:
         for index, pair in enumerate(pairs):
             truncated = self._budgeted(pair.text)[1]
             self.counts["truncated"] += truncated
+            bad = self.unsendable(pair)  # this hit's own cause; the others go on
             for sample in range(samples):
+                if bad is not None:
+                    found[index][sample] = Verdict(error=bad)
+                    continue
                 key = self.cache_key(pair, sample)
                 if key in waiting:  # the same pair twice in one call: asked once
                     waiting[key].append((index, sample))
                     continue
-                observation = self._cached(key)
-                if observation is not None:
-                    found[index][sample] = self._policy(observation, True, truncated)
-                    self.counts["cache_hits"] += 1
+                cached = self._from_cache(key, truncated)
+                if cached is not None:
+                    found[index][sample] = cached
                 elif self.config.cache_only:
                     found[index][sample] = Verdict(
                         error="not in the cache (--retrieval-judge-cache-only)"
@@ -399,7 +431,7 @@ class Judge:
                     response, self._budgeted(todo[key][0].text)[1]
                 ),
                 failed=lambda error: Verdict(error=error),
-                record=lambda v: None if v.observation is None else v.observation.to_record(),
+                record=_verdict_record,
                 cached=lambda key, record: self._cached_verdict(record),
                 group=lambda key: todo[key][0].query,
             )
@@ -461,13 +493,19 @@ class Judge:
         found: dict[str, Completion] = {}
         todo: dict[str, CompletionRequest] = {}
         weights: Counter[str] = Counter(keys)
+        retry = self.config.retry_ungraded
         for key, request in zip(keys, requests, strict=True):
             if key in found or key in todo:
                 continue
-            hit = from_record(self.cache.get(key), request.check) if self.cache else None
+            bad = unsendable(*(("message", m.get("content")) for m in request.messages))
+            if bad is not None:
+                found[key] = Completion(error=bad)
+                continue
+            hit = from_record(self.cache.get(key), request.check, retry) if self.cache else None
             if hit is not None:
                 found[key] = hit
                 self.counts["cache_hits"] += 1
+                self.counts["cached_ungraded"] += hit.error is not None
             elif self.config.cache_only:
                 found[key] = Completion(error="not in the cache (cache only)")
             else:
@@ -483,7 +521,7 @@ class Judge:
                 read=lambda key, response: self._read_completion(todo[key].check, response),
                 failed=lambda error: Completion(error=error),
                 record=Completion.to_record,
-                cached=lambda key, record: from_record(record, todo[key].check),
+                cached=lambda key, record: from_record(record, todo[key].check, retry),
             )
             found.update(
                 run_private(
@@ -537,6 +575,12 @@ class Judge:
             "prompt_tokens": self.counts["prompt_tokens"],
             "completion_tokens": self.counts["completion_tokens"],
             "usage_unreadable": self.counts["usage_unreadable"],
+            # tokens of answers without readable usage, estimated from their requests:
+            # counted against the token cap, not in the cost
+            "tokens_estimated": self.counts["tokens_estimated"],
+            # ungraded answers read from the cache (retry_option asks them again)
+            "cached_ungraded": self.counts["cached_ungraded"],
+            "retry_option": self.config.retry_option,
             "estimated_cost_usd": cost,
             "truncated_docs": self.counts["truncated"],
             "structured_output": "json_schema" if self.shape.json_schema else "json_object",
@@ -545,13 +589,28 @@ class Judge:
 
     # ------------------------------------------------------------------ verdicts
 
-    def _cached(self, key: str) -> Observation | None:
+    def _from_cache(self, key: str, truncated: bool) -> Verdict | None:
+        """The cached verdict of ``key`` (counted as a cache hit), else None."""
         cache = self.cache
-        return None if cache is None else Observation.from_record(cache.get(key), self.graded)
+        if cache is None:
+            return None
+        verdict = self._cached_verdict(cache.get(key))
+        if verdict is None:
+            return None
+        self.counts["cache_hits"] += 1
+        self.counts["cached_ungraded"] += verdict.error is not None
+        return replace(verdict, truncated=truncated)
 
     def _cached_verdict(self, record: Any) -> Verdict | None:
+        """A cache record as a verdict: an observation under this run's policy, or an
+        ungraded answer's cause (unless asked to retry those); None: ask."""
         observation = Observation.from_record(record, self.graded)
-        return None if observation is None else self._policy(observation, True, False)
+        if observation is not None:
+            return self._policy(observation, True, False)
+        cause = ungraded_from_record(record)
+        if cause is None or self.config.retry_ungraded:
+            return None
+        return Verdict(error=cause, cached=True)
 
     def _policy(self, observation: Observation, cached: bool, truncated: bool) -> Verdict:
         return apply_policy(
@@ -586,10 +645,11 @@ class Judge:
                 problem: str | None = data
             else:
                 problem = None if check is None else check(data)
-        except Exception as exc:  # a shape no rule foresaw: this request's cause
-            data, problem = {}, f"malformed response: {type(exc).__name__}"
-        if problem is not None or isinstance(data, str):
-            return Completion(error=scrub(str(problem), *self._secrets()))
+        except Exception as exc:  # a shape no rule foresaw (a bug of ours?): not cached
+            cause = f"malformed response: {type(exc).__name__}"
+            return Completion(error=scrub(cause, *self._secrets()))
+        if problem is not None or isinstance(data, str):  # the model's own answer: cached
+            return Completion(error=scrub(str(problem), *self._secrets()), answered=True)
         if isinstance(response, Mapping):
             model = response.get("model")
         else:
@@ -603,13 +663,13 @@ class Judge:
     def _read(self, response: Any, truncated: bool) -> Verdict:
         """A response as a verdict; total: whatever it holds, this never raises."""
         usage = self._count_usage(response)
+        secrets = self._secrets()
         try:
             observation = read_completion(response, self.graded)
-        except Exception as exc:  # a shape no rule foresaw: the pair's cause, not a crash
-            observation = f"malformed response: {type(exc).__name__}"
-        if isinstance(observation, str):
-            return Verdict(error=observation)
-        secrets = self._secrets()
+        except Exception as exc:  # a shape no rule foresaw (a bug of ours?): not cached
+            return Verdict(error=f"malformed response: {type(exc).__name__}")
+        if isinstance(observation, str):  # the model's own answer, refused: cached as such
+            return Verdict(error=scrub(observation, *secrets), answered=True)
         observation = replace(  # what an endpoint echoes back is never stored as it came
             observation,
             reason=scrub(observation.reason, *secrets),
@@ -653,6 +713,8 @@ class Judge:
         done = done_before
         self._phase_started = time.monotonic()
         self._wake = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._probing, self._reserved, self._holding = False, 0, 0
         if self.stopped is not None:
             self._wake.set()
 
@@ -725,7 +787,7 @@ class Judge:
         finally:
             stopping.cancel()
             self._judged_for += time.monotonic() - self._phase_started
-            self._phase_started = self._wake = None
+            self._phase_started = self._wake = self._changed = None
             if cache is not None:
                 cache.release(todo)
             await client.close()
@@ -766,13 +828,94 @@ class Judge:
         if budget is not None and self.counts["calls"] >= budget:
             return f"call budget exhausted (--retrieval-judge-max-calls {budget})"
         tokens = self.config.max_tokens_budget
-        spent = self.counts["prompt_tokens"] + self.counts["completion_tokens"]
-        if tokens is not None and spent >= tokens:
-            return f"token budget exhausted (--retrieval-judge-max-tokens {tokens})"
+        if tokens is not None and self._spent() >= tokens:
+            estimated = self.counts["tokens_estimated"]
+            return f"token budget exhausted (--retrieval-judge-max-tokens {tokens})" + (
+                f"; {estimated} of the tokens counted were estimated from the requests "
+                "(the endpoint sent no readable usage)"
+                if estimated
+                else ""
+            )
+        return None
+
+    # ------------------------------------------------------------------ the token cap
+    #
+    # A call starts only while the tokens spent plus those reserved by the calls in flight
+    # are below --retrieval-judge-max-tokens. Each call reserves the larger of an estimate
+    # of its request and the most tokens any call cost so far, and with a cap the first call
+    # runs alone (nothing is known of a call's cost before it). So the tokens spent stay
+    # within the cap plus one call's reservation, as long as no call costs more than the
+    # largest of those before it and its own estimate. An answer without readable usage is
+    # counted at its estimate: the cap never switches off.
+
+    def _spent(self) -> int:
+        """Tokens spent: as the endpoint counted them, or estimated where it did not."""
+        counts = self.counts
+        return counts["prompt_tokens"] + counts["completion_tokens"] + counts["tokens_estimated"]
+
+    @staticmethod
+    def _estimate(body: Mapping[str, Any]) -> int:
+        """A request's tokens before it is sent: its text at 3 characters a token (English
+        runs near 4, other scripts fewer), plus all the output it may use."""
+        messages = body.get("messages") or []
+        chars = sum(len(str(m.get("content") or "")) for m in messages if isinstance(m, Mapping))
+        chars += len(json.dumps(body.get("response_format") or {}))
+        output = body.get("max_completion_tokens") or body.get("max_tokens") or ANSWER_TOKENS
+        return chars // 3 + 4 * len(messages) + int(output)
+
+    def _reserve(self, estimate: int) -> int:
+        """Reserve a starting call's tokens (0 without a cap)."""
+        if self.config.max_tokens_budget is None:
+            return 0
+        held = max(estimate, self._largest_call or 0)
+        self._reserved += held
+        self._holding += 1
+        return held
+
+    def _settle(self, held: int, cost: int | None) -> None:
+        """A call ended: free its reservation; ``cost``: the tokens it spent, when answered."""
+        if self.config.max_tokens_budget is not None:
+            self._reserved -= held
+            self._holding -= 1
+            if cost is not None:
+                self._largest_call = max(self._largest_call or 0, cost)
+        self._notify()
+
+    def _cost(self, response: Any, estimate: int) -> int:
+        """An answer's tokens: its usage, or (unreadable) its request's estimate, counted."""
+        try:
+            usage = read_usage(response)
+        except Exception:  # a shape no rule foresaw: unreadable
+            usage = None
+        if usage is not None:
+            return usage[0] + usage[1]
+        self.counts["tokens_estimated"] += estimate
+        return estimate
+
+    def _notify(self) -> None:
+        """Wake the tasks waiting for a call to end (they look again)."""
+        if self._changed is not None:
+            changed, self._changed = self._changed, asyncio.Event()
+            changed.set()
+
+    def _turn(self) -> asyncio.Event | None:
+        """What a task must wait for before it sends (None: nothing): the one request
+        asking whether a rate limit lifted; with a token cap, the first call (its cost is
+        unknown), or a call in flight whose reservation leaves no room below the cap."""
+        if self._changed is None:
+            return None
+        if self._limited and self._probing:
+            return self._changed
+        cap = self.config.max_tokens_budget
+        if cap is None or self._holding == 0:
+            return None
+        if self._largest_call is None or self._spent() < cap <= self._spent() + self._reserved:
+            return self._changed
         return None
 
     async def _call(self, client: Any, limit: asyncio.Semaphore, key: str, work: _Work[R]) -> R:
-        """One request: ask, retrying what may succeed; never raises."""
+        """One request: ask, retrying what may succeed; never raises (it is cancelled when
+        calls stop)."""
         attempt = 0
         rested = 0.0  # the end of the last shared pause this task waited out
         while True:
@@ -780,48 +923,71 @@ class Judge:
                 rested = self._pause_until
                 if (pause := rested - time.monotonic()) > 0:
                     await asyncio.sleep(pause)
+            if (turn := self._turn()) is not None:  # holding no slot either
+                await turn.wait()
+                continue
             async with limit:
-                if self._pause_until > rested:  # a 429 came while this task queued
-                    continue
+                if self._pause_until > rested or self._turn() is not None:
+                    continue  # a 429, a probe or a reservation came while this task queued
                 stop = self._spend_allowed()
                 if stop is not None:
                     return work.failed(stop)
-                self.counts["calls"] += 1
+                body = work.body(key)
+                estimate = self._estimate(body)
+                probing = self._limited  # this request asks whether the rate limit lifted
+                self._probing = self._probing or probing
+                held = self._reserve(estimate)
                 shape = self.shape.version()
+                self.counts["calls"] += 1  # sent: counted, also when cancelled later
                 try:
-                    response = await client.chat.completions.create(**work.body(key))
-                except asyncio.CancelledError:  # stopped: this call never finished
-                    self.counts["calls"] -= 1
+                    response = await client.chat.completions.create(**body)
+                except asyncio.CancelledError:  # stopped: the cost is unknown
+                    self._settle(held, None)
+                    if probing:
+                        self._probing = False
                     raise
                 except Exception as exc:
+                    self._settle(held, None)
                     failure = classify(exc, self.config.model, self.config.timeout, attempt)
                     failure = replace(failure, cause=scrub(failure.cause, *self._secrets()))
                 else:
                     self._failures, self._repeat = 0, ("", 0)
                     self._failing.clear()
-                    return work.read(key, response)
-            outcome = self._after(failure, shape, work.group(key))
-            if outcome == "again":
-                continue
-            if outcome is not None:
-                return work.failed(outcome)
-            if attempt >= self.config.max_retries:
-                return work.failed(f"{failure.cause}; gave up after {attempt + 1} attempts")
-            wait = self._backoff(attempt)  # at least: a Retry-After of 0 is no invitation
-            if failure.wait is not None:  # to hammer the endpoint
-                wait = max(wait, failure.wait)
-            if wait > self.config.max_retry_wait:  # the pause is everyone's: stop them all
-                self._stop(
-                    f"stopped calling the judge at {self.endpoint}: {failure.cause}; "
-                    f"Retry-After {wait:g} s exceeds --retrieval-judge-max-wait "
-                    f"{self.config.max_retry_wait:g}"
-                )
-                return work.failed(self.stopped or failure.cause)
-            attempt += 1
-            self.counts["retries"] += 1
-            if failure.rate_limited:
-                self._pause_until = max(self._pause_until, time.monotonic() + wait)
-                rested = self._pause_until
+                    self._limited = False
+                    if probing:
+                        self._probing = False
+                    result = work.read(key, response)
+                    self._settle(held, self._cost(response, estimate))
+                    return result
+            try:  # the probe ends once its outcome (a new pause, say) is decided
+                if failure.rate_limited:
+                    self._limited = True
+                outcome = self._after(failure, shape, work.group(key))
+                if outcome == "again":
+                    continue
+                if outcome is not None:
+                    return work.failed(outcome)
+                if attempt >= self.config.max_retries:
+                    return work.failed(f"{failure.cause}; gave up after {attempt + 1} attempts")
+                wait = self._backoff(attempt)  # at least: a Retry-After of 0 is no invitation
+                if failure.wait is not None:  # to hammer the endpoint
+                    wait = max(wait, failure.wait)
+                if wait > self.config.max_retry_wait:  # the pause is everyone's: stop them all
+                    self._stop(
+                        f"stopped calling the judge at {self.endpoint}: {failure.cause}; "
+                        f"Retry-After {wait:g} s exceeds --retrieval-judge-max-wait "
+                        f"{self.config.max_retry_wait:g}"
+                    )
+                    return work.failed(self.stopped or failure.cause)
+                attempt += 1
+                self.counts["retries"] += 1
+                if failure.rate_limited:
+                    self._pause_until = max(self._pause_until, time.monotonic() + wait)
+                    rested = self._pause_until
+            finally:
+                if probing:
+                    self._probing = False
+                    self._notify()
             await asyncio.sleep(wait)  # outside the slot: others go on meanwhile
 
     def _after(self, failure: Failure, shape: int, group: str) -> str | None:
@@ -849,12 +1015,16 @@ class Judge:
         if failure.action == "pair":
             return failure.cause
         # a transport error or 5xx, or a 429 that came after the last pause was waited out
-        # (one per pause, so a burst of 429s is one): no answer in between, the breaker counts
+        # (one per pause, so a burst of 429s is one; after a pause one request asks whether
+        # the limit lifted, so 429 forever counts one a pause): no answer in between, the
+        # breaker counts. A 429 is the endpoint's state, not one query's content: it needs
+        # no failures of several queries.
         if failure.counts or (failure.rate_limited and time.monotonic() >= self._pause_until):
             self._failures += 1
             self._failing.add(group)
-            if self._failures >= self.config.max_failures and len(self._failing) >= min(
-                BREAKER_GROUPS, self.config.max_failures
+            if self._failures >= self.config.max_failures and (
+                failure.rate_limited
+                or len(self._failing) >= min(BREAKER_GROUPS, self.config.max_failures)
             ):
                 self._stop(
                     f"stopped calling the judge at {self.endpoint}: {self._failures} "
@@ -865,6 +1035,34 @@ class Judge:
 
     def _backoff(self, attempt: int) -> float:
         return min(self.config.max_retry_wait, 0.5 * 2.0**attempt) * (0.5 + random.random() / 2)
+
+
+def _verdict_record(verdict: Verdict) -> dict[str, Any] | None:
+    """What the cache keeps of a fresh verdict: the model's observation, or the cause of an
+    answer it gave that is no verdict; nothing for a failure to get an answer."""
+    if verdict.observation is not None:
+        return verdict.observation.to_record()
+    if verdict.answered and verdict.error is not None:
+        return ungraded_record(verdict.error)
+    return None
+
+
+def unsendable(*texts: tuple[str, str | None]) -> str | None:
+    """Why one of the named ``texts`` cannot be sent, else None: a lone surrogate (a JSON
+    ``"\\ud800"`` escape, a bad decode) is no Unicode text, UTF-8 cannot encode it, and the
+    request, its cache key and the report would fail on it."""
+    for name, text in texts:
+        if text is None:
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return (
+                f"the {name} is not valid Unicode text (a lone surrogate, such as "
+                f"U+{ord(text[exc.start]):04X}): it cannot be sent; fix the text where it is "
+                "read or made"
+            )
+    return None
 
 
 def _interleaved(keys: list[str], group: Callable[[str], str]) -> list[str]:

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from .answers import JsonRefused, read_json, ungraded_from_record, ungraded_record
 
 #: the record layout in the cache; a record of another version is a cache miss
 COMPLETION_RECORD_VERSION = 1
 #: every completion cache key starts with this (verdict keys are bare hex digests)
 KEY_PREFIX = "completion-"
-
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 
 #: a check of a decoded answer: None when it is acceptable, else the cause
 Check = Callable[[dict[str, Any]], "str | None"]
@@ -54,10 +53,15 @@ class Completion:
     cached: bool = False
     model: str = ""
     usage: tuple[int, int] | None = None
+    #: the error is the model's own answer (refused, malformed): cached as such
+    answered: bool = False
 
     def to_record(self) -> dict[str, Any] | None:
-        """What the cache keeps (None: nothing, an error is never cached)."""
+        """What the cache keeps: the answer, or the cause of an answer the model gave that
+        is none (None: nothing; a failure to get an answer is never cached)."""
         if self.data is None:
+            if self.answered and self.error is not None:
+                return ungraded_record(self.error, COMPLETION_RECORD_VERSION)
             return None
         return {
             "v": COMPLETION_RECORD_VERSION,
@@ -71,15 +75,21 @@ def completion_key(model: str, request: CompletionRequest, key_version: int) -> 
     """The cache key: model, the request's kind and its key material."""
     material = [key_version, "completion", model, request.kind, list(request.key_material)]
     text = json.dumps(material, ensure_ascii=False, sort_keys=True)
-    return KEY_PREFIX + hashlib.sha256(text.encode()).hexdigest()
+    # surrogatepass: a text that cannot be sent still has a key (its request is refused
+    # before it is sent; see Judge.complete)
+    return KEY_PREFIX + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def is_completion_key(key: str) -> bool:
     return key.startswith(KEY_PREFIX)
 
 
-def from_record(record: Any, check: Check) -> Completion | None:
-    """A cached answer that still passes ``check``, else None (a miss: asked again)."""
+def from_record(record: Any, check: Check, retry_ungraded: bool = False) -> Completion | None:
+    """A cached answer that still passes ``check``, or a cached unusable answer's cause
+    (unless ``retry_ungraded``), else None (a miss: asked again)."""
+    cause = ungraded_from_record(record, COMPLETION_RECORD_VERSION)
+    if cause is not None:
+        return None if retry_ungraded else Completion(error=cause, cached=True)
     if not isinstance(record, Mapping) or record.get("v") != COMPLETION_RECORD_VERSION:
         return None
     data = record.get("data")
@@ -98,7 +108,8 @@ def _field(obj: Any, name: str) -> Any:
 def read_json_answer(response: Any) -> dict[str, Any] | str:
     """A chat completion's JSON object answer (SDK object or Batch API dict), or the cause
     it has none: no choices, a refusal, a cut or filtered output, text that is not a JSON
-    object. One Markdown code fence around the whole answer is removed."""
+    object, or one naming a key twice. One Markdown code fence around the whole answer is
+    removed."""
     choices = _field(response, "choices")
     if not isinstance(choices, Sequence) or isinstance(choices, str) or not choices:
         return "malformed response: no choices"
@@ -115,11 +126,9 @@ def read_json_answer(response: Any) -> dict[str, Any] | str:
     content = _field(message, "content")
     if not isinstance(content, str) or not content.strip():
         return "malformed response: the message has no text"
-    fenced = _FENCE.fullmatch(content.strip())
-    try:
-        data = json.loads(fenced.group(1) if fenced else content)
-    except (ValueError, RecursionError):
-        return "answer does not match the schema (not JSON)"
+    data = read_json(content)
+    if isinstance(data, JsonRefused):
+        return f"answer does not match the schema ({data.cause.removeprefix('answer: ')})"
     if not isinstance(data, dict):
         return "answer does not match the schema (not a JSON object)"
     return data

@@ -91,12 +91,24 @@ def report_text(
     rest = dumps(document)
     for index, result in enumerate(results):
         before, rest = rest.split(f'"{token}{index}"', 1)
-        yield before + "["
+        yield _surrogates_escaped(before + "[")
         for start in range(0, len(result.queries), QUERY_CHUNK):
             chunk = entries_text(result.table, start, start + QUERY_CHUNK)
-            yield ("," if start else "") + chunk
+            yield _surrogates_escaped(("," if start else "") + chunk)
         yield "]"
-    yield rest
+    yield _surrogates_escaped(rest)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogates_escaped(text: str) -> str:
+    """``text`` with each lone surrogate (a retriever's text that is not valid Unicode: UTF-8
+    cannot write it) as its JSON escape ``\\udXXX``: the file stays UTF-8 and reads back as
+    the same string. Only inside JSON strings can such a character be."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def entries_text(table: QueryTable, start: int, stop: int) -> str:

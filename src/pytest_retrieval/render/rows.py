@@ -279,6 +279,18 @@ def judge_bill(result: EvaluationResult) -> list[str]:
     if judge.get("usage_unreadable"):
         lines.append(
             f"{judge['usage_unreadable']} answers had no readable token usage (not in the cost)"
+            + (
+                f"; estimated {judge['tokens_estimated']} tokens from the requests, counted "
+                "against --retrieval-judge-max-tokens"
+                if judge.get("tokens_estimated")
+                else ""
+            )
+        )
+    if judge.get("cached_ungraded"):
+        lines.append(
+            f"{judge['cached_ungraded']} ungraded answers (refused, malformed) were read from "
+            f"the cache; {judge.get('retry_option') or '--retrieval-judge-retry-ungraded'} "
+            "asks again"
         )
     if judge.get("truncated_docs"):
         lines.append(
