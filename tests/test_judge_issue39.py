@@ -302,8 +302,7 @@ def test_calls_count_requests_cancelled_after_a_401(
     pytester: pytest.Pytester, server: JudgeServer
 ) -> None:
     fruit(pytester)
-    server.latency = 1.0  # the others are in flight when the 401 comes back
-    server.script = ["401"]
+    server.script = ["hang:30"] * 3 + ["401"]  # three in flight when the fourth gets a 401
     result = pytester.runpytest(*judge_args(server, "--retrieval-judge-concurrency", "4"))
     assert_no_crash(result)
     assert "HTTP 401" in output(result)
