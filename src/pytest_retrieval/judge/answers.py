@@ -138,9 +138,10 @@ def ungraded_from_record(record: Any, version: int = RECORD_VERSION) -> str | No
     if not isinstance(record, Mapping) or record.get("v") != version:
         return None
     cause = record.get("ungraded")
-    if not isinstance(cause, str) or not cause.strip() or len(cause) > MAX_CAUSE_CHARS:
+    if not isinstance(cause, str) or len(cause) > MAX_CAUSE_CHARS:
         return None
-    return cause
+    cause = _CONTROL.sub(" ", cause).strip()  # a shared cache is input: no terminal escapes
+    return cause or None
 
 
 @dataclass
