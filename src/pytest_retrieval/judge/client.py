@@ -956,9 +956,10 @@ class Judge:
                     self._limited = False
                     if probing:
                         self._probing = False
-                    result = work.read(key, response)
+                    # settled first, so a reservation never outlives its call; no task
+                    # runs before read has counted the answer's usage (no await between)
                     self._settle(held, self._cost(response, estimate))
-                    return result
+                    return work.read(key, response)
             try:  # the probe ends once its outcome (a new pause, say) is decided
                 if failure.rate_limited:
                     self._limited = True
