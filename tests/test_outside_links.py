@@ -89,16 +89,25 @@ def test_a_folder_link_out_of_the_project_is_refused_too(
     assert sorted(p.name for p in outside.iterdir()) == [".bashrc"]
 
 
-def test_the_judge_cache_folder_is_an_output_too(
-    pytester: pytest.Pytester, project: Path, outside: Path
+@pytest.mark.parametrize("link", ["cache", "cache/judge.sqlite"])
+def test_the_judge_cache_is_an_output_too(
+    pytester: pytest.Pytester, project: Path, outside: Path, link: str
 ) -> None:
-    (project / "cache").symlink_to(outside)
+    """The folder, or a file SQLite would open in it (a link there is followed by SQLite)."""
+    if link == "cache":
+        (project / "cache").symlink_to(outside)
+        target = outside
+    else:
+        (project / "cache").mkdir()
+        (project / link).symlink_to(outside / ".bashrc")
+        target = outside / ".bashrc"
     result = pytester.runpytest(
         "--retrieval-golden", "golden.json", "--retrieval-judge",
         "--retrieval-judge-fallback", "cache-only", "--retrieval-judge-cache", "cache",
     )  # fmt: skip
-    refused(result, "the judge cache", "cache", outside)
+    refused(result, "the judge cache", link, target)
     assert sorted(p.name for p in outside.iterdir()) == [".bashrc"]
+    assert (outside / ".bashrc").read_text(encoding="utf-8") == PRECIOUS
 
 
 @pytest.mark.parametrize("how", ["option", "ini"])

@@ -182,6 +182,18 @@ def _first_link(named: Path, base: Path | None) -> Path | None:
     return None
 
 
+#: the SQLite files a cache folder holds (:mod:`.cache`: the judge's, the downstream labels')
+CACHE_FILES = tuple(
+    f"{name}.sqlite{side}" for name in ("judge", "downstream") for side in ("", "-wal", "-shm")
+)
+
+
+def cache_outputs(name: str, folder: Path) -> list[tuple[str, Path]]:
+    """A cache folder and the files SQLite writes in it, as outputs named ``name``: a link
+    planted in the folder is followed by SQLite, never by :func:`atomic_write`."""
+    return [(name, folder), *((name, folder / file) for file in CACHE_FILES)]
+
+
 def atomic_write(path: Path, text: str | Iterable[str]) -> None:
     """Write to a temp file in the same folder, fsync, then rename over ``path``. ``text``
     may come in pieces (a large report, never whole in memory).

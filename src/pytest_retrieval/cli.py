@@ -144,7 +144,6 @@ WRITTEN = {
     "markdown": "--markdown",
     "html": "--html",
     "junit_xml": "--junit-xml",
-    "cache": "--cache",
 }
 
 
@@ -152,12 +151,13 @@ def _check_links(args: argparse.Namespace) -> None:
     """The project of a command is the working directory: an output that would be written
     through a symlink out of it is a usage error before any work (:func:`~._io.link_problem`),
     unless ``--allow-outside-links``; a file known only later is refused as it is written."""
-    from ._io import link_problem, set_link_policy
+    from ._io import cache_outputs, link_problem, set_link_policy
 
     set_link_policy(Path.cwd(), bool(getattr(args, "allow_outside_links", False)), ALLOW_LINKS)
     named = [(option, getattr(args, dest, None)) for dest, option in WRITTEN.items()]
-    if getattr(args, "no_cache", False):
-        named = [(option, path) for option, path in named if option != "--cache"]
+    cache = getattr(args, "cache", None)
+    if isinstance(cache, Path) and not getattr(args, "no_cache", False):
+        named += cache_outputs("--cache", cache)
     if getattr(args, "update_baseline", None) is not None:
         named.append(("--baseline", getattr(args, "baseline", None)))
     if args.command_name == "review":

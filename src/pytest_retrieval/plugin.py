@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._io import LINKS, LinkPolicy, overwrite_problem, relative, set_link_policy
+from ._io import (
+    LINKS,
+    LinkPolicy,
+    cache_outputs,
+    overwrite_problem,
+    relative,
+    set_link_policy,
+)
 from .controller import Reporter
 from .errors import ConfigError, OverwriteError
 from .ini_check import check_ini_read
@@ -229,7 +236,7 @@ def _outputs(config: pytest.Config, settings: Settings) -> list[tuple[str, Path 
     if settings.update is not None:
         written += [("the baseline to record", path) for path in _baselines(settings)]
     if settings.judge is not None and settings.judge.cache_dir is not None:
-        written.append(("the judge cache", settings.judge.cache_dir))
+        written += cache_outputs("the judge cache", settings.judge.cache_dir)
     return written
 
 
