@@ -159,6 +159,7 @@ def cli(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
             "--baseline",
         ),
         (["convert", "golden.json", "-o", "link.json", "--force"], "-o"),
+        (["eval", "golden.json", "in.trec", "--update-baseline"], "the baseline to record"),
         (["synth", "corpus.jsonl", "--queries", "5", "-o", "link.json", "--force"], "-o"),
         (["pool", "golden.json", "r.json", "-o", "link.json"], "-o"),
         (["apply", "review.jsonl", "golden.json", "-o", "link.json"], "-o"),
@@ -167,12 +168,13 @@ def cli(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
 def test_commands_refuse_to_write_through_a_link_out_of_the_working_directory(
     project: Path, outside: Path, argv: list[str], option: str
 ) -> None:
-    (project / "link.json").symlink_to(outside / ".bashrc")
+    link = "golden.json.baseline.json" if "the baseline" in option else "link.json"
+    (project / link).symlink_to(outside / ".bashrc")
     (project / "corpus.jsonl").write_text('{"_id": "d1", "text": "apple"}\n', encoding="utf-8")
     done = cli(project, *argv)
     assert done.returncode == 2, done.stdout + done.stderr
     assert (
-        f"{option} link.json would be written through the symlink link.json to "
+        f"{option} {link} would be written through the symlink {link} to "
         f"{outside / '.bashrc'}, outside the project ({project.resolve()}): nothing is "
         "written; remove the link, write the output inside the project, or pass "
         "--allow-outside-links if the link is meant"

@@ -160,6 +160,10 @@ def _check_links(args: argparse.Namespace) -> None:
         named += cache_outputs("--cache", cache)
     if getattr(args, "update_baseline", None) is not None:
         named.append(("--baseline", getattr(args, "baseline", None)))
+        if args.command_name == "eval" and args.baseline is None:  # beside the golden set
+            from .baseline import default_path
+
+            named.append(("the baseline to record", default_path(args.golden)))
     if args.command_name == "review":
         named.append(("the review file", args.review))
     if args.command_name == "apply" and args.output is None:
