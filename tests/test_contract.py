@@ -183,3 +183,35 @@ def test_a_huge_list_is_read_only_as_far_as_the_evaluation_needs(
     report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
     evaluation = report["evaluations"][0]
     assert evaluation["duplicates_dropped"] == 4 * (103 - 5)
+
+
+#: a LangChain chain (a Runnable without a top-k knob) that returns every document it has:
+#: the good ones, then a million repeats, then one that is no Document
+CHAIN = """
+import pytest
+from langchain_core.documents import Document
+
+class Chain:
+    def invoke(self, query):
+        docs = [Document(page_content="x", metadata={"id": d}) for d in ("d1", "d4", "d2")]
+        return docs + [docs[0]] * 1_000_000 + ["not a Document"]
+
+    async def ainvoke(self, query):
+        return self.invoke(query)
+
+@pytest.fixture(scope="session")
+def retriever():
+    return Chain()
+"""
+
+
+def test_a_framework_answer_is_converted_only_as_far_as_it_is_read(
+    pytester: pytest.Pytester,
+) -> None:
+    pytest.importorskip("langchain_core")
+    pytester.makeconftest(CHAIN)
+    write_golden(pytester)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "r.json")
+    result.assert_outcomes(passed=1)
+    report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    assert report["evaluations"][0]["errors"] == 0
