@@ -64,14 +64,17 @@ def test_eval_refuses_a_run_file_without_line_ends(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("size", [200 * 2**20])
-def test_a_long_line_is_refused_by_its_number(tmp_path: Path, size: int) -> None:
-    """A run with good lines, then one of 200 MiB (over the 64 MiB bound)."""
+def test_a_long_line_is_refused_by_its_number(tmp_path: Path) -> None:
+    """A run with good lines, then one just over the 64 MiB bound."""
     (tmp_path / "golden.json").write_text(json.dumps(GOLDEN), encoding="utf-8")
-    with open(tmp_path / "long.trec", "w", encoding="ascii") as out:
+    long = tmp_path / "long.trec"
+    with open(long, "w", encoding="ascii") as out:
         out.write("apple Q0 d1 1 2.0 bm25\napple Q0 d4 2 1.0 bm25\n")
-        out.write("x" * size + "\n")
-    done = cli("eval", "golden.json", "long.trec", cwd=tmp_path)
+        out.write("x" * (64 * 2**20 + 10) + "\n")
+    try:
+        done = cli("eval", "golden.json", "long.trec", cwd=tmp_path)
+    finally:
+        long.unlink()  # 64 MiB: not left in the kept temp folders
     assert done.returncode == 2, done.stderr
     assert "run file long.trec, line 3: line is longer than 67,108,864 characters" in done.stderr
 
