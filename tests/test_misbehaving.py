@@ -564,7 +564,8 @@ def test_errors_are_grouped_with_the_first_traceback_of_each(tmp_path: Path) -> 
         (
             "hit at rank 1 has no usable id (got int 1): doc ids must be non-empty strings, never "
             "coerced (convert them with str() in the retriever); return a ranked list of hits: "
-            "doc-id strings, or dicts/objects with an 'id' (and optional 'text' and 'score')",
+            "doc-id strings, (id, score) pairs, or dicts/objects with an 'id' or 'doc_id' (and "
+            "optional 'text' and 'score')",
             1,
         ),
     ]

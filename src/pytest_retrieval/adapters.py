@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import copy
 import inspect
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .hits import HitError
+from .hits import HitError, read_limit
 from .retrieval import Retriever
 
 #: metadata keys tried, in order, after the object's own id (when no doc_id_key is given)
@@ -158,13 +159,27 @@ class _Adapter:
 class _Sync(_Adapter):
     def __call__(self, query: str, k: int, **params: Any) -> list[Hit]:
         method, args, kwargs = self._prepare(query, k, params)
-        return self.convert(method(*args, **kwargs), self.doc_id_key)
+        return self.convert(_bounded(method(*args, **kwargs), k), self.doc_id_key)
 
 
 class _Async(_Adapter):
     async def __call__(self, query: str, k: int, **params: Any) -> list[Hit]:
         method, args, kwargs = self._prepare(query, k, params)
-        return self.convert(await method(*args, **kwargs), self.doc_id_key)
+        return self.convert(_bounded(await method(*args, **kwargs), k), self.doc_id_key)
+
+
+def _bounded(raw: Any, k: int) -> Any:
+    """The first :func:`~.hits.read_limit` hits of a framework's answer (a chain without a
+    top-k knob may return them all): only those are converted, as only those are read.
+    Anything that is not a list of hits comes back as it is, for the converter's message."""
+    limit = read_limit(k)
+    if isinstance(raw, list):
+        return raw[:limit]
+    if isinstance(raw, Mapping) and isinstance(raw.get("documents"), list):  # Haystack's
+        return {**raw, "documents": raw["documents"][:limit]}
+    if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable):
+        return raw
+    return list(itertools.islice(raw, limit))
 
 
 def _flavour(native: bool, sync: str, asynchronous: str) -> tuple[type[_Sync | _Async], str]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ._gc import paused_gc
-from ._io import BASELINE_SUFFIX, atomic_write, lock_path, relative
+from ._io import BASELINE_SUFFIX, atomic_write, locked, relative
 from ._version import __version__
 from .errors import BaselineError as BaselineError
 from .formats import default_qrels
@@ -676,8 +676,6 @@ def update(path: Path, new_entries: Sequence[BaselineEntry], *, replace_corrupt:
     removed. Two new entries with one key are refused: one would silently overwrite the other.
     A corrupt file is only replaced when ``replace_corrupt`` (the user asked for an update).
     """
-    from filelock import FileLock
-
     by_key: dict[str, BaselineEntry] = {}
     for entry in new_entries:
         other = by_key.setdefault(entry.key, entry)
@@ -690,7 +688,7 @@ def update(path: Path, new_entries: Sequence[BaselineEntry], *, replace_corrupt:
                 "once per run",
             )
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(lock_path(path)), timeout=120):
+    with locked(path, timeout=120):
         try:
             entries = read(path)
         except BaselineError:

@@ -67,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the fix a note prints reruns it
     command: Command = args.command
     try:
+        _check_links(args)
         return command(args)
     except UsageError as exc:
         sub: argparse.ArgumentParser = args.parser
@@ -125,7 +126,56 @@ def _add_builder(commands: Any, name: str, module: str, summary: str) -> None:
 def _command(commands: Any, name: str, run: Command, **options: Any) -> argparse.ArgumentParser:
     sub: argparse.ArgumentParser = commands.add_parser(name, **options)
     sub.set_defaults(command=run, command_name=name, parser=sub)
+    sub.add_argument(
+        ALLOW_LINKS,
+        action="store_true",
+        help="let an output be written through a symlink to a place outside the project "
+        "(the working directory): refused by default",
+    )
     return sub
+
+
+ALLOW_LINKS = "--allow-outside-links"
+#: the paths the commands write (argparse dest -> the option that names it)
+WRITTEN = {
+    "output": "-o",
+    "state": "-o",
+    "report": "--report",
+    "markdown": "--markdown",
+    "html": "--html",
+    "junit_xml": "--junit-xml",
+}
+
+
+def _check_links(args: argparse.Namespace) -> None:
+    """The project of a command is the working directory: an output that would be written
+    through a symlink out of it is a usage error before any work (:func:`~._io.link_problem`),
+    unless ``--allow-outside-links``; a file known only later is refused as it is written."""
+    from ._io import cache_outputs, link_problem, set_link_policy
+
+    set_link_policy(Path.cwd(), bool(getattr(args, "allow_outside_links", False)), ALLOW_LINKS)
+    named = [(option, getattr(args, dest, None)) for dest, option in WRITTEN.items()]
+    cache = getattr(args, "cache", None)
+    if isinstance(cache, Path) and not getattr(args, "no_cache", False):
+        named += cache_outputs("--cache", cache)
+    if getattr(args, "update_baseline", None) is not None:
+        named.append(("--baseline", getattr(args, "baseline", None)))
+        if args.command_name == "eval" and args.baseline is None:  # beside the golden set
+            from .baseline import default_path
+
+            named.append(("the baseline to record", default_path(args.golden)))
+    if args.command_name == "review":
+        named.append(("the review file", args.review))
+    if args.command_name == "apply" and args.output is None:
+        named.append(("the golden set (written in place)", args.golden))
+    if args.command_name == "synth" and args.output is not None:
+        named.append(("its summary", args.output.with_name(args.output.name + ".synth.json")))
+    for option, path in named:
+        if path is None or str(path) == "-":
+            continue
+        problem = link_problem(option, Path(path))
+        if problem is not None:
+            raise UsageError(problem)
 
 
 def _inputs(args: argparse.Namespace, files: Sequence[str], paths: Sequence[str] = ()) -> None:

@@ -283,6 +283,8 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
     )
     reasons: list[Reason] = []
     warnings: list[Reason] = []
+    if result.errors:  # the cause of every 0 below: first in every output
+        reasons.append(Reason(RETRIEVER_ERRORS, f"{result.failed_calls} (they score 0)"))
     for outcome in outcomes:
         t = outcome.threshold
         scope = f" on tag {t.tag!r}" if t.tag else ""
@@ -331,13 +333,6 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
                 f"(threshold from {t.source})"
             )
         reasons.append(Reason(THRESHOLD, why, t.key))
-    if result.errors:
-        reasons.append(
-            Reason(
-                RETRIEVER_ERRORS,
-                f"{result.failed_calls} (they score 0)",
-            )
-        )
     if result.run_missing:
         warnings.append(Reason(RUN_COVERAGE, _run_coverage(result)))
     reasons += _label_problems(result)

@@ -1,19 +1,25 @@
 """What one retriever call gave (:class:`QueryRun`), and every error a call can end in.
 
 A retriever may return anything: :func:`normalize_hits` turns a ranked list of hits (id
-strings, dicts or objects with an ``id``) into ranked unique ids and rejects the rest with a
-:class:`HitError` saying what to return instead. A call that raises, overruns its deadline or
-blocks the event loop gets its message here too (:func:`describe_error`, :func:`timed_out`,
-:func:`blocked_loop`), with the fix when the cause is a known one.
+strings, ``(id, score)`` pairs, dicts or objects with an ``id`` or ``doc_id``) into ranked
+unique ids and rejects the rest with a :class:`HitError` saying what to return instead. It
+reads at most :func:`read_limit` hits of any iterable (an endless generator, a list of
+millions): the deepest k, and as many again (at least :data:`LOOKAHEAD`) for the repeated ids
+that precede them; what comes after is never read, so neither counted nor checked. A call
+that raises, overruns its deadline or blocks the event loop gets its message here too
+(:func:`describe_error`, :func:`timed_out`, :func:`blocked_loop`), with the fix when the
+cause is a known one.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Real
+from types import GeneratorType
 from typing import Any, overload
 
 #: longest error message kept (an HTTP error can carry a whole response body)
@@ -22,6 +28,15 @@ MAX_ERROR = 1000
 NOT_RETURNED = 2**62
 #: what separates the ids in a :class:`Ranking` (no id holds one)
 NUL = "\x00"
+#: fewest hits read past the deepest k: room for repeated ids before the k-th distinct one
+LOOKAHEAD = 100
+
+
+def read_limit(k: int) -> int:
+    """How many of a retriever's hits are read at most: k, and room for repeats (k more, at
+    least :data:`LOOKAHEAD`). A retriever repeating more ids than that before its k-th
+    distinct one is scored on the distinct ones read, and its repeats are counted."""
+    return k + max(k, LOOKAHEAD)
 
 
 class HitError(ValueError):
@@ -131,14 +146,18 @@ class QueryRun:
 
 
 _RETURN_HINT = (
-    "return a ranked list of hits: doc-id strings, or dicts/objects with an 'id' "
-    "(and optional 'text' and 'score')"
+    "return a ranked list of hits: doc-id strings, (id, score) pairs, or dicts/objects with "
+    "an 'id' or 'doc_id' (and optional 'text' and 'score')"
 )
 
 
 def normalize_hits(raw: Any, k: int, judged: Collection[str] | None = None) -> QueryRun:
     """Turn whatever the retriever returned into a :class:`QueryRun` (ids cut at ``k``);
-    with ``judged`` (the golden query's judged doc ids), their ranks too."""
+    with ``judged`` (the golden query's judged doc ids), their ranks too. At most
+    :func:`read_limit` hits are read (a generator is closed after them)."""
+    limit = read_limit(k)
+    if type(raw) is list and len(raw) > limit:
+        raw = raw[:limit]
     joined = _joined(raw) if type(raw) is list else None
     if joined is not None:  # the common case: C loops only
         distinct = set(raw)
@@ -165,37 +184,72 @@ def normalize_hits(raw: Any, k: int, judged: Collection[str] | None = None) -> Q
     scores: dict[str, float] = {}
     duplicates = 0
     seen: set[str] = set()
-    for rank, hit in enumerate(raw, start=1):
-        text: Any = None
-        score: Any = None
-        if isinstance(hit, str):
-            doc_id: Any = hit
-        elif isinstance(hit, Mapping):
-            doc_id, text, score = hit.get("id"), hit.get("text"), hit.get("score")
-        else:
-            doc_id = getattr(hit, "id", None)
-            text, score = getattr(hit, "text", None), getattr(hit, "score", None)
-        if not isinstance(doc_id, str) or not doc_id:
-            got = f"{type(hit).__name__} {_safe_repr(hit)}" if doc_id is None else repr(doc_id)
-            raise HitError(
-                f"hit at rank {rank} has no usable id (got {got[:80]}): doc ids must be "
-                f"non-empty strings, never coerced (convert them with str() in the retriever); "
-                f"{_RETURN_HINT}"
-            )
-        if doc_id in seen:
-            duplicates += 1
-            continue
-        if len(ids) >= k:
-            continue  # keep scanning: a bad hit further down is still a contract violation
-        seen.add(doc_id)
-        ids.append(doc_id)
-        if isinstance(text, str):
-            texts[doc_id] = text
-        if isinstance(score, Real) and not isinstance(score, bool):  # numpy's float32 too
-            scores[doc_id] = float(score)
+    hits = iter(raw)
+    try:
+        for rank, hit in enumerate(itertools.islice(hits, limit), start=1):
+            doc_id, text, score = _fields(hit)
+            if not isinstance(doc_id, str) or not doc_id:
+                raise HitError(_no_id(rank, hit, doc_id))
+            if doc_id in seen:
+                duplicates += 1
+                continue
+            if len(ids) >= k:
+                continue  # keep reading to the limit: a bad hit there is still a violation
+            seen.add(doc_id)
+            ids.append(doc_id)
+            if isinstance(text, str):
+                texts[doc_id] = text
+            if _is_score(score):
+                scores[doc_id] = float(score)
+    finally:
+        if isinstance(raw, GeneratorType):  # its cleanup runs now, not once it is collected
+            raw.close()
     top = tuple(ids)
     ranks = None if judged is None else _ranks(top, judged, seen)
     return QueryRun(ids=top, ranks=ranks, texts=texts, scores=scores, duplicates=duplicates)
+
+
+def _fields(hit: Any) -> tuple[Any, Any, Any]:
+    """A hit's id, text and score: an id string; an ``(id, score)`` pair (rank_bm25 or FAISS
+    glue, LangChain's ``(Document, score)``: the first item is read as a hit); a dict or an
+    object with an ``id`` (else a ``doc_id``), a ``text`` and a ``score``."""
+    pair_score: Any = None
+    if (
+        isinstance(hit, tuple | list)
+        and len(hit) == 2
+        and _is_score(hit[1])
+        and not isinstance(hit[0], tuple | list)
+    ):
+        hit, pair_score = hit
+    if isinstance(hit, str):
+        doc_id: Any = hit
+        text: Any = None
+        score: Any = None
+    elif isinstance(hit, Mapping):
+        doc_id = hit.get("id")
+        if doc_id is None:
+            doc_id = hit.get("doc_id")
+        text, score = hit.get("text"), hit.get("score")
+    else:
+        doc_id = getattr(hit, "id", None)
+        if doc_id is None:
+            doc_id = getattr(hit, "doc_id", None)
+        text, score = getattr(hit, "text", None), getattr(hit, "score", None)
+    return doc_id, text, pair_score if pair_score is not None else score
+
+
+def _is_score(value: Any) -> bool:
+    """A real number (numpy's float32 too), not a bool."""
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _no_id(rank: int, hit: Any, doc_id: Any) -> str:
+    got = f"{type(hit).__name__} {_safe_repr(hit)}" if doc_id is None else repr(doc_id)
+    return (
+        f"hit at rank {rank} has no usable id (got {got[:80]}): doc ids must be "
+        f"non-empty strings, never coerced (convert them with str() in the retriever); "
+        f"{_RETURN_HINT}"
+    )
 
 
 def _ranks(ids: Sequence[str], judged: Collection[str], present: Container[str]) -> tuple[int, ...]:

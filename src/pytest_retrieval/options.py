@@ -268,7 +268,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "for trec_eval, ranx, ir_measures); several evaluations: one file each, named after "
         "the golden set and retriever. ini: retrieval_export_run",
     )
+    group.addoption(
+        "--retrieval-allow-outside-links",
+        action="store_true",
+        default=None,
+        help="let an output (report, baseline, judge cache, ...) be written through a symlink "
+        "to a place outside the project (pytest's rootdir): refused by default. "
+        "ini: retrieval_allow_outside_links",
+    )
     add_judge_options(group)
+    parser.addini(
+        "retrieval_allow_outside_links",
+        "outputs may be written through symlinks to places outside the project",
+        type="bool",
+        default=False,
+    )
     parser.addini(
         "retrieval_strict",
         "golden-set warnings (ids missing from the corpus) are errors",
@@ -530,12 +544,12 @@ def settings_from_config(config: pytest.Config) -> Settings:
         progress=config.getoption("retrieval_progress"),
         judge=_judge_settings(config) if config.getoption("retrieval_judge") else None,
         only=bool(config.getoption("retrieval_only")),
-        strict=_flag(config, "retrieval_strict"),
+        strict=flag(config, "retrieval_strict"),
         doc_id_key=config.getoption("retrieval_doc_id_key")
         or str(config.getini("retrieval_doc_id_key")).strip()
         or None,
         gate=_gate(config),
-        strict_baseline=_flag(config, "retrieval_strict_baseline"),
+        strict_baseline=flag(config, "retrieval_strict_baseline"),
         split_min=_split_min(config),
         max_failures=_max_failures(config),
         shard=_shard(config, outputs.report),
@@ -662,7 +676,7 @@ def check_export_name(config: pytest.Config, settings: Settings) -> None:
         )
 
 
-def _flag(config: pytest.Config, name: str) -> bool:
+def flag(config: pytest.Config, name: str) -> bool:
     """A boolean option that its ini key can also set (the option wins when given)."""
     given = config.getoption(name)
     return bool(config.getini(name)) if given is None else bool(given)

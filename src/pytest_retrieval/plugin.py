@@ -22,18 +22,27 @@ import itertools
 import os
 import sys
 from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._io import overwrite_problem, relative
+from ._io import (
+    LINKS,
+    LinkPolicy,
+    cache_outputs,
+    overwrite_problem,
+    relative,
+    set_link_policy,
+)
 from .controller import Reporter
 from .errors import ConfigError, OverwriteError
 from .ini_check import check_ini_read
 from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     Settings,
     check_export_name,
+    flag,
     pytest_addoption,
     settings_from_config,
 )
@@ -69,6 +78,8 @@ if TYPE_CHECKING:
     from .results import EvaluationResult
 
 REPORTER = "retrieval-reporter"
+#: the link policy before this session set its own (:func:`~._io.set_link_policy`)
+LINK_POLICY = pytest.StashKey[LinkPolicy]()
 #: the golden-set test's argument that carries its run file under --retrieval-run
 RUN_ARG = "retrieval_run"
 
@@ -140,6 +151,9 @@ def _startup_failed(config: pytest.Config, message: str, given: Any = None) -> N
 def _configure(config: pytest.Config) -> None:
     if not is_worker(config):
         check_ini_read(config)
+    config.stash[LINK_POLICY] = replace(LINKS)  # restored at unconfigure (pytester: in-process)
+    allowed = "--retrieval-allow-outside-links"
+    set_link_policy(config.rootpath, flag(config, "retrieval_allow_outside_links"), allowed)
     settings = settings_from_config(config)
     ini = config.inipath if config.inipath and config.inipath.is_file() else None  # -c /dev/null
     read = [*_inputs(settings), ("the ini file pytest read", ini)]
@@ -175,6 +189,8 @@ def _configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if (policy := config.stash.get(LINK_POLICY, None)) is not None:
+        set_link_policy(policy.root, policy.allowed, policy.option)
     if (state := config.stash.get(STATE, None)) is not None:
         state.close()
     reporter = config.pluginmanager.get_plugin(REPORTER)
@@ -219,6 +235,8 @@ def _outputs(config: pytest.Config, settings: Settings) -> list[tuple[str, Path 
     ]
     if settings.update is not None:
         written += [("the baseline to record", path) for path in _baselines(settings)]
+    if settings.judge is not None and settings.judge.cache_dir is not None:
+        written += cache_outputs("the judge cache", settings.judge.cache_dir)
     return written
 
 

@@ -50,6 +50,7 @@ from .hits import (
     describe_error,
     error_key,
     normalize_hits,
+    read_limit,
     stopped_calls,
     timed_out,
 )
@@ -221,7 +222,7 @@ class Runner:
                 raw = await raw
             reading = True
             if isinstance(raw, AsyncIterable):  # an async generator streaming its hits
-                raw = [hit async for hit in raw]
+                raw = await read_stream(raw, read_limit(self.k))
             run = normalize_hits(raw, self.k, query.relevant if self.ranks else None)
         except KeyboardInterrupt:
             raise
@@ -458,6 +459,22 @@ class Runner:
                 warnings.warn(warning, stacklevel=3)
             else:  # shown at the blocking line, not at ours
                 warnings.warn_explicit(warning, type(warning), stuck.file, stuck.line)
+
+
+async def read_stream(stream: AsyncIterable[Any], limit: int) -> list[Any]:
+    """The first ``limit`` hits an async iterable streams (:func:`~.hits.read_limit`; an
+    endless one is not read to the end); an async generator is closed after them."""
+    hits: list[Any] = []
+    try:
+        if limit > 0:
+            async for hit in stream:
+                hits.append(hit)
+                if len(hits) >= limit:
+                    break
+    finally:
+        if inspect.isasyncgen(stream):  # its cleanup runs now, on this loop
+            await stream.aclose()
+    return hits
 
 
 def await_privately(awaitable: Awaitable[Any]) -> Any:

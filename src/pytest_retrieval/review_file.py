@@ -341,11 +341,9 @@ def record_decision(path: Path, key: tuple[str, str, str], decision: Decision | 
     """
     from dataclasses import replace
 
-    from filelock import FileLock
+    from ._io import locked
 
-    from ._io import lock_path
-
-    with FileLock(str(lock_path(path))):
+    with locked(path):
         review = read_review(path)
         proposals = list(review.proposals)
         for index, proposal in enumerate(proposals):

@@ -61,6 +61,11 @@ ASSETS = {
     "/style.css": ("style.css", "text/css; charset=utf-8"),
 }
 TOKEN_SLOT = "__REVIEW_TOKEN__"
+#: seconds a client may take to send a request or read an answer: a stalled one is dropped
+#: (its thread ends), not waited on forever
+CLIENT_TIMEOUT = 10.0
+#: how a client that went away shows: normal (a closed tab, a reload), never a traceback
+DROPPED = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 
 
 class RequestError(Exception):
@@ -270,6 +275,13 @@ class ReviewServer(ThreadingHTTPServer):
             for route, (name, kind) in ASSETS.items()
         }
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (or stalled past :data:`CLIENT_TIMEOUT`) is dropped
+        quietly; anything else is printed as ``socketserver`` prints it."""
+        if isinstance(sys.exc_info()[1], DROPPED):
+            return
+        super().handle_error(request, client_address)
+
     def is_token(self, given: str) -> bool:
         """Constant-time check; as bytes, since a header may hold any character."""
         return secrets.compare_digest(given.encode("utf-8", "replace"), self.token.encode())
@@ -279,6 +291,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
     server: ReviewServer
     server_version = "pytest-retrieval-review"
     sys_version = ""
+    timeout = CLIENT_TIMEOUT  # on the socket: every read and write of a stalled client ends
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the terminal shows the URL, not a line per keypress."""

@@ -36,6 +36,7 @@ shares no query id with the golden set is an error (it is for another set).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -53,7 +54,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from ._gc import paused_gc
-from ._io import relative, text_lines
+from ._io import OutsideLinkError, link_problem, relative, text_lines
 from .errors import ConfigError
 from .hits import QueryRun
 from .metrics import trec_order
@@ -66,6 +67,12 @@ TREC_LAYOUT = "qid Q0 doc rank score tag"
 #: how many ids a message lists before "..."
 SHOWN = 3
 _GZIP = b"\x1f\x8b"
+#: longest line read (characters): a TREC line is well under a kilobyte, a JSONL query's hits
+#: with their texts some megabytes; a "line" without an end (``/dev/zero``) is no run file
+MAX_LINE = 64 * 2**20
+#: largest JSON or JSONL run read (characters): it is read whole
+MAX_DOCUMENT = 2**31
+_CHUNK = 2**20
 _JSONL_NAMES = (".jsonl", ".ndjson")
 #: the extensions (:func:`format_suffix`) a run file is read as JSON by
 JSON_NAMES = (".json", *_JSONL_NAMES)
@@ -134,12 +141,16 @@ def read_run(path: str | Path) -> Run:
             compressed = handle.read(2) == _GZIP
         with _open(source, compressed) as text:
             head = text.read(1)
-            while head.isspace():
+            skipped = 0
+            while head.isspace() and skipped < MAX_LINE:  # an endless blank stream ends too
                 head = text.read(1)
+                skipped += 1
+            if head == "\x00" or head.isspace():
+                raise _not_text(source, head)
             suffix = format_suffix(source)
             named_json = suffix in JSON_NAMES
             if head in ("{", "[") or (head and named_json):  # named so: JSON, whatever it holds
-                document = head + text.read()
+                document = _read_document(source, head, text)
                 if head not in ("{", "[") and len(document.split("\n", 1)[0].split()) == 6:
                     raise RunFileError(
                         source,
@@ -214,12 +225,63 @@ def _ranked(scores: dict[str, float], values: list[float]) -> tuple[tuple[str, .
 # ---------------------------------------------------------------------------- TREC
 
 
+def _not_text(source: Path, head: str) -> RunFileError:
+    """A file that starts with a NUL (``/dev/zero``, a binary file) or only blanks."""
+    what = "starts with a NUL character" if head == "\x00" else f"holds over {MAX_LINE:,} blanks"
+    return RunFileError(
+        source,
+        "line 1",
+        f"{what}: not a run file",
+        f"pass a TREC run ({TREC_LAYOUT}, one hit a line), a JSON or a JSONL run",
+    )
+
+
+def _too_long(source: Path, number: int, limit: int, what: str) -> RunFileError:
+    return RunFileError(
+        source,
+        f"line {number}",
+        f"{what} longer than {limit:,} characters: not a run file (one without line ends, "
+        "such as /dev/zero, is never read to its end)",
+        f"pass a TREC run ({TREC_LAYOUT}, one hit a line), a JSON or a JSONL run",
+    )
+
+
+def _read_document(source: Path, head: str, text: IO[str]) -> str:
+    """The rest of a JSON (or JSONL) run after its first character ``head``, read in chunks:
+    at most :data:`MAX_DOCUMENT` characters, and none a NUL (never in JSON text; a device such
+    as /dev/zero would otherwise be read forever)."""
+    parts = [head]
+    size = lines = 0
+    chunk = head
+    while chunk:
+        nul = chunk.find("\x00")
+        if nul >= 0:
+            line = lines + chunk.count("\n", 0, nul) + 1
+            raise RunFileError(
+                source,
+                f"line {line}",
+                "holds a NUL character: not JSON text",
+                "pass a JSON or JSONL run file (or a TREC run, named other than .json/.jsonl)",
+            )
+        size += len(chunk)
+        if size > MAX_DOCUMENT:
+            raise _too_long(source, lines + 1, MAX_DOCUMENT, "the file is")
+        lines += chunk.count("\n")
+        chunk = text.read(_CHUNK)
+        parts.append(chunk)
+    return "".join(parts)
+
+
 def _read_trec(source: Path, text: IO[str]) -> Run:
-    """A TREC run, line by line (one pass; a duplicate is located by a second)."""
+    """A TREC run, line by line (one pass; a duplicate is located by a second). A line is
+    read up to :data:`MAX_LINE` characters: a longer one is an error, not a hang."""
     inf = math.inf
     scored: dict[str, dict[str, float]] = {}
     get = scored.get
-    for number, line in enumerate(text, start=1):
+    limit = MAX_LINE + 1
+    for number, line in enumerate(iter(functools.partial(text.readline, limit), ""), start=1):
+        if len(line) >= limit:
+            raise _too_long(source, number, MAX_LINE, "line is")
         fields = line.split()
         if len(fields) != 6 or fields[0][0] == "#":
             if not fields or fields[0][0] == "#":  # blank or a comment, as trec_eval 10
@@ -756,7 +818,11 @@ def write_trec(
 @contextmanager
 def _writing(path: Path, packed: bool) -> Iterator[IO[str]]:
     """``path`` opened for text, gzip-compressed when ``packed`` -- with no time stamp nor
-    file name in its header, so the same run gives the same bytes."""
+    file name in its header, so the same run gives the same bytes. A symlink out of the
+    project is not written through (:func:`~._io.link_problem`)."""
+    problem = link_problem("the export", path)
+    if problem is not None:
+        raise OutsideLinkError(problem)
     with open(path, "wb") as raw:
         if not packed:
             with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as handle:

@@ -15,10 +15,11 @@ if TYPE_CHECKING:
     from .results import EvaluationResult, GateOutcome
 
 
-#: kinds of reason, in the order outputs list them
+#: kinds of reason; failed retriever calls come first in every verdict (:func:`causes_first`),
+#: the others in the order they were found
+RETRIEVER_ERRORS = "retriever errors"
 THRESHOLD = "threshold"
 REGRESSION = "regression"
-RETRIEVER_ERRORS = "retriever errors"
 JUDGE_COVERAGE = "judge coverage"
 DOWNSTREAM_LABELS = "downstream labels"
 STALE_BASELINE = "stale baseline"
@@ -95,4 +96,12 @@ def session_verdict(
         label = f"{result.golden_name} [{result.retriever_id}]: "
         reasons += [Reason(r.kind, label + r.message, r.metric) for r in result.verdict.reasons]
         warnings += [Reason(r.kind, label + r.message, r.metric) for r in result.verdict.warnings]
-    return Verdict(tuple(reasons), tuple(warnings))
+    return Verdict(causes_first(reasons), tuple(warnings))
+
+
+def causes_first(reasons: Sequence[Reason]) -> tuple[Reason, ...]:
+    """``reasons`` with failed retriever calls first (in their order), then the rest: a
+    threshold a failed call scored 0 on is its effect, and CI shows the first line only."""
+    return tuple(
+        sorted(reasons, key=lambda reason: reason.kind != RETRIEVER_ERRORS)  # stable
+    )
