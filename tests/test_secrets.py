@@ -262,6 +262,45 @@ def test_a_retriever_raising_with_the_key_shows_the_errors_without_it(
     assert leaks(pytester.path, result.stdout.str(), result.stderr.str()) == []
 
 
+SETUP_FAILS = """
+import logging
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def retriever():
+    key = os.environ["AZURE_OPENAI_API_KEY"]
+    logging.getLogger("vectors").warning("connecting with api-key: %s", key)
+    token = os.environ["PROBE_BEARER"]
+    print("token", token, "sent as Authorization: Bearer", token)
+    raise RuntimeError("client init failed: OPENAI_API_KEY=" + os.environ["OPENAI_API_KEY"])
+"""
+
+
+def test_a_retriever_fixture_failing_at_setup_shows_its_error_without_the_key(
+    pytester: pytest.Pytester, secrets_env: None
+) -> None:
+    """pytest's own traceback of the golden set's test, and what it captured (printed,
+    logged), shown and stored in JUnit (with every captured section)."""
+    project(pytester, SETUP_FAILS)
+    result = run_everything(
+        pytester, "-p", "no:cacheprovider", "-o", "junit_logging=all", update_baseline=False
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E   *RuntimeError: client init failed: OPENAI_API_KEY=[*][*][*]",
+            "token [*][*][*] sent as Authorization: Bearer [*][*][*]",
+            "*connecting with api-key: [*][*][*]",
+        ]
+    )
+    junit = (pytester.path / "junit.xml").read_text("utf-8")
+    assert "client init failed: OPENAI_API_KEY=***" in junit
+    assert leaks(pytester.path, result.stdout.str(), result.stderr.str()) == []
+
+
 @pytest.mark.parametrize("fault", [None, "401", "quota"])
 def test_no_output_of_the_judge_labeller_and_retriever_fault_suites_holds_the_key(
     pytester: pytest.Pytester, server: JudgeServer, fault: str | None

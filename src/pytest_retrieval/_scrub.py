@@ -15,7 +15,8 @@ What is masked, as ``***``, in this order:
    a credential (``OPENAI_API_KEY``, ``AZURE_OPENAI_API_KEY``, and any name ending in
    ``API_KEY``, ``ACCESS_KEY``, ``_KEY``, ``SECRET``, ``TOKEN``, ``PASSWORD`` or ``PASSWD``),
    the ``secrets`` a caller passes (the judge: its key, its base URL's password), and every
-   value rule 2 found in any text scrubbed before ("seen"). Also such a secret without its
+   value rule 2 found in this or an earlier text ("seen") that holds a letter and a digit,
+   as random keys do (not ``os.environ`` from a line of code). Also such a secret without its
    leading lowercase words (``sk-proj-AbC1...`` shown as ``proj-AbC1...`` or ``AbC1...``,
    when what is left holds a letter and a digit), and any run of 12 or more key characters
    (``[A-Za-z0-9_-]``) cut from one (a key shortened in a message). Values under 8
@@ -25,9 +26,9 @@ What is masked, as ``***``, in this order:
    punctuation, or 8+ characters of both cases; or, after a name, 8+ characters):
    ``Bearer <v>``, ``Basic <v>``, ``Authorization: <v>``, ``api-key: <v>``, ``x-api-key``,
    any ``*api_key``, ``*access_key``, ``*secret``, ``*token``, ``*password`` followed by
-   ``:`` or ``=`` (quoted or not, as in a header dict's repr), and a URL's password
-   (``scheme://user:<v>@host``). "Bearer of bad news", "basic retrieval" and
-   "max_tokens=300" stay as they are.
+   ``:`` or ``=`` (quoted or not, as in a header dict's repr; not `` = ``, a line of code
+   in a traceback), and a URL's password (``scheme://user:<v>@host``). "Bearer of bad
+   news", "basic retrieval" and "max_tokens=300" stay as they are.
 3. Key-shaped tokens, which need no context (the first keeps its ``sk-``, so the reader
    knows what was there): ``sk-`` followed by 12 or more key characters holding a letter
    and a digit, the ``sk`` not glued to a preceding key character (OpenAI's ``sk-``,
@@ -73,9 +74,10 @@ _VALUE = r"[^\s\"',;()\[\]{}<>]+"
 #: ``Bearer <v>`` / ``Basic <v>``
 _SCHEME = re.compile(rf"\b((?i:bearer|basic))(\s+){_CREDENTIAL}([A-Za-z0-9._~+/-]+=*)")
 #: a credential header or assignment: ``name: value``, ``name=value``, ``'name': 'value'``
+#: (not ``name = value``: that is a line of code, as a traceback shows)
 _NAMED = re.compile(
-    r"(?i)\b((?:[\w-]*?(?:api[-_]?key|access[-_]?key|secret|token|password|passwd)"
-    r"|authorization)[\"']?\s*[:=]\s*[\"']?)"
+    r"(?i)((?:api[-_]?key|access[-_]?key|secret|token|password|passwd|authorization)"
+    r"[\"']?(?:\s*:\s*|=)[\"']?)"
     rf"(?!(?:bearer|basic)\s)(?=[^\s\"',;()\[\]{{}}<>]*[0-9]|[^\s\"',;()\[\]{{}}<>]{{8}})"
     rf"({_VALUE})"
 )
@@ -94,6 +96,14 @@ _SHAPED = re.compile(
     r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
     r")(?![A-Za-z0-9_-])"
 )
+#: the header rules, whose values are remembered: (rule, its mask, the words in lowercase
+#: one of which it needs: a text without any skips it, as Python's case-insensitive
+#: alternations cost ~10 us a text); the value is each rule's last group
+_HEADER_RULES = (
+    (_SCHEME, r"\1\2***", ("bearer", "basic")),
+    (_NAMED, r"\1***", ("key", "secret", "token", "passw", "authoriz")),
+    (_URL_PASSWORD, r"\1***@", ("://",)),
+)
 #: runs of key characters, checked against the known secrets (pieces of a key)
 _RUN = re.compile(rf"{_KEY_CHARS}{{{MIN_PIECE},}}")
 #: a key's prefix words (``sk-proj-abc`` is also shown as ``proj-abc`` and ``abc``)
@@ -102,9 +112,11 @@ _PREFIX_WORD = re.compile(r"^[a-z]+-")
 #: ``sk-test-0123456789`` does not make every ``0123456789`` a secret)
 _RANDOM = re.compile(r"[A-Za-z].*[0-9]|[0-9].*[A-Za-z]")
 
+
+_names: tuple[frozenset[object], tuple[str, ...]] = (frozenset(), ())  # (raw names, secret)
 _seen: dict[str, None] = {}  # insertion-ordered: the oldest go first past MAX_SEEN
 _lock = threading.Lock()
-_cache: dict[object, list[str]] = {}  # (environment's, caller's, seen version) -> known
+_cache: dict[object, list[str]] = {}  # (environment secrets, seen state) -> known secrets
 
 
 def remember(*secrets: str) -> None:
@@ -121,12 +133,19 @@ def remember(*secrets: str) -> None:
 
 
 def environment_secrets() -> tuple[str, ...]:
-    """The values of the environment variables named like credentials (8+ characters)."""
-    return tuple(
-        value
-        for name, value in os.environ.items()
-        if len(value) >= MIN_SECRET and _SECRET_NAME.search(name)
-    )
+    """The values of the environment variables named like credentials (8+ characters).
+
+    Read on every call (a key set meanwhile counts at once); the names are scanned again
+    only when the set of names changed, checked on CPython's raw mapping (a C-speed set of
+    bytes: reading all of ``os.environ`` costs 50 us a call, which every failed call of a
+    large evaluation would pay)."""
+    global _names
+    raw = getattr(os.environ, "_data", None)
+    current = frozenset(raw) if isinstance(raw, dict) else frozenset(os.environ)
+    if _names[0] != current:
+        _names = (current, tuple(n for n in os.environ if _SECRET_NAME.search(n)))
+    values = (os.environ.get(name, "") for name in _names[1])
+    return tuple(value for value in values if len(value) >= MIN_SECRET)
 
 
 def scrub(text: str, *secrets: str) -> str:
@@ -135,28 +154,23 @@ def scrub(text: str, *secrets: str) -> str:
     if not text:
         return text
     remember(*secrets)
-    _learn(text)
+    lower = text.lower()
+    rules = [
+        (rule, mask) for rule, mask, words in _HEADER_RULES if any(word in lower for word in words)
+    ]
+    if rules:  # their random-looking values, remembered before they are masked here
+        found = (m[rule.groups] for rule, _ in rules for m in rule.finditer(text))
+        remember(*(value for value in found if _RANDOM.search(value)))
     known = _known()
     for secret in known:
         if secret in text:
             text = text.replace(secret, MASK)
     if known:
         text = _RUN.sub(lambda m: MASK if any(m[0] in s for s in known) else m[0], text)
-    text = _SCHEME.sub(r"\1\2***", text)
-    text = _NAMED.sub(r"\1***", text)
-    text = _URL_PASSWORD.sub(r"\1***@", text)
+    for rule, mask in rules:
+        text = rule.sub(mask, text)
     text = _SK.sub("sk-***", text)
     return _SHAPED.sub(MASK, text)
-
-
-def _learn(text: str) -> None:
-    """Remember the values the header rules find in ``text``, to mask them wherever they
-    show up (a key-shaped token needs no remembering: its shape is found everywhere)."""
-    found = [m[3] for m in _SCHEME.finditer(text)]
-    found += [m[2] for m in _NAMED.finditer(text)]
-    found += [m[2] for m in _URL_PASSWORD.finditer(text)]
-    if found:
-        remember(*found)
 
 
 def _known() -> list[str]:
