@@ -6,6 +6,11 @@ on that single document and score its output against the expected answer. The us
 top-k hit, concurrently, and caches the labels on disk (SQLite) so an unchanged hit is never
 scored twice. The cache key includes a version of the function (its ``version`` attribute, or
 a hash of its source), so editing the function invalidates its labels.
+
+Each label is committed to the cache the moment it exists (a label may cost a generation, as
+a judge verdict does): a killed run keeps every label it made, and the rerun asks only for
+the others. A failure's message is scrubbed of secrets before it is kept: the user's RAG
+pipeline calls paid APIs, and their clients put keys in their errors.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ._loop import awaited
+from ._scrub import scrub
 from .cache import JsonCache
 from .golden import GoldenQuery
 from .hits import QueryRun
@@ -85,18 +91,28 @@ class DownstreamRunner:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _call(self, query: GoldenQuery, hit: Hit) -> float | str:
-        """The label, or a message saying why there is none."""
+        """The label, or a message saying why there is none (scrubbed of secrets)."""
         try:
             value = self.fn(query.query, hit, query)
             if inspect.isawaitable(value):
                 value = asyncio.run(awaited(value))
         except Exception as exc:
-            return f"retrieval_downstream raised {type(exc).__name__}: {exc}"
+            return scrub(f"retrieval_downstream raised {type(exc).__name__}: {_text(exc)}")
         if isinstance(value, bool) or not isinstance(value, int | float):
-            return f"retrieval_downstream returned {value!r}; return a number in [0, 1]"
+            shown = scrub(_text(value, repr))[:200]  # scrubbed whole, then cut
+            return f"retrieval_downstream returned {shown}; return a number in [0, 1]"
         if not math.isfinite(value) or not 0 <= value <= 1:
             return f"retrieval_downstream returned {value!r}, outside [0, 1]"
         return float(value)
+
+    def _label(self, item: tuple[int, GoldenQuery, Hit, str]) -> float | str:
+        """One label, stored the moment it exists (committed before the next call starts on
+        this thread: a killed run loses only the calls in flight)."""
+        _, query, hit, key = item
+        outcome = self._call(query, hit)
+        if self.cache is not None and not isinstance(outcome, str):
+            self.cache.put(key, outcome)
+        return outcome
 
     def label(
         self,
@@ -119,15 +135,13 @@ class DownstreamRunner:
                 else:
                     todo.append((row, query, hit, key))
         with ThreadPoolExecutor(self.concurrency, "pytest-retrieval-downstream") as pool:
-            outcomes = list(pool.map(lambda item: self._call(item[1], item[2]), todo))
+            outcomes = list(pool.map(self._label, todo))
         self.calls += len(todo)
-        for (row, query, hit, key), outcome in zip(todo, outcomes, strict=True):
+        for (row, query, hit, _), outcome in zip(todo, outcomes, strict=True):
             if isinstance(outcome, str):
                 self.failures[f"{query.id} / {hit.id}"] = outcome
-                continue
-            labels[row][hit.id] = outcome
-            if self.cache is not None:
-                self.cache.put(key, outcome)
+            else:
+                labels[row][hit.id] = outcome
         return labels
 
     def summary(self) -> dict[str, Any]:
@@ -138,3 +152,11 @@ class DownstreamRunner:
             "failures": dict(list(self.failures.items())[:20]),
             "failed": len(self.failures),
         }
+
+
+def _text(value: object, show: Callable[[object], str] = str) -> str:
+    """``str(value)`` (or ``show``), or a placeholder when that raises."""
+    try:
+        return show(value)
+    except Exception:
+        return f"<a {type(value).__name__} whose {show.__name__}() raised>"

@@ -22,6 +22,8 @@ from numbers import Real
 from types import GeneratorType
 from typing import Any, overload
 
+from ._scrub import scrub
+
 #: longest error message kept (an HTTP error can carry a whole response body)
 MAX_ERROR = 1000
 #: the rank of a judged doc that did not come back: past every cutoff
@@ -40,7 +42,11 @@ def read_limit(k: int) -> int:
 
 
 class HitError(ValueError):
-    """The retriever returned something that is not a ranked list of hits."""
+    """The retriever returned something that is not a ranked list of hits (its message
+    quotes what came back: scrubbed of secrets, as every error text is)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(scrub(message))
 
 
 class Ranking(Sequence[str]):
@@ -246,7 +252,7 @@ def _is_score(value: Any) -> bool:
 def _no_id(rank: int, hit: Any, doc_id: Any) -> str:
     got = f"{type(hit).__name__} {_safe_repr(hit)}" if doc_id is None else repr(doc_id)
     return (
-        f"hit at rank {rank} has no usable id (got {got[:80]}): doc ids must be "
+        f"hit at rank {rank} has no usable id (got {scrub(got)[:80]}): doc ids must be "
         f"non-empty strings, never coerced (convert them with str() in the retriever); "
         f"{_RETURN_HINT}"
     )
@@ -291,7 +297,7 @@ def describe_error(exc: BaseException, reading: bool) -> str:
     """``the retriever raised ValueError: boom`` (plus how to fix it, when we know);
     ``reading``: raised while its hits were read, not by the call."""
     try:
-        message = str(exc)
+        message = scrub(str(exc))  # before it is cut short: a key cut in two is no key
     except Exception:
         message = "<its message could not be shown: str() raised>"
     what = f"{type(exc).__name__}: {message}" if message else type(exc).__name__

@@ -36,6 +36,7 @@ from ._io import (
     relative,
     set_link_policy,
 )
+from ._scrub import scrub
 from .controller import Reporter
 from .errors import ConfigError, OverwriteError
 from .ini_check import check_ini_read
@@ -622,7 +623,37 @@ def pytest_runtest_makereport(
         fixture = item.config.stash[STATE].settings.fixture
         if getattr(call.excinfo.value, "argname", None) == fixture:
             report.longrepr = no_fixture_message(item, fixture, item.parent.golden_path)
+    if isinstance(item.parent, GoldenModule):
+        _scrub_report(report)
     return report
+
+
+def _scrub_report(report: pytest.TestReport) -> None:
+    """A golden set's test runs the user's fixtures (the retriever's client, made at setup)
+    and captures their output and logs: pytest shows and stores those (terminal, JUnit),
+    so the traceback and the captured sections are scrubbed of secrets as our own texts are
+    (:mod:`._scrub`)."""
+    if report.longrepr is not None:
+        report.longrepr = _scrubbed(report.longrepr)
+    if report.sections:
+        report.sections = [(title, scrub(text)) for title, text in report.sections]
+
+
+def _scrubbed(value: Any, depth: int = 0) -> Any:
+    """``value`` (pytest's representation of a failure) with every string in it scrubbed:
+    in place for pytest's own objects and lists, anew for strings and tuples."""
+    if isinstance(value, str):
+        return scrub(value)
+    if depth > 10:
+        return value
+    if isinstance(value, tuple):
+        return tuple(_scrubbed(item, depth + 1) for item in value)
+    if isinstance(value, list):
+        value[:] = [_scrubbed(item, depth + 1) for item in value]
+    elif type(value).__module__.startswith("_pytest") and hasattr(value, "__dict__"):
+        for name, item in list(vars(value).items()):
+            object.__setattr__(value, name, _scrubbed(item, depth + 1))
+    return value
 
 
 # ---------------------------------------------------------------------------- fixtures

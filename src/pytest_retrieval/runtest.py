@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._io import relative
+from ._scrub import scrub
 from .errors import ConfigError, GoldenError
 from .session import (
     AS_ERROR,
@@ -114,7 +115,7 @@ def run_evaluation(
         if downstream is not None:
             downstream.close()
     if problem is not None:  # outside the except block: no "During handling of..." chain
-        pytest.fail(problem, pytrace=False)
+        pytest.fail(scrub(problem), pytrace=False)  # a TypeError may quote the retriever
     if run_file is not None:
         result = replace(result, run_file=run_file, run_missing=run_missing, run_format=run_format)
     if rerun:

@@ -18,6 +18,7 @@ from types import FrameType, TracebackType
 from typing import NamedTuple
 
 from ._io import leads_out, relative
+from ._scrub import scrub
 
 
 class Place(NamedTuple):
@@ -84,6 +85,8 @@ def format_traceback(exc: BaseException, tb: TracebackType | None) -> str:
     ASTs at once corrupt each other (gh-106905: "AST constructor recursion depth mismatch",
     seen in CI in pytest's assertion rewriter). This runs in retriever threads, some of them
     abandoned and still running, so it must not parse anything. Chained causes are kept.
+    Secrets are masked (:func:`~pytest_retrieval._scrub.scrub`): a traceback is shown and
+    stored.
     """
     parts: list[str] = []
     seen: set[int] = set()
@@ -107,4 +110,4 @@ def format_traceback(exc: BaseException, tb: TracebackType | None) -> str:
             break
         parts.insert(0, link)
         tb = current.__traceback__
-    return "".join(parts)
+    return scrub("".join(parts))  # whole: a token named in one part is masked in all

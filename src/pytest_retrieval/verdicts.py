@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._scrub import scrub
+
 if TYPE_CHECKING:
     from .results import EvaluationResult, GateOutcome
 
@@ -39,6 +41,10 @@ class Reason:
     kind: str
     message: str
     metric: str | None = None
+
+    def __post_init__(self) -> None:
+        """Every output renders reasons: whatever text went into one, no secret comes out."""
+        object.__setattr__(self, "message", scrub(self.message))
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "message": self.message, "metric": self.metric}

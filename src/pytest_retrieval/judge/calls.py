@@ -9,19 +9,20 @@ shape for the rest of the run, and the request is sent again.
 ``classify`` turns an exception from the SDK (or a transport error it let through) into a
 :class:`Failure`: retry (timeouts, resets, 5xx, 429), give up this pair (a 400 about this
 request), or stop every call (bad key, unknown model, no quota). Every message passes
-through :func:`scrub` first.
+through :func:`scrub` first (the package's one scrubber, :mod:`pytest_retrieval._scrub`).
 """
 
 from __future__ import annotations
 
 import email.utils
 import html
-import os
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from .._scrub import scrub as scrub  # the one scrubber; client.py, batch.py import it here
 
 #: output tokens for an answer; reasoning models spend their thinking from the same budget
 ANSWER_TOKENS = 300
@@ -32,24 +33,8 @@ _REASONING = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 #: packages whose exceptions are transport failures (a timeout, a reset connection)
 TRANSPORT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "anyio"})
 
-_KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{6,})")
-_BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[^\s\"',;]+")
 _TAGS = re.compile(r"<[^>]*>")
 _SPACE = re.compile(r"\s+")
-
-
-def scrub(text: str, *secrets: str) -> str:
-    """No API key in anything we print or store: the environment's keys, any ``secrets``
-    given, bearer and basic-auth tokens and ``sk-`` lookalikes are masked (a key cut short
-    and echoed is caught only by the last two rules)."""
-    for name in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"):
-        secret = os.environ.get(name)
-        if secret:
-            text = text.replace(secret, "***")
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return _KEYLIKE.sub("sk-***", _BEARER.sub(r"\1***", text))
 
 
 def is_reasoning_model(model: str) -> bool:
