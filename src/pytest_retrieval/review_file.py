@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._json import JsonProblem, loads
+
 REVIEW_VERSION = 1
 KINDS = ("add", "remove")
 ACTIONS = ("accept", "grade", "reject", "skip")
@@ -156,10 +158,14 @@ def read_review(path: Path) -> Review:
 
 def _json_line(path: Path, number: int, line: str) -> Any:
     try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
+        return loads(line)
+    except JsonProblem as exc:
+        if not exc.problem.startswith("invalid JSON: "):  # too deep, a key twice
+            raise ReviewFileError(f"{path}:{number}: {exc}; {REMAKE}") from None
+        problem = exc.problem.removeprefix("invalid JSON: ")
+        column = exc.where.rpartition(", ")[2]
         raise ReviewFileError(
-            f"{path}:{number}: not JSON ({exc.msg} at column {exc.colno}); each line of a "
+            f"{path}:{number}: not JSON ({problem} at {column}); each line of a "
             f"review file is one JSON object: {REMAKE}"
         ) from None
 

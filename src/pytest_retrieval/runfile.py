@@ -45,6 +45,7 @@ import re
 import struct
 import zlib
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from ._gc import paused_gc
 from ._io import relative, text_lines
+from ._json import MAX_DEPTH, depth_beyond
 from .errors import ConfigError
 from .hits import QueryRun
 from .metrics import trec_order
@@ -293,7 +295,13 @@ def _duplicate(source: Path, number: int, qid: str, doc: str) -> RunFileError:
 
 
 def _read_json(source: Path, document: str, jsonl_name: bool) -> Run:
-    """A JSON document, or JSON lines (by name, or when a value follows the first)."""
+    """A JSON document, or JSON lines (by name, or when a value follows the first).
+
+    Parsed by the standard decoder with ``object_pairs_hook=list`` (the strict reader of
+    :mod:`._json` builds a dict per object: too slow for 10^7 hits), so what it checks is
+    checked here: the nesting depth, before parsing (:func:`_bounded`); a key twice in one
+    object, where objects are read (:func:`_fields`, and a query or doc twice by name)."""
+    _bounded(source, document)
     if not jsonl_name:
         try:
             data = json.loads(document, object_pairs_hook=list)
@@ -306,6 +314,38 @@ def _read_json(source: Path, document: str, jsonl_name: bool) -> Run:
         else:
             return _from_document(source, data)
     return _read_jsonl(source, document)
+
+
+def _bounded(source: Path, document: str) -> None:
+    """Nesting deeper than :data:`~._json.MAX_DEPTH` is refused before the decoder recurses
+    into it (``[`` x 100,000: a RecursionError), found by one vectorised scan."""
+    data = document.encode("utf-8", "surrogatepass")
+    offset = depth_beyond(data, MAX_DEPTH)
+    if offset is not None:
+        line = data.count(b"\n", 0, offset) + 1
+        column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+        raise RunFileError(
+            source,
+            f"line {line}, column {column}",
+            f"nested deeper than {MAX_DEPTH} levels",
+            "this is not a run file: a run nests 4 levels ({qid: [{id, score}]})",
+        )
+
+
+def _fields(source: Path, pairs: list[Any], where: str) -> dict[str, Any]:
+    """A JSON object parsed as (key, value) pairs, as a dict; a key twice is an error at its
+    pointer (``where`` is the object's), not the last value kept silently."""
+    fields = dict(pairs)
+    if len(fields) < len(pairs):
+        counts = Counter(key for key, _ in pairs)
+        key = next(key for key, _ in pairs if counts[key] > 1)
+        raise RunFileError(
+            source,
+            f"{where}/{_escape(key)}",
+            "this key appears twice in one object (JSON readers keep one of the two silently)",
+            "keep one of the two",
+        )
+    return fields
 
 
 def _json_error(source: Path, exc: json.JSONDecodeError, line: int | None = None) -> RunFileError:
@@ -390,7 +430,7 @@ def _read_jsonl(source: Path, document: str) -> Run:
     lines_of: dict[str, int] = {}
     tied = 0
     for number, record in _jsonl_records(source, document):
-        fields = dict(record) if _is_object(record) else None
+        fields = _fields(source, record, f"line {number}, ") if _is_object(record) else None
         qid = None if fields is None else fields.get("id")
         if fields is None or not isinstance(qid, str) or not qid or "hits" not in fields:
             raise RunFileError(
@@ -482,7 +522,7 @@ def _hits(source: Path, value: Any, where: str) -> tuple[QueryRun, bool]:
         if isinstance(hit, str):
             doc, score, text = hit, None, None
         elif _is_object(hit):
-            fields = dict(hit)
+            fields = _fields(source, hit, f"{where}/{rank}")
             doc, score, text = fields.get("id"), fields.get("score"), fields.get("text")
         else:
             doc = score = text = None
@@ -521,6 +561,8 @@ def _quick_hits(hits: list[Any]) -> QueryRun | None:
     if set(map(type, hits)) != {list} or not all(hit and type(hit[0]) is tuple for hit in hits):
         return None
     fields = [dict(hit) for hit in hits]
+    if sum(map(len, fields)) < sum(map(len, hits)):  # a key twice: named hit by hit
+        return None
     ids: list[Any] = [hit.get("id") for hit in fields]
     if not _plain_ids(ids) or len(set(ids)) < len(ids):
         return None
