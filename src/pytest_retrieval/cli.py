@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ._io import BASELINE_SUFFIX, counted, relative
 from ._json import JsonProblem, loads
 from ._version import __version__
-from .errors import ConfigError
+from .errors import ConfigError, RetrievalError
 from .judge_args import DEFAULT_JUDGE_CACHE
 from .validators import (
     alpha_arg,
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 Command = Callable[[argparse.Namespace], int]
 
 
-class CliError(Exception):
+class CliError(RetrievalError):
     """A problem to report in one line (no traceback), exit status 1."""
 
 
