@@ -365,3 +365,15 @@ def test_a_key_twice_in_a_run_file_names_its_place(
     status, _, err = run(capsys, "eval", "golden.json", name, "--baseline", "none.json")
     assert status == 2, err
     assert f"run file {name}, {where}" in err, err
+
+
+def test_brackets_a_broken_jsonl_line_leaves_open_are_not_called_nesting(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Forty lines that each leave five brackets open add up past the limit: the first
+    broken line is what is wrong, and it is named."""
+    (project / "run.jsonl").write_text('{"id": "apple", "hits": [[[[[\n' * 40, "utf-8")
+    status, _, err = run(capsys, "eval", "golden.json", "run.jsonl", "--baseline", "none.json")
+    assert status == 2, err
+    assert "run file run.jsonl, line 1, column 30: invalid JSON: Expecting value" in err, err
+    assert NESTED not in err

@@ -301,7 +301,7 @@ def _read_json(source: Path, document: str, jsonl_name: bool) -> Run:
     :mod:`._json` builds a dict per object: too slow for 10^7 hits), so what it checks is
     checked here: the nesting depth, before parsing (:func:`_bounded`); a key twice in one
     object, where objects are read (:func:`_fields`, and a query or doc twice by name)."""
-    _bounded(source, document)
+    _bounded(source, document, jsonl_name)
     if not jsonl_name:
         try:
             data = json.loads(document, object_pairs_hook=list)
@@ -316,14 +316,21 @@ def _read_json(source: Path, document: str, jsonl_name: bool) -> Run:
     return _read_jsonl(source, document)
 
 
-def _bounded(source: Path, document: str) -> None:
+def _bounded(source: Path, document: str, lines: bool) -> None:
     """Nesting deeper than :data:`~._json.MAX_DEPTH` is refused before the decoder recurses
-    into it (``[`` x 100,000: a RecursionError), found by one vectorised scan."""
+    into it (``[`` x 100,000: a RecursionError), found by one vectorised scan of the whole
+    document. In JSON ``lines``, brackets a broken line leaves open add up over the next
+    lines: the lines before the deep one are parsed, so the first broken one is named."""
     data = document.encode("utf-8", "surrogatepass")
     offset = depth_beyond(data, MAX_DEPTH)
     if offset is not None:
         line = data.count(b"\n", 0, offset) + 1
         column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+        if lines:  # each line before is at most MAX_DEPTH deep: the decoder reads it
+            before = document.split("\n", line - 1)[: line - 1]
+            for number, text in enumerate(before, start=1):
+                if text.strip():
+                    _json_line(source, text, number)
         raise RunFileError(
             source,
             f"line {line}, column {column}",
