@@ -377,3 +377,33 @@ def test_brackets_a_broken_jsonl_line_leaves_open_are_not_called_nesting(
     assert status == 2, err
     assert "run file run.jsonl, line 1, column 30: invalid JSON: Expecting value" in err, err
     assert NESTED not in err
+
+
+@pytest.mark.parametrize("name", ["golden.json", "golden.jsonl"])
+def test_a_lone_surrogate_in_a_golden_set_is_named_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """JSON allows "\\ud800"; UTF-8 cannot write it: ids and texts are hashed and written."""
+    entry = '{"id": "q1", "query": "apple", "relevant": ["d1"], "params": {"\\ud800": 1}}'
+    path = tmp_path / name
+    path.write_text(entry if name.endswith("l") else f"[{entry}]", "utf-8")
+    status, _, err = run(capsys, "validate", str(path))
+    assert status == 1, err
+    where = "line 1, /params/\\ud800" if name.endswith("l") else "/0/params/\\ud800"
+    assert f"golden set {path}, {where}: a lone surrogate escape" in err, err
+    paired = tmp_path / "paired.json"
+    paired.write_text(entry.replace("\\ud800", "\\ud83d\\ude00").join("[]"), "utf-8")
+    assert run(capsys, "validate", str(paired))[0] == 0
+
+
+def test_a_report_with_a_damaged_metric_name_names_the_file(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the fuzzing: a "[" in a metric name was a KeyError traceback from show."""
+    text = (project / "r.json").read_text("utf-8")
+    (project / "bad.json").write_text(text.replace('"recall@3"', '"[recall@3"', 1), "utf-8")
+    for argv in (["show", "bad.json"], ["diff", "r.json", "bad.json"]):
+        status, _, err = run(capsys, *argv)
+        assert status == 1, err
+        assert "bad.json: /evaluations/0/metrics: '[recall@3' is not a metric name" in err, err
+        assert "Traceback" not in err

@@ -471,9 +471,34 @@ def _read_report(path: Path, data: dict[str, Any] | None = None) -> list[Evaluat
 
     evaluations = (data if data is not None else _report_data(path))["evaluations"]
     try:
-        return [result_from_dict(entry) for entry in evaluations]
+        results = [result_from_dict(entry) for entry in evaluations]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CliError(f"{path}: a malformed evaluation entry ({exc!r})") from None
+    for index, result in enumerate(results):
+        _check_metric_names(path, index, result)
+    return results
+
+
+def _check_metric_names(path: Path, index: int, result: EvaluationResult) -> None:
+    """The metric names of a report's evaluation are metric names, each with its mean per
+    tag: a report edited or damaged there is one message naming the file and field, not an
+    error (or a KeyError) about a metric the command line never named."""
+    from .metrics import MetricNameError, parse_metric
+
+    where = f"{path}: /evaluations/{index}"
+    fix = "give the report as pytest --retrieval-report wrote it"
+    for name in result.metrics:
+        try:
+            parse_metric(name)
+        except MetricNameError as exc:
+            raise CliError(f"{where}/metrics: {exc}; {fix}") from None
+    for tag, means in result.per_tag.items():  # a report writes every metric's mean per tag
+        missing = [name for name in result.metrics if name not in means]
+        if missing:
+            raise CliError(
+                f"{where}/per_tag/{tag}/metrics: no mean of {missing[0]!r}, a metric of the "
+                f"evaluation; {fix}"
+            )
 
 
 def _counterpart(

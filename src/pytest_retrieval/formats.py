@@ -145,6 +145,59 @@ def parse_json(source: Path, text: str, line: int | None = None) -> Any:
         raise GoldenError(source, exc.where, exc.problem, exc.fix) from None
 
 
+#: a JSON escape of a UTF-16 surrogate: paired ones are one character, a lone one is none
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _refuse_lone_surrogates(source: Path, text: str, document: Any, line: str) -> None:
+    """A string of the golden set that holds a lone surrogate (``"\\ud800"``: JSON allows
+    the escape, UTF-8 cannot write it) is an error at its pointer: ids, texts and params
+    are hashed, printed and written as UTF-8. The document is searched only when its text
+    has such an escape (``line``: the JSONL line, before the pointer)."""
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return
+    pointer = _lone_surrogate(document, "")
+    if pointer is not None:
+        raise GoldenError(
+            source,
+            f"{line}{pointer or '/'}",
+            "a lone surrogate escape (such as \\ud800) in a string: not a character, and "
+            "not text that can be written as UTF-8",
+            "remove it, or write the character it was cut from (a pair such as "
+            "\\ud83d\\ude00 is one character)",
+        )
+
+
+def _lone_surrogate(value: Any, pointer: str) -> str | None:
+    """The JSON pointer of the first string (or key) under ``value`` with a lone surrogate."""
+    if isinstance(value, str):
+        return None if value.isascii() or _encodes(value) else pointer
+    children: Any = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, child in children:
+        token = str(key).encode("utf-8", "backslashreplace").decode()  # \ud800 as written
+        place = f"{pointer}/{token.replace('~', '~0').replace('/', '~1')}"
+        if isinstance(key, str) and not _encodes(key):
+            return place
+        found = _lone_surrogate(child, place)
+        if found is not None:
+            return found
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def shown(value: Any) -> str:
     """``value`` as written in the JSON file (true, null, NaN), cut short when long (a
     400-digit grade)."""
@@ -159,7 +212,9 @@ def shown(value: Any) -> str:
 
 
 def _read_json(source: Path) -> RawGolden:
-    document = parse_json(source, read_text(source))
+    text = read_text(source)
+    document = parse_json(source, text)
+    _refuse_lone_surrogates(source, text, document, "")
     if isinstance(document, list):
         if document:
             _refuse_other_files(source, document[0])
@@ -185,6 +240,7 @@ def _read_jsonl(source: Path) -> RawGolden:
     for number, line in enumerate(text_lines(read_text(source)), start=1):
         if line.strip():
             entries.append(parse_json(source, line, line=number))
+            _refuse_lone_surrogates(source, line, entries[-1], f"line {number}, ")
             lines.append(number)
             if len(entries) == 1:
                 _refuse_other_files(source, entries[0])
@@ -273,6 +329,7 @@ def _read_beir(folder: Path, split: str | None) -> RawGolden:
         if not line.strip():
             continue
         record = parse_json(queries_file, line, line=number)
+        _refuse_lone_surrogates(queries_file, line, record, f"line {number}, ")
         if not isinstance(record, dict) or not isinstance(record.get("_id"), str | int):
             raise GoldenError(
                 queries_file,
