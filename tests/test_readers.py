@@ -407,3 +407,35 @@ def test_a_report_with_a_damaged_metric_name_names_the_file(
         assert status == 1, err
         assert "bad.json: /evaluations/0/metrics: '[recall@3' is not a metric name" in err, err
         assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "where"),
+    [
+        ("run.json", '{"apple": ["d1", "\\ud800"]}', "/apple/1"),
+        (
+            "run.jsonl",
+            '{"id": "apple", "hits": ["d1"]}\n{"id": "\\udc00", "hits": []}\n',
+            "line 2, /id",
+        ),
+    ],
+)
+def test_a_lone_surrogate_in_a_run_file_is_named_not_a_traceback(
+    project: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, where: str
+) -> None:
+    """Was a UnicodeEncodeError traceback writing the report."""
+    (project / name).write_text(text, "utf-8")
+    status, _, err = run(capsys, "eval", "golden.json", name, "--report", "out.json")
+    assert status == 2, err
+    assert f"run file {name}, {where}: a lone surrogate escape" in err, err
+    json.loads((project / "out.json").read_text("utf-8"))  # the report says why, in UTF-8
+
+
+def test_a_lone_surrogate_in_a_baseline_is_named(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = project / "golden.json.baseline.json"
+    baseline.write_text(baseline.read_text("utf-8").replace('"d4"', '"\\ud800"', 1), "utf-8")
+    status, _, err = run(capsys, "show", str(baseline))
+    assert status == 1, err
+    assert "/ranked/1: a lone surrogate escape" in err, err

@@ -31,7 +31,7 @@ from ._io import BASELINE_SUFFIX, atomic_write, lock_path, relative
 from ._json import JsonProblem, loads
 from ._version import __version__
 from .errors import BaselineError as BaselineError
-from .formats import default_qrels
+from .formats import default_qrels, has_surrogate_escape, lone_surrogate
 from .metrics import DEFINITIONS_VERSION
 
 FORMAT = "pytest-retrieval-baseline"
@@ -195,6 +195,9 @@ def _entries(path: Path, text: str) -> dict[str, BaselineEntry]:
             ) from None
         where = "corrupt" if text.rstrip().endswith("}") else "truncated"
         raise BaselineError(path, f"{where} JSON {place}") from None
+    surrogate = lone_surrogate(document) if has_surrogate_escape(text) else None
+    if surrogate is not None:  # ids are written to reports: UTF-8 cannot write it
+        raise BaselineError(path, f"{surrogate or '/'}: a lone surrogate escape (such as \\ud800)")
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         problem = f'not a pytest-retrieval baseline (no "format": "{FORMAT}")'
         raise (BaselineError(path, problem) if is_ours(path, text) else _foreign(path, problem))

@@ -154,9 +154,7 @@ def _refuse_lone_surrogates(source: Path, text: str, document: Any, line: str) -
     the escape, UTF-8 cannot write it) is an error at its pointer: ids, texts and params
     are hashed, printed and written as UTF-8. The document is searched only when its text
     has such an escape (``line``: the JSONL line, before the pointer)."""
-    if _SURROGATE_ESCAPE.search(text) is None:
-        return
-    pointer = _lone_surrogate(document, "")
+    pointer = lone_surrogate(document) if has_surrogate_escape(text) else None
     if pointer is not None:
         raise GoldenError(
             source,
@@ -168,6 +166,18 @@ def _refuse_lone_surrogates(source: Path, text: str, document: Any, line: str) -
         )
 
 
+def has_surrogate_escape(text: str) -> bool:
+    """Whether JSON ``text`` escapes a surrogate: only then may its strings hold a lone one
+    (a file read as UTF-8 holds none otherwise), and :func:`lone_surrogate` need search."""
+    return "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None
+
+
+def lone_surrogate(document: Any) -> str | None:
+    """The JSON pointer of the first string (or key) of ``document`` that holds a lone
+    surrogate; None when none does."""
+    return _lone_surrogate(document, "")
+
+
 def _lone_surrogate(value: Any, pointer: str) -> str | None:
     """The JSON pointer of the first string (or key) under ``value`` with a lone surrogate."""
     if isinstance(value, str):
@@ -175,7 +185,7 @@ def _lone_surrogate(value: Any, pointer: str) -> str | None:
     children: Any = (
         value.items()
         if isinstance(value, dict)
-        else enumerate(value)
+        else (value if _is_pairs(value) else enumerate(value))
         if isinstance(value, list)
         else ()
     )
@@ -188,6 +198,11 @@ def _lone_surrogate(value: Any, pointer: str) -> str | None:
         if found is not None:
             return found
     return None
+
+
+def _is_pairs(value: list[Any]) -> bool:
+    """An object as ``object_pairs_hook=list`` parses it (the run file reader's)."""
+    return bool(value) and all(type(item) is tuple for item in value)
 
 
 def _encodes(text: str) -> bool:

@@ -57,6 +57,7 @@ from ._gc import paused_gc
 from ._io import relative, text_lines
 from ._json import MAX_DEPTH, depth_beyond
 from .errors import ConfigError
+from .formats import has_surrogate_escape, lone_surrogate
 from .hits import QueryRun
 from .metrics import trec_order
 
@@ -312,8 +313,24 @@ def _read_json(source: Path, document: str, jsonl_name: bool) -> Run:
             problem = f"unreadable JSON: {exc}"
             raise RunFileError(source, "", problem, "shorten that value") from None
         else:
+            if has_surrogate_escape(document):
+                _text_only(source, data, "")
             return _from_document(source, data)
     return _read_jsonl(source, document)
+
+
+def _text_only(source: Path, data: Any, line: str) -> None:
+    """No id or text of the run holds a lone surrogate (``"\\ud800"``: JSON allows the
+    escape, UTF-8 cannot write it, and ids are written to reports and baselines); called
+    only when the document escapes a surrogate at all."""
+    pointer = lone_surrogate(data)
+    if pointer is not None:
+        raise RunFileError(
+            source,
+            f"{line}{pointer or '/'}",
+            "a lone surrogate escape (such as \\ud800) in a string: not a character",
+            "remove it, or write the character it was cut from",
+        )
 
 
 def _bounded(source: Path, document: str, lines: bool) -> None:
@@ -433,10 +450,13 @@ def _golden_entries(value: Any) -> bool:
 
 def _read_jsonl(source: Path, document: str) -> Run:
     """One ``{"id", "hits"}`` a line."""
+    escapes = has_surrogate_escape(document)
     queries: dict[str, QueryRun] = {}
     lines_of: dict[str, int] = {}
     tied = 0
     for number, record in _jsonl_records(source, document):
+        if escapes:
+            _text_only(source, record, f"line {number}, ")
         fields = _fields(source, record, f"line {number}, ") if _is_object(record) else None
         qid = None if fields is None else fields.get("id")
         if fields is None or not isinstance(qid, str) or not qid or "hits" not in fields:
