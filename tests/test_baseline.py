@@ -468,11 +468,12 @@ def test_sigkill_mid_write_keeps_the_previous_baseline(tmp_path: Path) -> None:
     script = (
         "import sys, pathlib\n"
         "from pytest_retrieval.baseline import BaselineEntry, BaselineQuery, update\n"
-        "q = {f'q{j}': BaselineQuery('f', {'recall@10': 0.5}, ['d'] * 50) for j in range(5000)}\n"
         "i = 0\n"
         "while True:\n"
         "    i += 1\n"
-        "    e = BaselineEntry('g', 'fp', 'r', 10, {'recall@10': i / 1e6}, {}, 1.0, 2.0, q)\n"
+        "    m = {'recall@10': i / 1e6}  # the aggregate is the mean of the queries' values\n"
+        "    q = {f'q{j}': BaselineQuery('f', m, ['d'] * 50) for j in range(5000)}\n"
+        "    e = BaselineEntry('g', 'fp', 'r', 10, m, {}, 1.0, 2.0, q)\n"
         "    update(pathlib.Path(sys.argv[1]), [e], replace_corrupt=False)\n"
         "    print(i, flush=True)\n"
     )

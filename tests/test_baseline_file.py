@@ -453,15 +453,20 @@ def test_metric_values_round_trip_exactly(tmp_path: Path) -> None:
     """Rounded to 10 digits, an unchanged run compared with differences of 1e-11, not 0."""
     path = tmp_path / "b.json"
     per_query = {"recall@10": 1 / 7, "mrr@10": math.nan}
+    mean = (1 / 7 + (0.1 + 0.2)) / 2  # the aggregate is its queries' mean, as recorded
     entry = _entry(
-        value=0.1 + 0.2,
-        queries={"q1": BaselineQuery("f", per_query, ["d1"])},
+        value=mean,
+        queries={
+            "q1": BaselineQuery("f", per_query, ["d1"]),
+            "q2": BaselineQuery("f", {"recall@10": 0.1 + 0.2}, ["d1"]),
+        },
         ci={"recall@10": (1 / 3, 2 / 3)},
     )
     update(path, [entry], replace_corrupt=False)
     (stored,) = read(path).values()
-    assert stored.metrics["recall@10"] == 0.30000000000000004
+    assert stored.metrics["recall@10"] == mean
     assert stored.queries["q1"].metrics["recall@10"] == 1 / 7
+    assert stored.queries["q2"].metrics["recall@10"] == 0.30000000000000004
     assert math.isnan(stored.queries["q1"].metrics["mrr@10"])  # unscored: null in the file
     assert stored.ci == {"recall@10": (0.3333333333, 0.6666666667)}  # estimates stay rounded
 
@@ -470,7 +475,7 @@ def test_per_query_latency_is_stored_to_three_significant_digits(tmp_path: Path)
     path = tmp_path / "b.json"
     latencies = {"a": 12.3456, "b": 0.00123456, "c": 123456.7, "d": None, "e": math.nan}
     queries = {q: BaselineQuery("f", {"recall@10": 1.0}, [], ms) for q, ms in latencies.items()}
-    entry = _entry(queries=queries, latency_p50_ms=1.23456789, latency_p95_ms=2.0004)
+    entry = _entry(value=1.0, queries=queries, latency_p50_ms=1.23456789, latency_p95_ms=2.0004)
     update(path, [entry], replace_corrupt=False)
     (stored,) = read(path).values()
     assert {q: v.latency_ms for q, v in stored.queries.items()} == {

@@ -328,7 +328,7 @@ def _edited(report: Path, name: str, edit: Callable[[dict[str, Any]], None]) -> 
 
 
 def _only_recall_at_5(evaluation: dict[str, Any]) -> None:
-    for entry in (evaluation, *evaluation["queries"]):
+    for entry in (evaluation, *evaluation["queries"], *evaluation["per_tag"].values()):
         entry["metrics"] = {"recall@5": entry["metrics"]["recall@10"]}
     evaluation["ci"] = {"recall@5": [0.0, 1.0]}
     evaluation["gated"] = ["recall@5"]

@@ -140,7 +140,8 @@ def test_formats_reads_files_without_the_golden_model() -> None:
     ).stdout
     assert out.strip() == str(
         ["pytest_retrieval", "pytest_retrieval._gc", "pytest_retrieval._io",
-         "pytest_retrieval._version", "pytest_retrieval.errors", "pytest_retrieval.formats"]
+         "pytest_retrieval._json", "pytest_retrieval._version", "pytest_retrieval.errors",
+         "pytest_retrieval.formats"]
     )  # fmt: skip
 
 

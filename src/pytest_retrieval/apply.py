@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._io import counted
+from ._json import loads
 
 if TYPE_CHECKING:
     from .golden import GoldenSet
@@ -366,7 +367,7 @@ def edit_json(text: str, labels_by_query: Mapping[str, Sequence[Label]]) -> str:
     pieces: list[str] = []
     last = 0
     for start, end in entry_spans(text):
-        entry = json.loads(text[start:end])
+        entry = loads(text[start:end])  # read and checked before: load_golden
         if not isinstance(entry, dict) or entry_id(entry) not in labels_by_query:
             continue
         column = start - (text.rfind("\n", 0, start) + 1)
@@ -387,7 +388,7 @@ def edit_jsonl(text: str, labels_by_query: Mapping[str, Sequence[Label]]) -> str
         body = body[len(bom) :]
         if not body.strip():
             continue
-        entry = json.loads(body)
+        entry = loads(body)
         if isinstance(entry, dict) and entry_id(entry) in labels_by_query:
             new = updated_entry(entry, labels_by_query[entry_id(entry)])
             ending = line[len(bom) + len(body) :]

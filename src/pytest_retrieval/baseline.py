@@ -19,7 +19,6 @@ import math
 import os
 import re
 import sys
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,9 +28,10 @@ from typing import Any, NoReturn
 
 from ._gc import paused_gc
 from ._io import BASELINE_SUFFIX, atomic_write, locked, relative
+from ._json import JsonProblem, loads
 from ._version import __version__
 from .errors import BaselineError as BaselineError
-from .formats import default_qrels
+from .formats import default_qrels, has_surrogate_escape, lone_surrogate
 from .metrics import DEFINITIONS_VERSION
 
 FORMAT = "pytest-retrieval-baseline"
@@ -170,9 +170,18 @@ def read(path: Path) -> dict[str, BaselineEntry]:
 
 def _entries(path: Path, text: str) -> dict[str, BaselineEntry]:
     try:
-        document = _parse(text)
-    except json.JSONDecodeError as exc:
-        place = f"at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        document = loads(text)
+    except JsonProblem as exc:
+        if exc.where.startswith("/"):  # a key written twice, named by its pointer
+            raise BaselineError(
+                path, f"{exc.where}: this key appears twice in one object; keep one"
+            ) from None
+        if not exc.problem.startswith("invalid JSON: "):  # nested too deep, a huge number
+            problem = f"{exc.where}: {exc.problem}" if exc.where else exc.problem
+            if not is_ours(path, text):
+                raise _foreign(path, f"not a pytest-retrieval baseline ({problem})") from None
+            raise BaselineError(path, problem) from None
+        place = f"at {exc.where}: {exc.problem.removeprefix('invalid JSON: ')}"
         if not is_ours(path, text):
             raise _foreign(path, f"not JSON ({place})") from None
         conflict = _CONFLICT.search(text)
@@ -186,8 +195,9 @@ def _entries(path: Path, text: str) -> dict[str, BaselineEntry]:
             ) from None
         where = "corrupt" if text.rstrip().endswith("}") else "truncated"
         raise BaselineError(path, f"{where} JSON {place}") from None
-    except _Invalid as exc:
-        raise BaselineError(path, str(exc)) from None
+    surrogate = lone_surrogate(document) if has_surrogate_escape(text) else None
+    if surrogate is not None:  # ids are written to reports: UTF-8 cannot write it
+        raise BaselineError(path, f"{surrogate or '/'}: a lone surrogate escape (such as \\ud800)")
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         problem = f'not a pytest-retrieval baseline (no "format": "{FORMAT}")'
         raise (BaselineError(path, problem) if is_ours(path, text) else _foreign(path, problem))
@@ -224,8 +234,8 @@ def is_ours(path: Path, text: str) -> bool:
     if not text.strip() or path.name.endswith(BASELINE_SUFFIX):
         return True
     try:
-        document = json.loads(text)
-    except ValueError:  # damaged: by its text
+        document = loads(text)
+    except ValueError:  # damaged (JsonProblem is one): by its text
         return text.lstrip().startswith(("{", "<<<<<<<")) and bool(_FORMAT_FIELD.search(text))
     return isinstance(document, dict) and document.get("format") == FORMAT
 
@@ -254,48 +264,6 @@ class _Invalid(Exception):
     def __init__(self, pointer: str, problem: str) -> None:
         self.pointer = pointer
         super().__init__(f"{pointer}{problem}")
-
-
-class _Duplicated(dict[str, Any]):
-    """A JSON object of the file that holds ``key`` twice (``json`` would keep the last)."""
-
-    def __init__(self, values: dict[str, Any], key: str) -> None:
-        super().__init__(values)
-        self.key = key
-
-
-def _parse(text: str) -> Any:
-    """The document; a key written twice in one object is an error naming it (a merge
-    conflict resolved by keeping both sides, say), not a silent choice of the last value."""
-    duplicated = False
-
-    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal duplicated
-        result = dict(pairs)
-        if len(result) == len(pairs):
-            return result
-        duplicated = True
-        counts = Counter(key for key, _ in pairs)
-        return _Duplicated(result, next(key for key, n in counts.items() if n > 1))
-
-    document = json.loads(text, object_pairs_hook=pairs_hook)
-    if duplicated:
-        _first_duplicate(_Field(document, ()))
-    return document
-
-
-def _first_duplicate(field: _Field) -> None:
-    """Raise :class:`_Invalid` at the first duplicated key under ``field``, in file order."""
-    value = field.value
-    if isinstance(value, _Duplicated):
-        where = _Field(None, (*field.path, value.key))
-        raise _Invalid(where.pointer, ": this key appears twice in one object; keep one")
-    if isinstance(value, dict):
-        for _, child in field.items():
-            _first_duplicate(child)
-    elif isinstance(value, list):
-        for child in field.elements():
-            _first_duplicate(child)
 
 
 @dataclass(frozen=True)
@@ -424,7 +392,7 @@ def _entry(key: str, raw: _Field) -> BaselineEntry:
     judge = raw.child("judge", None)
     if judge.value is not None and not isinstance(judge.value, dict):
         judge.fail("is not an object or null")
-    return BaselineEntry(
+    entry = BaselineEntry(
         golden_name=name,
         golden_fingerprint=golden.child("fingerprint").string(empty=False),
         retriever_id=retriever,
@@ -442,6 +410,47 @@ def _entry(key: str, raw: _Field) -> BaselineEntry:
         golden_key=path.value,
         metrics_version=version.value,
     )
+    _check_means(raw.child("metrics"), entry)
+    return entry
+
+
+#: how far a recorded aggregate may be from the mean of its queries' values recomputed here:
+#: the mean was taken in run order, it is taken again in the file's (query id) order, and
+#: the two sums may differ in their last bits (under 1e-12 for 10^7 values in [0, 1]); far
+#: below any number shown (4 decimals) or any drop a gate allows
+MEAN_SLACK = 1e-9
+
+
+def _check_means(field: _Field, entry: BaselineEntry) -> None:
+    """Each aggregate metric is the mean of its queries' values (null: none has one), as
+    recording writes it. The comparison gates on the per-query values while ``show`` and
+    relative allowances use the aggregate: an aggregate edited by hand would be believed by
+    one and ignored by the other, so it is refused."""
+    if not entry.metrics:
+        return
+    import numpy as np
+
+    names = list(entry.metrics)
+    recorded = [query.metrics for query in entry.queries.values()]
+    nan = math.nan
+    count = len(recorded) * len(names)
+    values = np.fromiter(
+        (m.get(name, nan) for m in recorded for name in names), np.float64, count
+    ).reshape(len(recorded), len(names))
+    for column, name in enumerate(names):
+        found = values[:, column]
+        found = found[np.isfinite(found)]
+        mean = float(found.mean()) if found.size else nan
+        stored = entry.metrics[name]
+        if math.isnan(stored) and math.isnan(mean):
+            continue
+        if math.isnan(stored) or math.isnan(mean) or abs(stored - mean) > MEAN_SLACK:
+            value = field.child(name)
+            value.fail(
+                f"is not the mean of the queries' {name} values "
+                f"({'null: none has one' if math.isnan(mean) else repr(mean)}): "
+                "aggregates are recorded, never edited (the comparison reads the queries' values)"
+            )
 
 
 def _query(raw: _Field) -> BaselineQuery:

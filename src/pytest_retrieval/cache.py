@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ._json import loads
 from .errors import warning_made_error
 
 _SCHEMA = (
@@ -153,10 +154,10 @@ class JsonCache:
             return None
         try:
             row = self._db().execute("SELECT value FROM entries WHERE key = ?", (key,)).fetchone()
-            return None if row is None else json.loads(row[0])
+            return None if row is None else loads(row[0])
         except sqlite3.DatabaseError as exc:
             self._off(f"{self.path} broke while reading it ({exc}); delete it to start anew")
-        except ValueError:  # a row that is not JSON: treat as missing
+        except ValueError:  # a row that is not JSON (or too deep, a key twice): missing
             pass
         return None
 
@@ -247,8 +248,8 @@ def _answers(key: str, row: tuple[str] | None, usable: Callable[[str, Any], bool
     if row is None:
         return False
     try:
-        value = json.loads(row[0])
-    except ValueError:
+        value = loads(row[0])
+    except ValueError:  # JsonProblem is one: a bad row is a miss
         return False
     return usable(key, value)
 

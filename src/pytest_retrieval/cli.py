@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._io import BASELINE_SUFFIX, counted, relative
+from ._json import JsonProblem, loads
 from ._version import __version__
-from .errors import ConfigError
+from .errors import ConfigError, RetrievalError
 from .judge_args import DEFAULT_JUDGE_CACHE
 from .validators import (
     alpha_arg,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 Command = Callable[[argparse.Namespace], int]
 
 
-class CliError(Exception):
+class CliError(RetrievalError):
     """A problem to report in one line (no traceback), exit status 1."""
 
 
@@ -520,9 +521,34 @@ def _read_report(path: Path, data: dict[str, Any] | None = None) -> list[Evaluat
 
     evaluations = (data if data is not None else _report_data(path))["evaluations"]
     try:
-        return [result_from_dict(entry) for entry in evaluations]
+        results = [result_from_dict(entry) for entry in evaluations]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CliError(f"{path}: a malformed evaluation entry ({exc!r})") from None
+    for index, result in enumerate(results):
+        _check_metric_names(path, index, result)
+    return results
+
+
+def _check_metric_names(path: Path, index: int, result: EvaluationResult) -> None:
+    """The metric names of a report's evaluation are metric names, each with its mean per
+    tag: a report edited or damaged there is one message naming the file and field, not an
+    error (or a KeyError) about a metric the command line never named."""
+    from .metrics import MetricNameError, parse_metric
+
+    where = f"{path}: /evaluations/{index}"
+    fix = "give the report as pytest --retrieval-report wrote it"
+    for name in result.metrics:
+        try:
+            parse_metric(name)
+        except MetricNameError as exc:
+            raise CliError(f"{where}/metrics: {exc}; {fix}") from None
+    for tag, means in result.per_tag.items():  # a report writes every metric's mean per tag
+        missing = [name for name in result.metrics if name not in means]
+        if missing:
+            raise CliError(
+                f"{where}/per_tag/{tag}/metrics: no mean of {missing[0]!r}, a metric of the "
+                f"evaluation; {fix}"
+            )
 
 
 def _counterpart(
@@ -733,22 +759,22 @@ def _show(args: argparse.Namespace) -> int:
     _inputs(args, ["file"])
     path: Path = args.file
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data: Any = loads(text)
     except OSError as exc:
         raise CliError(f"{path}: cannot read it ({exc.strerror})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, JsonProblem) as exc:
         if path.name.endswith(BASELINE_SUFFIX):
             return _show_baseline(args)  # the baseline reader says what is wrong with it
-        if isinstance(exc, json.JSONDecodeError) and _cut_short(exc):
+        if isinstance(exc, JsonProblem) and not _syntax(exc):  # too deep, a key twice
+            raise UsageError(f"{path}, {exc}; {SHOW_READS}") from None
+        syntax = _decode_error(text) if isinstance(exc, JsonProblem) else None
+        if syntax is not None and _cut_short(syntax):
             raise UsageError(
-                f"{path} ends before its JSON does (line {exc.lineno}, column {exc.colno}): "
-                f"cut short by an interrupted run, write or upload; {SHOW_READS}"
+                f"{path} ends before its JSON does (line {syntax.lineno}, column "
+                f"{syntax.colno}): cut short by an interrupted run, write or upload; {SHOW_READS}"
             ) from None
-        where = (
-            f"line {exc.lineno}, column {exc.colno}"
-            if isinstance(exc, json.JSONDecodeError)
-            else "not UTF-8 text"
-        )
+        where = exc.where if isinstance(exc, JsonProblem) else "not UTF-8 text"
         raise UsageError(f"{path} is not JSON ({where}); {SHOW_READS}") from None
     if isinstance(data, dict) and data.get("format") == FORMAT:
         return _show_baseline(args)
@@ -1285,14 +1311,19 @@ def _no_password(url: str | None) -> str | None:
 def _json_object(path: Path) -> dict[str, Any]:
     """A JSON file holding an object (a report, a batch state), or one clear CliError."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = loads(text)
     except OSError as exc:
         raise CliError(f"{path}: cannot read it ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise CliError(f"{path}: not JSON (not UTF-8 text)") from None
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno}, column {exc.colno}"
-        if _cut_short(exc):
+    except JsonProblem as problem:
+        if not _syntax(problem):  # too deep, a key twice: not a file we wrote
+            fix = "give the file as pytest-retrieval wrote it"
+            raise CliError(f"{path}, {problem}; {fix}") from None
+        syntax = _decode_error(text)
+        where = problem.where
+        if syntax is not None and _cut_short(syntax):
             raise CliError(
                 f"{path}: ends before its JSON does ({where}); give the file as "
                 "pytest-retrieval wrote it (one cut short by an interrupted run, write or "
@@ -1304,6 +1335,24 @@ def _json_object(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise CliError(f"{path}: not a JSON object")
     return data
+
+
+def _syntax(problem: JsonProblem) -> bool:
+    """Whether ``problem`` is a syntax error (not a nesting too deep or a key twice)."""
+    return problem.problem.startswith("invalid JSON: ")
+
+
+def _decode_error(text: str) -> json.JSONDecodeError | None:
+    """The standard decoder's error on ``text``, whose strict reading found a syntax error
+    (so its nesting is bounded: no recursion too deep here): its offset says whether the
+    file was cut short."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        return exc
+    except ValueError:
+        return None
+    return None
 
 
 def _cut_short(exc: json.JSONDecodeError) -> bool:

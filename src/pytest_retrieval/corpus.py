@@ -19,13 +19,14 @@ string, as golden sets and the judge read them).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ._io import text_lines
+from ._json import JsonProblem, loads
+from .errors import RetrievalError
 
 _ID_KEYS = ("_id", "id", "doc_id")
 _TEXT_KEYS = ("text", "contents")
@@ -33,7 +34,7 @@ _OWN_KEYS = frozenset({*_ID_KEYS, *_TEXT_KEYS, "title", "metadata"})
 _EXAMPLE = '{"_id": "doc-1", "title": "...", "text": "...", "metadata": {"source": "..."}}'
 
 
-class CorpusError(Exception):
+class CorpusError(RetrievalError):
     """A corpus that cannot be read: which file, where, what is wrong, how to fix it."""
 
     def __init__(self, source: Path, where: str, problem: str, fix: str) -> None:
@@ -93,14 +94,11 @@ def _text(path: Path) -> str:
 
 def _parse(path: Path, text: str, where: str) -> Any:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        place = where or f"line {exc.lineno}, column {exc.colno}"
-        raise CorpusError(
-            path, place, f"invalid JSON: {exc.msg}", "fix the JSON syntax there"
-        ) from None
-    except (ValueError, RecursionError) as exc:
-        raise CorpusError(path, where, f"unreadable JSON: {exc}", "shorten that value") from None
+        return loads(text)
+    except JsonProblem as exc:
+        pointer = exc.where.startswith("/")  # a key twice: the line, then its pointer
+        place = f"{where}, {exc.where}" if where and pointer else where or exc.where
+        raise CorpusError(path, place, exc.problem, exc.fix) from None
 
 
 def _jsonl(path: Path) -> list[Document]:

@@ -8,7 +8,6 @@ This module imports nothing from :mod:`.golden`, so the dependency points one wa
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -20,6 +19,7 @@ from typing import Any
 
 from ._gc import paused_gc
 from ._io import text_lines
+from ._json import JsonProblem, loads
 from .errors import GoldenError
 
 #: the largest judgment grade (0-3 or 0-4 are usual; 100 allows percentage-like scales)
@@ -111,8 +111,8 @@ def declared_corpus(source: Path) -> str | None:
     if source.suffix.lower() != ".json" or not source.is_file():
         return None
     try:
-        document = json.loads(read_text(source))
-    except (ValueError, RecursionError):  # GoldenError is one
+        document = loads(read_text(source))
+    except ValueError:  # GoldenError and JsonProblem are ones
         return None
     corpus = document.get("corpus") if isinstance(document, dict) else None
     return str((source.parent / corpus).resolve()) if isinstance(corpus, str) and corpus else None
@@ -137,19 +137,80 @@ def _reading(source: Path, place: Callable[[UnicodeDecodeError], str]) -> Iterat
 
 
 def parse_json(source: Path, text: str, line: int | None = None) -> Any:
-    """``text`` parsed; ``line`` is its line number when it is one line of a JSONL file."""
+    """``text`` parsed strictly (:mod:`._json`: nesting bounded, a key written twice named
+    by its pointer); ``line`` is its line number when it is one line of a JSONL file."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return loads(text, line=line)
+    except JsonProblem as exc:
+        raise GoldenError(source, exc.where, exc.problem, exc.fix) from None
+
+
+#: a JSON escape of a UTF-16 surrogate: paired ones are one character, a lone one is none
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _refuse_lone_surrogates(source: Path, text: str, document: Any, line: str) -> None:
+    """A string of the golden set that holds a lone surrogate (``"\\ud800"``: JSON allows
+    the escape, UTF-8 cannot write it) is an error at its pointer: ids, texts and params
+    are hashed, printed and written as UTF-8. The document is searched only when its text
+    has such an escape (``line``: the JSONL line, before the pointer)."""
+    pointer = lone_surrogate(document) if has_surrogate_escape(text) else None
+    if pointer is not None:
         raise GoldenError(
             source,
-            f"line {exc.lineno + (line or 1) - 1}, column {exc.colno}",
-            f"invalid JSON: {exc.msg}",
-            "fix the JSON syntax there (a trailing comma or a missing quote is typical)",
-        ) from exc
-    except (ValueError, RecursionError) as exc:  # a 5000-digit number, arrays nested 10^5 deep
-        where = f"line {line}" if line else ""
-        raise GoldenError(source, where, f"unreadable JSON: {exc}", "shorten that value") from None
+            f"{line}{pointer or '/'}",
+            "a lone surrogate escape (such as \\ud800) in a string: not a character, and "
+            "not text that can be written as UTF-8",
+            "remove it, or write the character it was cut from (a pair such as "
+            "\\ud83d\\ude00 is one character)",
+        )
+
+
+def has_surrogate_escape(text: str) -> bool:
+    """Whether JSON ``text`` escapes a surrogate: only then may its strings hold a lone one
+    (a file read as UTF-8 holds none otherwise), and :func:`lone_surrogate` need search."""
+    return "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None
+
+
+def lone_surrogate(document: Any) -> str | None:
+    """The JSON pointer of the first string (or key) of ``document`` that holds a lone
+    surrogate; None when none does."""
+    return _lone_surrogate(document, "")
+
+
+def _lone_surrogate(value: Any, pointer: str) -> str | None:
+    """The JSON pointer of the first string (or key) under ``value`` with a lone surrogate."""
+    if isinstance(value, str):
+        return None if value.isascii() or _encodes(value) else pointer
+    children: Any = (
+        value.items()
+        if isinstance(value, dict)
+        else (value if _is_pairs(value) else enumerate(value))
+        if isinstance(value, list)
+        else ()
+    )
+    for key, child in children:
+        token = str(key).encode("utf-8", "backslashreplace").decode()  # \ud800 as written
+        place = f"{pointer}/{token.replace('~', '~0').replace('/', '~1')}"
+        if isinstance(key, str) and not _encodes(key):
+            return place
+        found = _lone_surrogate(child, place)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_pairs(value: list[Any]) -> bool:
+    """An object as ``object_pairs_hook=list`` parses it (the run file reader's)."""
+    return bool(value) and all(type(item) is tuple for item in value)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def shown(value: Any) -> str:
@@ -166,7 +227,9 @@ def shown(value: Any) -> str:
 
 
 def _read_json(source: Path) -> RawGolden:
-    document = parse_json(source, read_text(source))
+    text = read_text(source)
+    document = parse_json(source, text)
+    _refuse_lone_surrogates(source, text, document, "")
     if isinstance(document, list):
         if document:
             _refuse_other_files(source, document[0])
@@ -192,6 +255,7 @@ def _read_jsonl(source: Path) -> RawGolden:
     for number, line in enumerate(text_lines(read_text(source)), start=1):
         if line.strip():
             entries.append(parse_json(source, line, line=number))
+            _refuse_lone_surrogates(source, line, entries[-1], f"line {number}, ")
             lines.append(number)
             if len(entries) == 1:
                 _refuse_other_files(source, entries[0])
@@ -275,10 +339,12 @@ def _read_beir(folder: Path, split: str | None) -> RawGolden:
     qrels_file = qrels_dir / f"{split}.tsv"
     judgments = _read_beir_qrels(qrels_file)
     texts: dict[str, tuple[str, dict[str, Any]]] = {}
+    first_on: dict[str, int] = {}
     for number, line in enumerate(text_lines(read_text(queries_file)), start=1):
         if not line.strip():
             continue
         record = parse_json(queries_file, line, line=number)
+        _refuse_lone_surrogates(queries_file, line, record, f"line {number}, ")
         if not isinstance(record, dict) or not isinstance(record.get("_id"), str | int):
             raise GoldenError(
                 queries_file,
@@ -293,7 +359,8 @@ def _read_beir(folder: Path, split: str | None) -> RawGolden:
                 "missing or empty query text",
                 'write {"_id": "q1", "text": "query text"}',
             )
-        texts[str(record["_id"])] = (record["text"], record.get("metadata") or {})
+        query_id = _once(queries_file, str(record["_id"]), number, first_on)
+        texts[query_id] = (record["text"], record.get("metadata") or {})
     _require_texts(judgments, texts, qrels_file, queries_file)
     entries = []
     for query_id, relevant in judgments.items():
@@ -311,7 +378,8 @@ def _read_beir_qrels(path: Path) -> dict[str, dict[str, int]]:
     lines = text_lines(read_text(path))
 
     def rows() -> Iterator[tuple[int, Sequence[str]]]:
-        for number, row in enumerate(csv.reader(lines, delimiter="\t"), start=1):
+        for number, line in enumerate(lines, start=1):  # split at tabs: a quote is a character
+            row = line.split("\t")
             if not "".join(row).strip():
                 continue
             if number == 1 and row[0].strip().lower() in {"query-id", "query_id", "qid"}:
@@ -320,6 +388,12 @@ def _read_beir_qrels(path: Path) -> dict[str, dict[str, int]]:
 
     return _judgments(path, rows, "query-id<TAB>corpus-id<TAB>score", 3)
 
+
+#: a grade as trec_eval reads one: an optional sign and ASCII digits, nothing else
+_GRADE = re.compile(r"[+-]?[0-9]+")
+#: a field of a TREC qrels line: fields are split at ASCII whitespace only, as trec_eval
+#: splits them (``str.split`` also splits at U+00A0, U+2003, U+0085 and more)
+_TREC_FIELD = re.compile(r"[^ \t\n\r\f\v]+")
 
 #: the rows of a qrels file, ``(line number, [query id, doc id, grade])``, from the start
 Rows = Callable[[], Iterator[tuple[int, Sequence[str]]]]
@@ -342,15 +416,14 @@ def _judgments(path: Path, rows: Rows, layout: str, columns: int) -> dict[str, d
                 f"write {layout}",
             )
         query_id, doc_id, grade_text = (cell.strip() for cell in row)
-        try:
-            grade = int(grade_text)
-        except ValueError:
+        if _GRADE.fullmatch(grade_text) is None:  # int() reads "1_0" as 10, full-width digits
             raise GoldenError(
                 path,
                 f"line {number}",
-                f"grade {shown(grade_text)} is not a whole number",
+                f"grade {shown(grade_text)} is not a whole number in ASCII digits",
                 f"write {layout}",
-            ) from None
+            )
+        grade = int(grade_text)
         if grade > MAX_GRADE:
             raise GoldenError(
                 path,
@@ -379,7 +452,7 @@ def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
     lines = text_lines(read_text(source))
 
     def rows() -> Iterator[tuple[int, Sequence[str]]]:
-        for number, fields in enumerate(map(str.split, lines), start=1):
+        for number, fields in enumerate(map(_TREC_FIELD.findall, lines), start=1):
             if len(fields) == 6 and fields[1] == "Q0":
                 raise GoldenError(
                     source,
@@ -405,6 +478,7 @@ def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
     elif not queries_file.is_file():
         raise GoldenError(queries_file, "", "no such queries file", "check the --queries path")
     texts: dict[str, str] = {}
+    first_on: dict[str, int] = {}
     for number, line in enumerate(text_lines(read_text(queries_file)), start=1):
         if not line.strip():
             continue
@@ -416,13 +490,27 @@ def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
                 "expected QUERY_ID<TAB>TEXT",
                 "write one query per line: id, a tab, the text",
             )
-        texts[query_id.strip()] = text.strip()
+        texts[_once(queries_file, query_id.strip(), number, first_on)] = text.strip()
     _require_texts(judgments, texts, source, queries_file)
     entries = [
         {"id": query_id, "query": texts[query_id], "relevant": relevant}
         for query_id, relevant in judgments.items()
     ]
     return RawGolden(source, entries, {"name": source.stem})
+
+
+def _once(queries_file: Path, query_id: str, number: int, first_on: dict[str, int]) -> str:
+    """``query_id``, read on line ``number``, noted in ``first_on``; given a second time, an
+    error naming both lines (a dict would keep the last text silently)."""
+    first = first_on.setdefault(query_id, number)
+    if first != number:
+        raise GoldenError(
+            queries_file,
+            f"line {number}",
+            f"query id {query_id!r} again (first on line {first})",
+            "one line per query id: delete one of the two (which text would be asked?)",
+        )
+    return query_id
 
 
 def _require_texts(

@@ -32,13 +32,13 @@ Decisions (the rules the tests hold):
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._json import JsonProblem, loads
 from .review_file import Proposal, Review, ReviewFileError, read_review, write_review
 
 if TYPE_CHECKING:
@@ -120,15 +120,15 @@ def read_report(path: Path) -> list[Mapping[str, Any]]:
     from .cli import CliError
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise CliError(f"{path}: cannot read the report ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise CliError(f"{path}: not a JSON report (not UTF-8 text)") from None
-    except json.JSONDecodeError as exc:
+    except JsonProblem as exc:
+        what = f"not JSON ({exc.where})" if exc.problem.startswith("invalid JSON") else str(exc)
         raise CliError(
-            f"{path}: not JSON (line {exc.lineno}, column {exc.colno}); give a report written "
-            "by pytest --retrieval-report"
+            f"{path}: {what}; give a report written by pytest --retrieval-report"
         ) from None
     evaluations = data.get("evaluations") if isinstance(data, dict) else None
     if not isinstance(evaluations, list):

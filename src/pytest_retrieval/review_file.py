@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._json import JsonProblem, loads
+from .errors import RetrievalError
+
 REVIEW_VERSION = 1
 KINDS = ("add", "remove")
 ACTIONS = ("accept", "grade", "reject", "skip")
@@ -26,7 +29,7 @@ HEADER_KEY = "pytest_retrieval_review"
 REMAKE = "fix that line, or make the file again with 'pytest-retrieval pool'"
 
 
-class ReviewFileError(Exception):
+class ReviewFileError(RetrievalError):
     """A review file that cannot be read or updated; the message names file, line and fix."""
 
 
@@ -156,10 +159,14 @@ def read_review(path: Path) -> Review:
 
 def _json_line(path: Path, number: int, line: str) -> Any:
     try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
+        return loads(line)
+    except JsonProblem as exc:
+        if not exc.problem.startswith("invalid JSON: "):  # too deep, a key twice
+            raise ReviewFileError(f"{path}:{number}: {exc}; {REMAKE}") from None
+        problem = exc.problem.removeprefix("invalid JSON: ")
+        column = exc.where.rpartition(", ")[2]
         raise ReviewFileError(
-            f"{path}:{number}: not JSON ({exc.msg} at column {exc.colno}); each line of a "
+            f"{path}:{number}: not JSON ({problem} at {column}); each line of a "
             f"review file is one JSON object: {REMAKE}"
         ) from None
 

@@ -46,6 +46,7 @@ import re
 import struct
 import zlib
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -55,7 +56,9 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from ._gc import paused_gc
 from ._io import OutsideLinkError, link_problem, relative, text_lines
+from ._json import MAX_DEPTH, depth_beyond
 from .errors import ConfigError
+from .formats import has_surrogate_escape, lone_surrogate
 from .hits import QueryRun
 from .metrics import trec_order
 
@@ -355,7 +358,13 @@ def _duplicate(source: Path, number: int, qid: str, doc: str) -> RunFileError:
 
 
 def _read_json(source: Path, document: str, jsonl_name: bool) -> Run:
-    """A JSON document, or JSON lines (by name, or when a value follows the first)."""
+    """A JSON document, or JSON lines (by name, or when a value follows the first).
+
+    Parsed by the standard decoder with ``object_pairs_hook=list`` (the strict reader of
+    :mod:`._json` builds a dict per object: too slow for 10^7 hits), so what it checks is
+    checked here: the nesting depth, before parsing (:func:`_bounded`); a key twice in one
+    object, where objects are read (:func:`_fields`, and a query or doc twice by name)."""
+    _bounded(source, document, jsonl_name)
     if not jsonl_name:
         try:
             data = json.loads(document, object_pairs_hook=list)
@@ -366,8 +375,63 @@ def _read_json(source: Path, document: str, jsonl_name: bool) -> Run:
             problem = f"unreadable JSON: {exc}"
             raise RunFileError(source, "", problem, "shorten that value") from None
         else:
+            if has_surrogate_escape(document):
+                _text_only(source, data, "")
             return _from_document(source, data)
     return _read_jsonl(source, document)
+
+
+def _text_only(source: Path, data: Any, line: str) -> None:
+    """No id or text of the run holds a lone surrogate (``"\\ud800"``: JSON allows the
+    escape, UTF-8 cannot write it, and ids are written to reports and baselines); called
+    only when the document escapes a surrogate at all."""
+    pointer = lone_surrogate(data)
+    if pointer is not None:
+        raise RunFileError(
+            source,
+            f"{line}{pointer or '/'}",
+            "a lone surrogate escape (such as \\ud800) in a string: not a character",
+            "remove it, or write the character it was cut from",
+        )
+
+
+def _bounded(source: Path, document: str, lines: bool) -> None:
+    """Nesting deeper than :data:`~._json.MAX_DEPTH` is refused before the decoder recurses
+    into it (``[`` x 100,000: a RecursionError), found by one vectorised scan of the whole
+    document. In JSON ``lines``, brackets a broken line leaves open add up over the next
+    lines: the lines before the deep one are parsed, so the first broken one is named."""
+    data = document.encode("utf-8", "surrogatepass")
+    offset = depth_beyond(data, MAX_DEPTH)
+    if offset is not None:
+        line = data.count(b"\n", 0, offset) + 1
+        column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+        if lines:  # each line before is at most MAX_DEPTH deep: the decoder reads it
+            before = document.split("\n", line - 1)[: line - 1]
+            for number, text in enumerate(before, start=1):
+                if text.strip():
+                    _json_line(source, text, number)
+        raise RunFileError(
+            source,
+            f"line {line}, column {column}",
+            f"nested deeper than {MAX_DEPTH} levels",
+            "this is not a run file: a run nests 4 levels ({qid: [{id, score}]})",
+        )
+
+
+def _fields(source: Path, pairs: list[Any], where: str) -> dict[str, Any]:
+    """A JSON object parsed as (key, value) pairs, as a dict; a key twice is an error at its
+    pointer (``where`` is the object's), not the last value kept silently."""
+    fields = dict(pairs)
+    if len(fields) < len(pairs):
+        counts = Counter(key for key, _ in pairs)
+        key = next(key for key, _ in pairs if counts[key] > 1)
+        raise RunFileError(
+            source,
+            f"{where}/{_escape(key)}",
+            "this key appears twice in one object (JSON readers keep one of the two silently)",
+            "keep one of the two",
+        )
+    return fields
 
 
 def _json_error(source: Path, exc: json.JSONDecodeError, line: int | None = None) -> RunFileError:
@@ -448,11 +512,14 @@ def _golden_entries(value: Any) -> bool:
 
 def _read_jsonl(source: Path, document: str) -> Run:
     """One ``{"id", "hits"}`` a line."""
+    escapes = has_surrogate_escape(document)
     queries: dict[str, QueryRun] = {}
     lines_of: dict[str, int] = {}
     tied = 0
     for number, record in _jsonl_records(source, document):
-        fields = dict(record) if _is_object(record) else None
+        if escapes:
+            _text_only(source, record, f"line {number}, ")
+        fields = _fields(source, record, f"line {number}, ") if _is_object(record) else None
         qid = None if fields is None else fields.get("id")
         if fields is None or not isinstance(qid, str) or not qid or "hits" not in fields:
             raise RunFileError(
@@ -544,7 +611,7 @@ def _hits(source: Path, value: Any, where: str) -> tuple[QueryRun, bool]:
         if isinstance(hit, str):
             doc, score, text = hit, None, None
         elif _is_object(hit):
-            fields = dict(hit)
+            fields = _fields(source, hit, f"{where}/{rank}")
             doc, score, text = fields.get("id"), fields.get("score"), fields.get("text")
         else:
             doc = score = text = None
@@ -583,6 +650,8 @@ def _quick_hits(hits: list[Any]) -> QueryRun | None:
     if set(map(type, hits)) != {list} or not all(hit and type(hit[0]) is tuple for hit in hits):
         return None
     fields = [dict(hit) for hit in hits]
+    if sum(map(len, fields)) < sum(map(len, hits)):  # a key twice: named hit by hit
+        return None
     ids: list[Any] = [hit.get("id") for hit in fields]
     if not _plain_ids(ids) or len(set(ids)) < len(ids):
         return None

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._io import leads_out, relative
+from ._json import loads
 
 if TYPE_CHECKING:
     import pytest
@@ -295,8 +296,8 @@ def partial_report_of(path: Path) -> str | None:
     if size > _READ_WHOLE or b"{" not in head[:64]:
         return None
     try:
-        document = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        document = loads(path.read_bytes())
+    except (OSError, ValueError):  # unreadable, not JSON, too deep, a key twice
         return None
     shard = document.get("shard") if isinstance(document, dict) else None
     if isinstance(shard, str):

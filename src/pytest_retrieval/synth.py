@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._io import relative
+from ._json import loads
 from .judge_args import add_judge_arguments, judge_from_args
 from .validators import positive_int
 
@@ -641,7 +642,7 @@ def ranks_from_report(path: Path, candidates: Sequence[Candidate]) -> list[int |
     from .cli import CliError
 
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
+        report = loads(path.read_text(encoding="utf-8"))
         evaluation = report["evaluations"][0]
         found = {str(q["id"]): q for q in evaluation["queries"]}
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
@@ -1020,7 +1021,7 @@ def collect(judge: Judge, state_path: Path) -> int:
     from .judge.batch import collect as collect_batch
 
     try:
-        state = json.loads(state_path.read_text(encoding="utf-8"))
+        state = loads(state_path.read_text(encoding="utf-8"))
         ids = batch_ids(state)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CliError(f"--batch-state {state_path}: not a batch state file ({exc})") from None

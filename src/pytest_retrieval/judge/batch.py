@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import text_lines
+from .._json import loads
 from .client import Judge, JudgePair, is_transport_error, scrub
 from .generate import is_completion_key
 
@@ -263,8 +264,8 @@ def _read_lines(judge: Judge, text: str, outcome: Collected) -> None:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
+            record = loads(line)
+        except ValueError:  # not JSON, nested too deep, a key twice (JsonProblem is one)
             outcome.failed["malformed line in the batch's output"] += 1
             continue
         if not isinstance(record, Mapping):

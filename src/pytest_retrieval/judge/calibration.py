@@ -6,11 +6,11 @@ before using it as a metric; ``--retrieval-judge-validate labels.json`` does the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._json import JsonProblem, loads
 from ..errors import ConfigError
 from .client import Judge, JudgePair
 
@@ -67,11 +67,13 @@ def cohen_kappa(tp: int, fp: int, fn: int, tn: int) -> float:
 def load_labels(path: Path) -> list[tuple[JudgePair, bool]]:
     """``[{"query", "text", "on_topic", "criteria"?, "doc_id"?}, ...]`` from a JSON file."""
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        data: Any = loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise LabelsError(f"{path}: cannot read it ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise LabelsError(f"{path}, line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise LabelsError(f"{path}, byte {exc.start}: not UTF-8 text; save it as UTF-8") from None
+    except JsonProblem as exc:
+        raise LabelsError(f"{path}, {exc}; {exc.fix}" if exc.where else f"{path}: {exc}") from None
     if not isinstance(data, list) or not data:
         raise LabelsError(f"{path}, /: write a non-empty list of labelled pairs")
     pairs = []
