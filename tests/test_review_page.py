@@ -195,6 +195,8 @@ def test_any_text_reaches_the_page(server: ReviewServer, review_path: Path) -> N
         ({"key": ["q1", "d1", "add"], "action": "delete"}, 400, "skip, or 'undo' to clear"),
         (["q1", "d1", "add"], 400, "a JSON object"),
         (b"{not json", 400, "not JSON"),
+        (b'{"key": ["q1", "d1", "add"], "action": "skip", "action": "accept"}', 400, "twice"),
+        (b"[" * 5_000, 400, "nested deeper"),
     ],
 )
 def test_bad_decisions_are_refused_and_the_file_is_unchanged(
@@ -228,6 +230,7 @@ GOOD = {"key": ["q1", "d1", "add"], "action": "accept"}
         ("POST", "/api/decision", {"headers": {"Origin": "http://evil.example"}}, 403, "Origin"),
         ("POST", "/api/decision", {"headers": {"Content-Type": "text/plain"}}, 415, "json"),
         ("POST", "/api/other", {}, 404, "no such endpoint"),
+        ("POST", "/api/decision", {"headers": {"Content-Length": "\xb2"}}, 411, "Content-Length"),
         ("GET", "/etc/passwd", {}, 404, "no such page"),
     ],
 )

@@ -39,6 +39,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from pytest_retrieval._io import now
+from pytest_retrieval._json import loads
 from pytest_retrieval.review_file import (
     ACTIONS,
     Decision,
@@ -221,8 +222,8 @@ def review_json(review: Review) -> dict[str, Any]:
 def parse_decision(body: bytes, by: str) -> tuple[tuple[str, str, str], Decision | None]:
     """The key and decision (None: undo) a POST body asks for."""
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        data = loads(body)  # strict: a key twice is refused, not settled by the last one
+    except (ValueError, UnicodeDecodeError) as exc:  # JsonProblem is a ValueError
         raise RequestError(HTTPStatus.BAD_REQUEST, f"the body is not JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise RequestError(
@@ -382,7 +383,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
 
     def read_body(self) -> bytes:
         length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        if length is None or not (length.isascii() and length.isdigit()):  # not "²"
             raise RequestError(HTTPStatus.LENGTH_REQUIRED, "send a Content-Length header")
         if int(length) > MAX_BODY:
             raise RequestError(
