@@ -147,7 +147,7 @@ def test_a_split_run_equals_the_serial_run_number_for_number(
     assert worse["errors"] == 8 and worse["error_groups"][0]["count"] == 8
     assert not split_report["passed"]
     reasons = split_report["verdict"]["reasons"]
-    assert [r["kind"] for r in reasons] == ["threshold", "retriever errors"]
+    assert [r["kind"] for r in reasons] == ["retriever errors", "threshold"]  # the cause first
     assert all(r["message"].startswith("graded [worse]: ") for r in reasons)
 
     properties = junit_properties(pytester.path / "junit.xml")  # JUnit says why, too
