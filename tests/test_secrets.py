@@ -262,6 +262,47 @@ def test_a_retriever_raising_with_the_key_shows_the_errors_without_it(
     assert leaks(pytester.path, result.stdout.str(), result.stderr.str()) == []
 
 
+NOISY = FAULTY.replace(
+    "def search(query, k, **params):\n",
+    """def search(query, k, **params):
+    import logging, warnings
+    key = os.environ["OPENAI_API_KEY"]
+    warnings.warn("client said OPENAI_API_KEY=" + key)
+    logging.getLogger("client").error("request headers {'Authorization': 'Bearer %s'}", key)
+    try:
+        raise RuntimeError("refused " + key.upper())
+    except RuntimeError:
+        logging.getLogger("client").exception("retrying")
+    print("key was " + key[:10] + "\\n" + key[10:20] + "\\n" + key[20:])
+""",
+)
+
+
+def test_what_the_retriever_warns_logs_and_prints_shows_without_the_key(
+    pytester: pytest.Pytester, secrets_env: None
+) -> None:
+    """The warnings summary, the live log, ``--log-file`` and the captured output, with the
+    key whole, in a logged traceback, in capitals and cut across lines."""
+    project(pytester, NOISY)
+    result = run_everything(
+        pytester,
+        "-p",
+        "no:cacheprovider",
+        "--log-cli-level=INFO",
+        "--log-file=run.log",
+        "--log-file-level=DEBUG",
+        update_baseline=False,
+    )
+    out = result.stdout.str()
+    assert "UserWarning: client said OPENAI_API_KEY=***" in out  # the summary, masked
+    assert "request headers {'Authorization': 'Bearer ***'}" in out  # the live log
+    assert "RuntimeError: refused ***" in (pytester.path / "run.log").read_text("utf-8")
+    assert "key was ***" in out
+    upper = [needle.upper() for needle in needles().values()]
+    assert [n for n in upper if n in out] == []
+    assert leaks(pytester.path, out, result.stderr.str()) == []
+
+
 SETUP_FAILS = """
 import logging
 import os

@@ -21,7 +21,8 @@ What is masked, as ``***``, in this order:
    when what is left holds a letter and a digit), and any run of 12 or more key characters
    (``[A-Za-z0-9_-]``) cut from one (a key shortened in a message). Values under 8
    characters are no key (``EMPTY``, ``x`` for a local server) and are left alone: masking
-   them would garble every message.
+   them would garble every message. A known secret is also found written across lines or
+   spaces, and in another case (``key.upper()``); an encoded one (base64) is not.
 2. Values of credential headers and assignments, when they look like one (a digit, inner
    punctuation, or 8+ characters of both cases; or, after a name, 8+ characters):
    ``Bearer <v>``, ``Basic <v>``, ``Authorization: <v>``, ``api-key: <v>``, ``x-api-key``,
@@ -51,6 +52,9 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 #: shortest value masked as a known secret (shorter ones are no key, and too common)
 MIN_SECRET = 8
@@ -111,6 +115,8 @@ _PREFIX_WORD = re.compile(r"^[a-z]+-")
 #: a body worth masking on its own holds a letter and a digit, as random keys do (a key
 #: ``sk-test-0123456789`` does not make every ``0123456789`` a secret)
 _RANDOM = re.compile(r"[A-Za-z].*[0-9]|[0-9].*[A-Za-z]")
+#: whitespace, removed to find a secret written across lines
+_SPACE = re.compile(r"\s+")
 
 
 _names: tuple[frozenset[object], tuple[str, ...]] = (frozenset(), ())  # (raw names, secret)
@@ -162,6 +168,8 @@ def scrub(text: str, *secrets: str) -> str:
         found = (m[rule.groups] for rule, _ in rules for m in rule.finditer(text))
         remember(*(value for value in found if _RANDOM.search(value)))
     known = _known()
+    if known:
+        text = _spread(text, known)
     for secret in known:
         if secret in text:
             text = text.replace(secret, MASK)
@@ -171,6 +179,30 @@ def scrub(text: str, *secrets: str) -> str:
         text = rule.sub(mask, text)
     text = _SK.sub("sk-***", text)
     return _SHAPED.sub(MASK, text)
+
+
+def _spread(text: str, known: list[str]) -> str:
+    """``text`` with each known secret masked where it is written across lines or spaces
+    (a wrapped message, pieces too short to be caught one by one) or in another case
+    (``key.upper()``): looked for in the text without its whitespace, in lowercase, which
+    costs a C-speed pass; the positions are mapped back only when one is there."""
+    compact = _SPACE.sub("", text).lower()
+    wanted = [s.lower() for s in known if s.lower() in compact]
+    if not wanted:
+        return text
+    kept = [i for i, ch in enumerate(text) if not ch.isspace()]
+    spans: list[tuple[int, int]] = []
+    for secret in wanted:
+        start = compact.find(secret)
+        while start != -1:
+            spans.append((kept[start], kept[start + len(secret) - 1] + 1))
+            start = compact.find(secret, start + len(secret))
+    pieces, end = [], 0
+    for first, last in sorted(spans):
+        if first >= end:
+            pieces += [text[end:first], MASK]
+        end = max(end, last)
+    return "".join([*pieces, text[end:]])
 
 
 def _known() -> list[str]:
@@ -194,3 +226,36 @@ def _known() -> list[str]:
         _cache.clear()  # one entry: the environment rarely changes
         _cache[key] = known
     return known
+
+
+@contextmanager
+def scrubbed_log_records() -> Iterator[None]:
+    """While inside: every log record made, in any thread, has its message (and the
+    traceback it carries) scrubbed the moment it is made, before any handler -- pytest's
+    live log, ``--log-file``, its capture -- formats it. A record that cannot be formatted
+    is left as it is (logging reports that itself); the factory never raises."""
+    import logging
+
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+            clean = scrub(message)
+            if clean != message:
+                record.msg, record.args = clean, None
+            if record.exc_info:
+                record.exc_text = scrub(logging.Formatter().formatException(record.exc_info))
+            if record.stack_info:
+                record.stack_info = scrub(record.stack_info)
+        except Exception:
+            pass
+        return record
+
+    logging.setLogRecordFactory(factory)
+    try:
+        yield
+    finally:
+        if logging.getLogRecordFactory() is factory:  # else someone set theirs meanwhile
+            logging.setLogRecordFactory(previous)

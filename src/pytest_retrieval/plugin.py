@@ -75,6 +75,8 @@ from .session import (
 )
 
 if TYPE_CHECKING:
+    import warnings
+
     from .golden import GoldenSet
     from .results import EvaluationResult
 
@@ -587,6 +589,34 @@ def pytest_collection_modifyitems_spread(config: pytest.Config, items: list[pyte
         from .split import spread
 
         spread(config, items)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """A golden set's test runs the user's code, whose log records reach the live log and
+    ``--log-file`` as they are made: each is scrubbed of secrets when it is made."""
+    if not isinstance(item.parent, GoldenModule):
+        return (yield)
+    from ._scrub import scrubbed_log_records
+
+    with scrubbed_log_records():
+        return (yield)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_warning_recorded(warning_message: warnings.WarningMessage) -> None:
+    """A warning (a client warning about its request, headers and all) is shown in pytest's
+    summary: its text is scrubbed of secrets first, whichever test raised it -- only secrets
+    are masked, and a key in a CI log is a leak wherever it came from."""
+    text = str(warning_message.message)
+    clean = scrub(text)
+    if clean != text:
+        try:
+            warning_message.message = warning_message.category(clean)
+        except Exception:  # a warning class that takes other arguments
+            warning_message.message = UserWarning(clean)
 
 
 @pytest.hookimpl(wrapper=True)
