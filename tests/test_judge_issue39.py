@@ -136,6 +136,30 @@ def test_the_token_cap_is_not_overshot_by_the_concurrency(
     assert f"token budget exhausted (--retrieval-judge-max-tokens {cap})" in text
 
 
+def test_requests_that_time_out_count_against_the_token_cap(
+    pytester: pytest.Pytester, server: JudgeServer
+) -> None:
+    """An endpoint that answers after the client gave up may bill each request: under a
+    cap each counts at its estimate, so timeouts cannot spend past the cap unseen (the
+    first request alone spends a cap of 1 token; before, every pair was tried again and
+    again, the cap never reached)."""
+    many_pairs(pytester)
+    server.fault = "hang:5"
+    result = pytester.runpytest(
+        *judge_args(
+            server,
+            "--retrieval-judge-max-tokens",
+            "1",
+            "--retrieval-judge-timeout",
+            "0.5",
+        )
+    )
+    assert_no_crash(result)
+    assert len(server.requests) == 1
+    assert evaluation(pytester)["judge"]["tokens_estimated"] > 0
+    assert "token budget exhausted (--retrieval-judge-max-tokens 1)" in output(result)
+
+
 @pytest.mark.parametrize("usage", ["missing", "garbled"])
 def test_without_usage_the_token_cap_estimates_and_says_so(
     pytester: pytest.Pytester, server: JudgeServer, usage: str

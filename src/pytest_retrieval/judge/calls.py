@@ -148,6 +148,7 @@ class Failure:
     signature: str | None = None
     shape: tuple[int, str, str | None] | None = None
     rate_limited: bool = False
+    maybe_billed: bool = False  # the endpoint may have answered (and billed) after we gave up
 
 
 def is_transport_error(exc: BaseException) -> bool:
@@ -238,7 +239,10 @@ def classify(exc: BaseException, model: str, timeout: float, attempt: int) -> Fa
         is_transport_error(exc) and "Timeout" in type(exc).__name__
     ):
         return Failure(
-            "retry", f"no answer within {timeout:g} s (--retrieval-judge-timeout)", counts=True
+            "retry",
+            f"no answer within {timeout:g} s (--retrieval-judge-timeout)",
+            counts=True,
+            maybe_billed=True,
         )
     if isinstance(exc, openai.APIConnectionError) or is_transport_error(exc):
         return Failure("retry", "cannot connect to the judge endpoint", counts=True)

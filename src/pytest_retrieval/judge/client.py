@@ -892,6 +892,13 @@ class Judge:
         self.counts["tokens_estimated"] += estimate
         return estimate
 
+    def _unseen_cost(self, estimate: int) -> None:
+        """A request that was sent and may be billed, whose answer we never saw (timed
+        out, cancelled): under a token cap it counts at its estimate, so calls that time
+        out again and again cannot spend past the cap unseen."""
+        if self.config.max_tokens_budget is not None:
+            self.counts["tokens_estimated"] += estimate
+
     def _notify(self) -> None:
         """Wake the tasks waiting for a call to end (they look again)."""
         if self._changed is not None:
@@ -941,15 +948,18 @@ class Judge:
                 self.counts["calls"] += 1  # sent: counted, also when cancelled later
                 try:
                     response = await client.chat.completions.create(**body)
-                except asyncio.CancelledError:  # stopped: the cost is unknown
+                except asyncio.CancelledError:  # stopped: the endpoint may still bill it
+                    self._unseen_cost(estimate)
                     self._settle(held, None)
                     if probing:
                         self._probing = False
                     raise
                 except Exception as exc:
-                    self._settle(held, None)
                     failure = classify(exc, self.config.model, self.config.timeout, attempt)
                     failure = replace(failure, cause=scrub(failure.cause, *self._secrets()))
+                    if failure.maybe_billed:  # an answer we stopped waiting for
+                        self._unseen_cost(estimate)
+                    self._settle(held, None)
                 else:
                     self._failures, self._repeat = 0, ("", 0)
                     self._failing.clear()
