@@ -214,3 +214,31 @@ def test_a_link_another_user_planted_outside_the_project_is_refused(
     )
     assert result.ret == 0, result.stderr.str()
     assert json.loads((outside / ".bashrc").read_text())["evaluations"]
+
+
+DOWNSTREAM = (
+    KEYWORD_RETRIEVER
+    + """
+
+@pytest.fixture(scope="session")
+def retrieval_downstream():
+    return lambda query, doc_id, text: 1.0
+"""
+)
+
+
+def test_the_downstream_label_cache_is_not_written_through_a_link_out(
+    pytester: pytest.Pytester, outside: Path
+) -> None:
+    """Without a judge the labels are cached under pytest's cache dir: a link planted
+    there (``.pytest_cache/d/retrieval-labels -> ~``) made SQLite write outside."""
+    pytester.makeconftest(DOWNSTREAM)
+    write_golden(pytester)
+    (pytester.path / ".pytest_cache" / "d").mkdir(parents=True)
+    (pytester.path / ".pytest_cache" / "d" / "retrieval-labels").symlink_to(outside)
+    result = pytester.runpytest("--retrieval-golden", "golden.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*the downstream label cache * would be written through the symlink*"]
+    )
+    assert sorted(p.name for p in outside.iterdir()) == [".bashrc"]

@@ -107,7 +107,15 @@ class SessionState:
         if judge is not None:
             return judge.cache_dir
         pytest_cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
-        return None if pytest_cache is None else pytest_cache.mkdir("retrieval-labels")
+        if pytest_cache is None:
+            return None
+        from ._io import cache_outputs, link_problem
+
+        folder: Path = pytest_cache.mkdir("retrieval-labels")
+        for name, path in cache_outputs("the downstream label cache", folder):
+            if (problem := link_problem(name, path)) is not None:  # SQLite would follow it
+                raise ConfigError(problem)
+        return folder
 
     def baseline_path(self, golden: GoldenSet) -> Path:
         from .baseline import default_path
