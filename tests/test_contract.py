@@ -9,7 +9,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import DOCS, GOLDEN, write_golden
+from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
 
 #: a keyword retriever over the helpers' documents whose hits have the shape ``SHAPE``
 SHAPED = f"""
@@ -215,3 +215,38 @@ def test_a_framework_answer_is_converted_only_as_far_as_it_is_read(
     result.assert_outcomes(passed=1)
     report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
     assert report["evaluations"][0]["errors"] == 0
+
+
+TABLE = KEYWORD_RETRIEVER.replace(
+    "def search(",
+    """class Frame:
+    \"\"\"A pandas DataFrame as PyTerrier's search() returns one: iterating it gives
+    its column names.\"\"\"
+
+    columns = ["qid", "docno", "score"]
+
+    def __iter__(self):
+        return iter(self.columns)
+
+    def itertuples(self):
+        return iter([])
+
+
+def search(query, k, **params):
+    return Frame()
+
+
+def _unused(""",
+)
+
+
+def test_a_table_is_refused_not_read_as_its_column_names(pytester: pytest.Pytester) -> None:
+    """A DataFrame iterates over its column names: read as doc ids, every query scored 0
+    with no error, and the gate blamed the thresholds."""
+    pytester.makeconftest(TABLE)
+    write_golden(pytester)
+    result = pytester.runpytest("--retrieval-golden", "golden.json", "--retrieval-report", "r.json")
+    result.assert_outcomes(failed=1)
+    report = json.loads((pytester.path / "r.json").read_text("utf-8"))
+    errors = [q["error"] for q in report["evaluations"][0]["queries"]]
+    assert errors and all("the retriever returned a Frame (a table" in e for e in errors)

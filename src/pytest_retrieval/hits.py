@@ -185,6 +185,12 @@ def normalize_hits(raw: Any, k: int, judged: Collection[str] | None = None) -> Q
         raise HitError(f"the retriever returned None; {_RETURN_HINT}")
     if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable):
         raise HitError(f"the retriever returned a {type(raw).__name__}; {_RETURN_HINT}")
+    if hasattr(raw, "columns") and hasattr(raw, "itertuples"):  # iterating one yields its
+        raise HitError(  # column names, read as doc ids: a silent zero
+            f"the retriever returned a {type(raw).__name__} (a table: iterating it gives its "
+            "column names, not its rows); return its id column as a list "
+            "(df['docno'].tolist()) or its rows as (id, score) pairs"
+        )
     ids: list[str] = []
     texts: dict[str, str] = {}
     scores: dict[str, float] = {}
