@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -29,7 +30,7 @@ from pytest_retrieval.review_file import (
     record_decision,
     write_review,
 )
-from pytest_retrieval.review_server import ReviewServer, loopback_host
+from pytest_retrieval.review_server import ReviewHandler, ReviewServer, loopback_host
 
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\"></script><b>bold</b> & more"
 HEADER = {
@@ -793,3 +794,30 @@ def test_an_empty_review_file(browser: Any, server: ReviewServer, review_path: P
         assert page.inner_text("#decided") == "0" and problems == []
     finally:
         page.close()
+
+
+def test_a_client_trickling_bytes_is_cut_off_at_the_connection_limit(
+    server: ReviewServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A byte every 0.2 s never stalls a read for the socket timeout; the whole connection
+    is limited all the same (here to 1 s; the client gives up after 30 s of trickling)."""
+    monkeypatch.setattr(ReviewHandler, "connection_limit", 1.0, raising=False)
+    host, port = server.server_address[:2]
+    client = socket.create_connection((str(host), int(port)), timeout=30)
+    client.sendall(b"GET /app.js HTTP/1.1\r\nX-Slow: ")
+    closed = False
+    for _ in range(150):
+        try:
+            client.sendall(b"a")
+        except OSError:  # reset: cut off
+            closed = True
+            break
+        readable, _, _ = select.select([client], [], [], 0.2)
+        if readable:  # the server ended the connection (it never answers half a request)
+            try:
+                closed = client.recv(1024) == b""
+            except OSError:
+                closed = True
+            break
+    client.close()
+    assert closed, "the trickling client was still served after 30 s"

@@ -23,6 +23,7 @@ Safety, because a local port is reachable by every page the browser opens:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import ipaddress
 import json
@@ -65,6 +66,9 @@ TOKEN_SLOT = "__REVIEW_TOKEN__"
 #: seconds a client may take to send a request or read an answer: a stalled one is dropped
 #: (its thread ends), not waited on forever
 CLIENT_TIMEOUT = 10.0
+#: seconds a connection may last in all (one request: HTTP/1.0): a client that trickles a
+#: byte every few seconds, never stalling for CLIENT_TIMEOUT, is cut off all the same
+CONNECTION_LIMIT = 60.0
 #: how a client that went away shows: normal (a closed tab, a reload), never a traceback
 DROPPED = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 
@@ -293,6 +297,24 @@ class ReviewHandler(BaseHTTPRequestHandler):
     server_version = "pytest-retrieval-review"
     sys_version = ""
     timeout = CLIENT_TIMEOUT  # on the socket: every read and write of a stalled client ends
+
+    connection_limit = CONNECTION_LIMIT
+
+    def setup(self) -> None:
+        super().setup()
+        self._deadline = threading.Timer(self.connection_limit, self._cut)
+        self._deadline.daemon = True
+        self._deadline.start()
+
+    def finish(self) -> None:
+        self._deadline.cancel()
+        super().finish()
+
+    def _cut(self) -> None:
+        """The connection outlived :data:`CONNECTION_LIMIT`: its reads and writes end
+        (a dropped client, said nothing of), and so does its thread."""
+        with contextlib.suppress(OSError):  # gone already
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the terminal shows the URL, not a line per keypress."""
