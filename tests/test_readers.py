@@ -268,6 +268,19 @@ def test_grades_read_as_trec_eval_reads_them(
     assert status == 1 and f"{tmp_path / 'run.qrels'}, line 1: " in err, err
 
 
+@pytest.mark.parametrize("line", ["q2 0 1", "q2 0 d2 1 extra", "q2\u00a00 d2 1"])
+def test_a_trec_line_without_its_four_fields_names_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str
+) -> None:
+    """A line that lost its doc id was read as query, doc "0", grade; a no-break space is
+    no field separator (nor trimmed off an id)."""
+    (tmp_path / "g.qrels").write_text(f"q1 0 d1 1\n{line}\n", "utf-8")
+    (tmp_path / "queries.tsv").write_text("q1\tapple\nq2\tpear\n", "utf-8")
+    status, _, err = run(capsys, "validate", str(tmp_path / "g.qrels"))
+    assert status == 1, err
+    assert f"{tmp_path / 'g.qrels'}, line 2: expected 4 columns" in err, err
+
+
 def test_negative_and_signed_grades_still_read(tmp_path: Path) -> None:
     (tmp_path / "run.qrels").write_text("q1 0 d1 +2\nq1 0 d2 -1\nq1 0 d3 03\n", "utf-8")
     (tmp_path / "queries.tsv").write_text("q1\tapple\n", "utf-8")

@@ -394,6 +394,8 @@ _GRADE = re.compile(r"[+-]?[0-9]+")
 #: a field of a TREC qrels line: fields are split at ASCII whitespace only, as trec_eval
 #: splits them (``str.split`` also splits at U+00A0, U+2003, U+0085 and more)
 _TREC_FIELD = re.compile(r"[^ \t\n\r\f\v]+")
+#: what a field is trimmed of: ASCII whitespace only (a no-break space is part of an id)
+_ASCII_SPACE = " \t\n\r\f\v"
 
 #: the rows of a qrels file, ``(line number, [query id, doc id, grade])``, from the start
 Rows = Callable[[], Iterator[tuple[int, Sequence[str]]]]
@@ -415,7 +417,7 @@ def _judgments(path: Path, rows: Rows, layout: str, columns: int) -> dict[str, d
                 f"expected {columns} columns, got {len(row)}",
                 f"write {layout}",
             )
-        query_id, doc_id, grade_text = (cell.strip() for cell in row)
+        query_id, doc_id, grade_text = (cell.strip(_ASCII_SPACE) for cell in row)
         if _GRADE.fullmatch(grade_text) is None:  # int() reads "1_0" as 10, full-width digits
             raise GoldenError(
                 path,
@@ -433,7 +435,11 @@ def _judgments(path: Path, rows: Rows, layout: str, columns: int) -> dict[str, d
             )
         judged = judgments.setdefault(query_id, {})
         if doc_id in judged:
-            first = next(n for n, r in rows() if [r[0].strip(), r[1].strip()] == [query_id, doc_id])
+            first = next(
+                n
+                for n, r in rows()
+                if [r[0].strip(_ASCII_SPACE), r[1].strip(_ASCII_SPACE)] == [query_id, doc_id]
+            )
             raise GoldenError(
                 path,
                 f"line {number}",
@@ -462,8 +468,15 @@ def read_trec(source: Path, queries_file: Path | None = None) -> RawGolden:
                     "golden set, and the run with --retrieval-run (pytest-retrieval eval GOLDEN "
                     "RUN: the golden set first)",
                 )
+            if fields and len(fields) != 4:  # 3 fields is a line that lost one: not q, d, g
+                raise GoldenError(
+                    source,
+                    f"line {number}",
+                    f"expected 4 columns, got {len(fields)}",
+                    "write QUERY_ID ITERATION DOC_ID GRADE",
+                )
             if fields:
-                yield number, [fields[0], fields[2], fields[3]] if len(fields) == 4 else fields
+                yield number, [fields[0], fields[2], fields[3]]
 
     judgments = _judgments(source, rows, "QUERY_ID ITERATION DOC_ID GRADE", 4)
     if queries_file is None:
