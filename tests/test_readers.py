@@ -331,6 +331,29 @@ def test_a_hand_edited_aggregate_is_a_usage_error_under_pytest(
     result.stderr.fnmatch_lines([f"*{pointer}: 0.01 is not the mean of the queries'*"])
 
 
+def test_a_hand_edited_latency_percentile_is_refused_under_pytest(
+    pytester: pytest.Pytester,
+) -> None:
+    """The latency gate compares the recorded p95: a p95 of 10^6 ms switched it off."""
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    write_golden(pytester)
+    recorded = pytester.runpytest(
+        "--retrieval-golden", "golden.json", "--retrieval-update-baseline"
+    )
+    assert recorded.ret == 0
+    baseline = pytester.path / "golden.json.baseline.json"
+    assert pytester.runpytest("--retrieval-golden", "golden.json").ret == 0  # reads back
+    document = json.loads(baseline.read_text("utf-8"))
+    (key,) = document["entries"]
+    document["entries"][key]["latency_ms"]["p95"] = 1e6
+    baseline.write_text(json.dumps(document, indent=2), "utf-8")
+    result = pytester.runpytest("--retrieval-golden", "golden.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*/entries/{key}/latency_ms/p95: 1000000.0 is not the p95 of the queries' latencies*"]
+    )
+
+
 def test_recorded_aggregates_read_back_over_many_queries(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -411,7 +411,34 @@ def _entry(key: str, raw: _Field) -> BaselineEntry:
         metrics_version=version.value,
     )
     _check_means(raw.child("metrics"), entry)
+    _check_latency(latency, entry)
     return entry
+
+
+#: how far a recorded latency percentile may be from the one its queries' latencies give:
+#: those are kept to 3 significant digits (0.05 %), the percentile to the microsecond
+LATENCY_SLACK = 0.01
+
+
+def _check_latency(field: _Field, entry: BaselineEntry) -> None:
+    """The latency gate compares the recorded p50/p95 with this run's: one edited by hand
+    (a p95 of 10^6 ms switches the gate off) is refused, as an edited metric is. Checked
+    where every query kept its latency (the percentiles were taken over those)."""
+    kept = [query.latency_ms for query in entry.queries.values()]
+    if not kept or any(value is None for value in kept):
+        return
+    import numpy as np
+
+    values = np.asarray(kept, dtype=np.float64)
+    for name, stored in (("p50", entry.latency_p50_ms), ("p95", entry.latency_p95_ms)):
+        if stored is None:
+            continue
+        expected = float(np.percentile(values, 50 if name == "p50" else 95))
+        if abs(stored - expected) > LATENCY_SLACK * max(abs(expected), 1.0):
+            field.child(name).fail(
+                f"is not the {name} of the queries' latencies ({expected:.3f} ms): latencies "
+                "are recorded, never edited (the latency gate compares them)"
+            )
 
 
 #: how far a recorded aggregate may be from the mean of its queries' values recomputed here:
