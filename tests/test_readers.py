@@ -331,6 +331,19 @@ def test_a_hand_edited_aggregate_is_a_usage_error_under_pytest(
     result.stderr.fnmatch_lines([f"*{pointer}: 0.01 is not the mean of the queries'*"])
 
 
+def test_a_deleted_aggregate_is_refused_naming_it(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = project / "golden.json.baseline.json"
+    document = json.loads(baseline.read_text("utf-8"))
+    (key,) = document["entries"]
+    del document["entries"][key]["metrics"]["mrr@3"]
+    baseline.write_text(json.dumps(document, indent=2), "utf-8")
+    status, out, err = run(capsys, "show", str(baseline))
+    assert status == 1, (out, err)
+    assert f"/entries/{key}/metrics/mrr@3" in err and "is missing" in err, err
+
+
 def test_a_hand_edited_latency_percentile_is_refused_under_pytest(
     pytester: pytest.Pytester,
 ) -> None:

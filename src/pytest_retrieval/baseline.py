@@ -453,12 +453,19 @@ def _check_means(field: _Field, entry: BaselineEntry) -> None:
     recording writes it. The comparison gates on the per-query values while ``show`` and
     relative allowances use the aggregate: an aggregate edited by hand would be believed by
     one and ignored by the other, so it is refused."""
+    recorded = [query.metrics for query in entry.queries.values()]
+    valued = {name for m in recorded for name, value in m.items() if math.isfinite(value)}
+    missing = sorted(valued - set(entry.metrics))
+    if missing:  # a deleted aggregate: show drops the metric, the gate has no old value
+        field.child(missing[0]).fail(
+            "is missing, while the queries have values for it: aggregates are recorded, "
+            "never deleted (the comparison reads them)"
+        )
     if not entry.metrics:
         return
     import numpy as np
 
     names = list(entry.metrics)
-    recorded = [query.metrics for query in entry.queries.values()]
     nan = math.nan
     count = len(recorded) * len(names)
     values = np.fromiter(
