@@ -13,7 +13,8 @@ import hypothesis  # noqa: F401
 import pytest
 from helpers import KEYWORD_RETRIEVER, write_golden
 
-import pytest_retrieval._loop  # the shared event loop: kept across inner runs, as in one process
+# the shared event loop: kept across inner runs, as in one process
+import pytest_retrieval._internal.loop
 import pytest_retrieval.evaluation
 import pytest_retrieval.render.terminal  # noqa: F401
 

@@ -21,10 +21,10 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 
 from pytest_retrieval import evaluate
-from pytest_retrieval.adapters import adapt
 from pytest_retrieval.golden import GoldenQuery, GoldenSet
 from pytest_retrieval.hits import QueryRun
 from pytest_retrieval.retrieval import is_async, run_retriever
+from pytest_retrieval.retrieval.adapters import adapt
 
 TESTS = Path(__file__).parent
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
 
-from pytest_retrieval import apply
+from pytest_retrieval.builder import apply
+from pytest_retrieval.builder.review_file import Decision, Proposal, read_review, write_review
 from pytest_retrieval.cli import main
 from pytest_retrieval.golden import load_golden
-from pytest_retrieval.review_file import Decision, Proposal, read_review, write_review
 
 AT = "2024-01-02T03:04:05Z"
 #: how provenance writes every time: UTC to the second, as baselines and reports do

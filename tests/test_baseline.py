@@ -555,7 +555,7 @@ def test_holm_matches_statsmodels_definition() -> None:
 def test_writes_keep_permissions_and_leave_no_lock_file_beside_the_baseline(
     tmp_path: Path,
 ) -> None:
-    from pytest_retrieval._io import atomic_write
+    from pytest_retrieval._internal.io import atomic_write
 
     target = tmp_path / "golden.json.baseline.json"
     atomic_write(target, "{}\n")
@@ -572,7 +572,7 @@ def test_a_write_through_a_symlink_or_to_a_device_keeps_what_the_path_is(tmp_pat
     """--retrieval-report=/dev/null (run as root, a rename replaced the device with a file;
     a named pipe stands for it here) and a report path that is a symlink (the link was
     replaced by a plain file)."""
-    from pytest_retrieval._io import atomic_write
+    from pytest_retrieval._internal.io import atomic_write
 
     real = tmp_path / "real.json"
     real.write_text("old")

@@ -271,7 +271,7 @@ def test_the_next_write_removes_a_killed_writers_temp_files(tmp_path: Path) -> N
     path = tmp_path / "b.json"
     killed = (
         "import os, pathlib, signal, sys\n"
-        "from pytest_retrieval import _io\n"
+        "from pytest_retrieval._internal import io as _io\n"
         "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)\n"
         "_io.atomic_write(pathlib.Path(sys.argv[1]), 'x' * 1_000_000)\n"
     )

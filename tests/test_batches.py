@@ -26,10 +26,10 @@ from test_shards import evaluations
 
 import pytest_retrieval
 from pytest_retrieval import evaluate
-from pytest_retrieval.batches import BatchRetriever, RowRanking
 from pytest_retrieval.golden import GoldenQuery, GoldenSet
 from pytest_retrieval.results import from_wire, to_wire
 from pytest_retrieval.retrieval import run_retriever
+from pytest_retrieval.retrieval.batches import BatchRetriever, RowRanking
 
 NAMES = [f"doc{i}" for i in range(40)]
 

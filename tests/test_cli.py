@@ -14,7 +14,7 @@ from helpers import GOLDEN
 from test_bad_input import MALFORMED_GOLDEN
 
 from pytest_retrieval import evaluate, load_golden
-from pytest_retrieval._io import git_info, now
+from pytest_retrieval._internal.io import git_info, now
 from pytest_retrieval.baseline import update
 from pytest_retrieval.cli import main
 from pytest_retrieval.compare import entry_from_result
@@ -168,7 +168,7 @@ def test_convert_write_failure_is_one_line_exit_1(
     def full(path: Path, text: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("pytest_retrieval._io.atomic_write", full)
+    monkeypatch.setattr("pytest_retrieval._internal.io.atomic_write", full)
     out = tmp_path / "o.json"
     status, _, err = run(
         capsys, "convert", str(ROOT / "example_golden" / "tiny.json"), "-o", str(out)

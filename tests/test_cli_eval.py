@@ -466,7 +466,7 @@ def test_the_error_advice_names_the_report_being_written_else_the_option_that_wr
     """Where every failed call's traceback is kept: eval's and combine's option is --report
     (pytest's words, --retrieval-report, named an option they do not have), and a run that
     writes a report was told to give the option it gave."""
-    from pytest_retrieval.offline import kept_in
+    from pytest_retrieval.finish import kept_in
 
     monkeypatch.chdir(tmp_path)
     assert kept_in(None) == "--report"

@@ -25,15 +25,15 @@ from hypothesis import strategies as st
 from pytest_retrieval import evaluate, load_golden
 from pytest_retrieval.baseline import read as read_baseline
 from pytest_retrieval.baseline import render
+from pytest_retrieval.builder.corpus import read_corpus
+from pytest_retrieval.builder.pool import read_report
+from pytest_retrieval.builder.review_file import HEADER_KEY, REVIEW_VERSION, read_review
 from pytest_retrieval.cli import main
 from pytest_retrieval.compare import entry_from_result
-from pytest_retrieval.corpus import read_corpus
 from pytest_retrieval.errors import RetrievalError
 from pytest_retrieval.formats import load_corpus, load_corpus_ids
 from pytest_retrieval.judge.calibration import load_labels
-from pytest_retrieval.pool import read_report
 from pytest_retrieval.render.json import dumps, json_report
-from pytest_retrieval.review_file import HEADER_KEY, REVIEW_VERSION, read_review
 from pytest_retrieval.runfile import read_run
 from pytest_retrieval.verdicts import session_verdict
 

@@ -139,8 +139,9 @@ def test_formats_reads_files_without_the_golden_model() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == str(
-        ["pytest_retrieval", "pytest_retrieval._gc", "pytest_retrieval._io",
-         "pytest_retrieval._json", "pytest_retrieval._version", "pytest_retrieval.errors",
+        ["pytest_retrieval", "pytest_retrieval._internal", "pytest_retrieval._internal.gc",
+         "pytest_retrieval._internal.io",
+         "pytest_retrieval._internal.json", "pytest_retrieval._version", "pytest_retrieval.errors",
          "pytest_retrieval.formats"]
     )  # fmt: skip
 

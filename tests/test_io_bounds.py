@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
 
-from pytest_retrieval.review_file import Proposal, write_review
+from pytest_retrieval.builder.review_file import Proposal, write_review
 
 CLI = [sys.executable, "-m", "pytest_retrieval"]
 ZERO = "/dev/zero"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_retrieval._json import MAX_DEPTH, JsonProblem, depth_beyond, loads
+from pytest_retrieval._internal.json import MAX_DEPTH, JsonProblem, depth_beyond, loads
 
 
 def test_deep_nesting_is_one_problem_not_a_recursion_error() -> None:

@@ -19,7 +19,7 @@ from helpers import PROC_FD, held_open, opened_since
 from judge_kit import ON, QUERY, make, pairs, record_sleeps, served
 from judge_server import JudgeServer
 
-from pytest_retrieval.cache import CacheWarning, JsonCache
+from pytest_retrieval._internal.cache import CacheWarning, JsonCache
 from pytest_retrieval.judge import Judge, JudgeConfig, JudgeConfigError, JudgePair
 from pytest_retrieval.judge.answers import (
     SPLIT,

@@ -483,7 +483,7 @@ def test_a_corrupt_judge_cache_under_warnings_as_errors_fails_in_its_words(
     result.stdout.fnmatch_lines(
         ["*the cache */c/judge.sqlite was not a usable SQLite database*",
          "*(a warning, which the warning filters in force make an error*"
-         "-W default::pytest_retrieval.cache.CacheWarning)*"]
+         "-W default::pytest_retrieval._internal.cache.CacheWarning)*"]
     )  # fmt: skip
     again = pytester.runpytest(*args)  # moved aside: the next run goes on
     again.assert_outcomes(passed=1)

@@ -14,8 +14,7 @@ import pytest
 from helpers import PROC_FD, held_open, opened_since
 from judge_server import JudgeServer, serve
 
-from pytest_retrieval.cli import main
-from pytest_retrieval.review_file import (
+from pytest_retrieval.builder.review_file import (
     Decision,
     Proposal,
     ReviewFileError,
@@ -23,6 +22,7 @@ from pytest_retrieval.review_file import (
     record_decision,
     write_review,
 )
+from pytest_retrieval.cli import main
 
 HEADER: dict[str, Any] = {
     "golden": "golden.json",

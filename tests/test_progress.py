@@ -15,7 +15,7 @@ import pyte
 import pytest
 from helpers import write_golden
 
-from pytest_retrieval.progress import ProgressPrinter, clip, display_width
+from pytest_retrieval.render.progress import ProgressPrinter, clip, display_width
 
 # a slow retriever (time per call from the environment: the reference run needs no wait); it
 # raises KeyboardInterrupt at the call STOP_AT, as Ctrl-C would

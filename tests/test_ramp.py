@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 
 from pytest_retrieval.golden import GoldenQuery
-from pytest_retrieval.ramp import MIN_THROUGHPUT_WINDOW, RECHECK, Ramp
 from pytest_retrieval.retrieval import run_retriever
+from pytest_retrieval.retrieval.ramp import MIN_THROUGHPUT_WINDOW, RECHECK, Ramp
 
 
 class Clock:

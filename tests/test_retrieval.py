@@ -193,7 +193,7 @@ def test_retriever_tracebacks_are_the_stdlibs_without_carets() -> None:
     runs in retriever threads): the stdlib's text, chain included, less the ^^^ lines."""
     import traceback
 
-    from pytest_retrieval.stacks import format_traceback
+    from pytest_retrieval._internal.stacks import format_traceback
 
     def inner() -> None:
         raise KeyError("x")

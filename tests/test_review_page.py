@@ -23,14 +23,14 @@ from urllib.parse import urlsplit
 import pytest
 from helpers import BROWSER_ARGS, CHROMIUM
 
-from pytest_retrieval.review_file import (
+from pytest_retrieval.builder.review_file import (
     Decision,
     Proposal,
     read_review,
     record_decision,
     write_review,
 )
-from pytest_retrieval.review_server import ReviewHandler, ReviewServer, loopback_host
+from pytest_retrieval.builder.review_server import ReviewHandler, ReviewServer, loopback_host
 
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\"></script><b>bold</b> & more"
 HEADER = {
@@ -393,7 +393,8 @@ def test_ctrl_c_while_the_browser_opens_stops_cleanly(
 ) -> None:
     """Ctrl-C right after the URL is printed, while the browser's thread starts (a reviewer
     found it escaped as a traceback, exit -2): the same clean stop as during serving."""
-    from pytest_retrieval import cli, review_server
+    from pytest_retrieval import cli
+    from pytest_retrieval.builder import review_server
 
     def interrupted(url: str) -> None:
         raise KeyboardInterrupt

@@ -595,7 +595,7 @@ def test_json_lines_may_hold_unicode_line_separators(tmp_path: Path) -> None:
     ensure_ascii=False)`` writes them so; web and PDF text holds them): a JSONL file is
     split at line feeds only, not where ``str.splitlines`` splits. Run files, golden sets,
     BEIR queries and corpora."""
-    from pytest_retrieval.corpus import read_corpus
+    from pytest_retrieval.builder.corpus import read_corpus
     from pytest_retrieval.golden import load_corpus
 
     odd = "a\u2028b\u2029c\x85d\x1ce\x0bf"

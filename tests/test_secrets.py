@@ -403,7 +403,7 @@ def test_no_output_of_the_judge_labeller_and_retriever_fault_suites_holds_the_ke
 @pytest.fixture
 def fresh_scrubber(monkeypatch: pytest.MonkeyPatch) -> None:
     """No secret in the environment, none seen by earlier tests of this process."""
-    from pytest_retrieval import _scrub
+    from pytest_retrieval._internal import scrub as _scrub
 
     for name in list(os.environ):
         if _scrub._SECRET_NAME.search(name):
@@ -433,7 +433,7 @@ def fresh_scrubber(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_the_scrubbers_rules(text: str, shown: str, fresh_scrubber: None) -> None:
-    from pytest_retrieval._scrub import scrub
+    from pytest_retrieval._internal.scrub import scrub
 
     assert scrub(text) == (text if shown == "same" else shown)
 
@@ -441,7 +441,7 @@ def test_the_scrubbers_rules(text: str, shown: str, fresh_scrubber: None) -> Non
 def test_known_secrets_are_masked_whole_without_their_prefix_and_in_pieces(
     monkeypatch: pytest.MonkeyPatch, fresh_scrubber: None
 ) -> None:
-    from pytest_retrieval._scrub import scrub
+    from pytest_retrieval._internal.scrub import scrub
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("PINECONE_API_KEY", AZURE)

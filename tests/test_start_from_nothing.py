@@ -18,8 +18,8 @@ from helpers import BROWSER_ARGS, CHROMIUM
 from judge_server import JudgeServer, serve
 
 from pytest_retrieval import cli
-from pytest_retrieval.review_file import read_review
-from pytest_retrieval.review_server import ReviewServer
+from pytest_retrieval.builder.review_file import read_review
+from pytest_retrieval.builder.review_server import ReviewServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "example_golden" / "cranfield" / "corpus.jsonl"

@@ -15,11 +15,8 @@ import pytest
 from judge_kit import served
 from judge_server import JudgeServer, write_query
 
-from pytest_retrieval.cli import main
-from pytest_retrieval.corpus import CorpusError, Document, read_corpus
-from pytest_retrieval.golden import load_golden
-from pytest_retrieval.judge.prompts import SYNTH_PROMPT_VERSION
-from pytest_retrieval.synth import (
+from pytest_retrieval.builder.corpus import CorpusError, Document, read_corpus
+from pytest_retrieval.builder.synth import (
     Duplicates,
     difficulty_of,
     next_round,
@@ -27,6 +24,9 @@ from pytest_retrieval.synth import (
     sample_order,
     strata_of,
 )
+from pytest_retrieval.cli import main
+from pytest_retrieval.golden import load_golden
+from pytest_retrieval.judge.prompts import SYNTH_PROMPT_VERSION
 
 CRANFIELD = Path(__file__).parent.parent / "example_golden" / "cranfield" / "corpus.jsonl"
 KEY = "sk-synth-test"

@@ -681,7 +681,7 @@ def test_the_parts_take_turns_so_that_no_dealing_puts_two_on_one_worker(
     block of a round each (worksteal), two in a row (load's first batches) -- no evaluation
     gets two of its parts on one worker. Plain rounds (a1 b1 a2 b2) sent both of a's to one
     worker in turns at 2 workers; reversing every other round (a1 b1 b2 a2) did at 3."""
-    from pytest_retrieval.split import take_turns
+    from pytest_retrieval.plugin.split import take_turns
 
     names = "abcdefgh"[:wholes]
     rounds = [[(w, f"{w}{r}") for w in names] for r in range(workers)]
@@ -697,7 +697,7 @@ def test_the_parts_take_turns_so_that_no_dealing_puts_two_on_one_worker(
 
 def test_parts_missing_from_a_round_still_take_turns() -> None:
     """A part no query hashes to is not collected: rounds of different sizes."""
-    from pytest_retrieval.split import take_turns
+    from pytest_retrieval.plugin.split import take_turns
 
     rounds = [[("a", "a0"), ("b", "b0")], [("a", "a1")], [("a", "a2"), ("b", "b2")]]
     order = take_turns(rounds, 3)

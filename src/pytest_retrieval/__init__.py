@@ -33,7 +33,7 @@ _EXPORTS = {
     "RetrievalError": "errors",
     "ConfigError": "errors",
     "compute": "metrics",
-    "batched": "batches",
+    "batched": "retrieval.batches",
 }
 
 __all__ = [
@@ -57,13 +57,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .batches import batched
     from .errors import ConfigError, RetrievalError
     from .evaluation import evaluate
     from .gate import ThresholdError
     from .golden import GoldenError, GoldenQuery, GoldenSet, load_golden
     from .metrics import compute
     from .results import Comparison, EvaluationResult, QueryResult, Threshold
+    from .retrieval.batches import batched
     from .verdicts import Reason, Verdict
 
 

@@ -26,9 +26,9 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ._gc import paused_gc
-from ._io import BASELINE_SUFFIX, atomic_write, locked, relative
-from ._json import JsonProblem, loads
+from ._internal.gc import paused_gc
+from ._internal.io import BASELINE_SUFFIX, atomic_write, locked, relative
+from ._internal.json import JsonProblem, loads
 from ._version import __version__
 from .errors import BaselineError as BaselineError
 from .formats import default_qrels, has_surrogate_escape, lone_surrogate

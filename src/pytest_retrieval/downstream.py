@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._loop import awaited
-from ._scrub import scrub
-from .cache import JsonCache
+from ._internal.cache import JsonCache
+from ._internal.loop import awaited
+from ._internal.scrub import scrub
 from .golden import GoldenQuery
 from .hits import QueryRun
 

@@ -13,8 +13,7 @@ import numpy as np
 
 from . import gate, stats
 from . import metrics as kernels
-from ._gc import frozen_heap, paused_gc
-from .adapters import adapt
+from ._internal.gc import frozen_heap, paused_gc
 from .golden import GoldenQuery, GoldenSet, check_texts, load_golden
 from .hits import NOT_RETURNED, QueryRun, error_key
 from .metrics import FloatArray
@@ -36,6 +35,7 @@ from .retrieval import (
     Retriever,
     run_retriever,
 )
+from .retrieval.adapters import adapt
 from .verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, RETRIEVER_ERRORS, THRESHOLD
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ def evaluate(
     hit gets an eRAG label and ``erag_*@k`` are added. Open queries (no ``relevant``) need
     one of the two.
     ``retriever`` may also be a LangChain, LlamaIndex or Haystack retriever object (see
-    :mod:`pytest_retrieval.adapters`); ``doc_id_key`` names the metadata key of its doc ids.
+    :mod:`.retrieval.adapters`); ``doc_id_key`` names the metadata key of its doc ids.
     ``gated`` names the metrics a baseline comparison may fail on (default: recall, mrr and
     ndcg at k, plus every metric with a threshold). The result carries its verdict.
     """

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._gc import paused_gc
-from ._io import text_lines
-from ._json import JsonProblem, loads
+from ._internal.gc import paused_gc
+from ._internal.io import text_lines
+from ._internal.json import JsonProblem, loads
 from .errors import GoldenError
 
 #: the largest judgment grade (0-3 or 0-4 are usual; 100 allows percentage-like scales)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import relative
+from ._internal.io import relative
 from .errors import AllowanceError as AllowanceError  # raised here; public from here too
 from .errors import MetricNameError
 from .errors import ThresholdError as ThresholdError

@@ -46,8 +46,8 @@ from pydantic import (
     model_validator,
 )
 
-from ._gc import paused_gc
-from ._io import relative
+from ._internal.gc import paused_gc
+from ._internal.io import relative
 from .errors import GoldenError as GoldenError
 from .formats import MAX_GRADE as MAX_GRADE
 from .formats import RawGolden, read_golden, read_trec, shown

@@ -22,7 +22,7 @@ from numbers import Real
 from types import GeneratorType
 from typing import Any, overload
 
-from ._scrub import scrub
+from ._internal.scrub import scrub
 
 #: longest error message kept (an HTTP error can carry a whole response body)
 MAX_ERROR = 1000

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import numpy as np
 from numpy.typing import NDArray
 
-from ._gc import paused_gc
-from ._io import relative
+from ._internal.gc import paused_gc
+from ._internal.io import relative
 from .hits import NOT_ANSWERED, NUL, Ranking, error_key
 from .metrics import DEFAULT_RELEVANCE_LEVEL, Metric, parse_metric
 from .verdicts import REGRESSION, UNDECIDED, Reason, Verdict

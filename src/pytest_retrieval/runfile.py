@@ -54,9 +54,9 @@ from itertools import pairwise
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from ._gc import paused_gc
-from ._io import OutsideLinkError, link_problem, relative, text_lines
-from ._json import MAX_DEPTH, depth_beyond
+from ._internal.gc import paused_gc
+from ._internal.io import OutsideLinkError, link_problem, relative, text_lines
+from ._internal.json import MAX_DEPTH, depth_beyond
 from .errors import ConfigError
 from .formats import has_surrogate_escape, lone_surrogate
 from .hits import QueryRun

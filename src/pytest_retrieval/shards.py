@@ -30,16 +30,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._io import leads_out, relative
-from ._json import loads
+from ._internal.io import leads_out, relative
+from ._internal.json import loads
 
 if TYPE_CHECKING:
     import pytest
 
+    from .finish import GateSettings, Whole
     from .golden import GoldenSet
-    from .offline import GateSettings, Whole
+    from .plugin.session import SessionState
     from .results import EvaluationResult, Threshold
-    from .session import SessionState
 
 
 def shard_of(query_id: str, count: int) -> int:
@@ -88,7 +88,7 @@ def run_shard(
     """The golden-set test under ``--retrieval-shard``: this shard's queries evaluated and
     stamped as a part of ``golden`` (:func:`stamp`). Thresholds are not applied to a part,
     only recorded; the metrics they name are computed."""
-    from .runtest import RESULTS
+    from .plugin.runtest import RESULTS
 
     shard = state.settings.shard
     assert shard is not None  # the plugin calls this only under --retrieval-shard
@@ -125,7 +125,7 @@ def evaluate_part(
     """``shard``'s queries of ``golden`` evaluated, and their positions in it: the
     thresholds' metrics computed, the thresholds not applied -- a part decides nothing (the
     whole is decided once merged), and a tag they name may have no query in it."""
-    from .runtest import run_evaluation
+    from .plugin.runtest import run_evaluation
 
     part, positions = cut(golden, shard)
     result = run_evaluation(
@@ -183,9 +183,9 @@ def shard_settings(
     would apply them to the whole (paths relative to ``start``, where pytest started), and
     whether the baseline holds its entry."""
     from .baseline import find, golden_key
-    from .offline import GateSettings
-    from .runtest import chosen_gate
-    from .session import layered_allowances, warnings_fail
+    from .finish import GateSettings
+    from .plugin.runtest import chosen_gate
+    from .plugin.session import layered_allowances, warnings_fail
 
     settings = state.settings
     path = state.baseline_path(golden)
@@ -603,7 +603,7 @@ def _whole(
     """One evaluation's parts (in shard order) checked against each other and merged."""
     from .baseline import golden_key
     from .evaluation import PartsMismatch, merge_parts
-    from .offline import GateSettings, Whole
+    from .finish import GateSettings, Whole
 
     stamps = [r.part for r in parts if r.part is not None]
     label = _shown(_key(parts[0]))

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._scrub import scrub
+from ._internal.scrub import scrub
 
 if TYPE_CHECKING:
     from .results import EvaluationResult, GateOutcome

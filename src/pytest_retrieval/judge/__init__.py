@@ -5,15 +5,7 @@ created when the first request is made. See ``client.py`` for retries, budgets a
 failure handling, ``prompts.py`` for the (versioned) instructions and injection defences.
 """
 
-from .client import (
-    PRICES,
-    Judge,
-    JudgeConfig,
-    JudgeConfigError,
-    JudgePair,
-    NoCredentials,
-    Verdict,
-)
+from .client import PRICES, Judge, JudgeConfig, JudgeConfigError, JudgePair, NoCredentials, Verdict
 from .prompts import PROMPT_VERSION
 
 __all__ = [

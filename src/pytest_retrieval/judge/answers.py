@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .. import _json
+from .._internal import json as _json
 
 #: a reason is cut to this many characters (it is shown in reports, not parsed)
 REASON_CHARS = 300

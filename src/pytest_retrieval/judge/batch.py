@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._io import text_lines
-from .._json import loads
+from .._internal.io import text_lines
+from .._internal.json import loads
 from .client import Judge, JudgePair, is_transport_error, scrub
 from .generate import is_completion_key
 

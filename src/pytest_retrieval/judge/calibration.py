@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._json import JsonProblem, loads
+from .._internal.json import JsonProblem, loads
 from ..errors import ConfigError
 from .client import Judge, JudgePair
 

@@ -9,7 +9,7 @@ shape for the rest of the run, and the request is sent again.
 ``classify`` turns an exception from the SDK (or a transport error it let through) into a
 :class:`Failure`: retry (timeouts, resets, 5xx, 429), give up this pair (a 400 about this
 request), or stop every call (bad key, unknown model, no quota). Every message passes
-through :func:`scrub` first (the package's one scrubber, :mod:`pytest_retrieval._scrub`).
+through :func:`scrub` first (the package's one scrubber, :mod:`pytest_retrieval._internal.scrub`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._scrub import scrub as scrub  # the one scrubber; client.py, batch.py import it here
+from .._internal.scrub import scrub as scrub  # the one scrubber; client.py, batch.py import it here
 
 #: output tokens for an answer; reasoning models spend their thinking from the same budget
 ANSWER_TOKENS = 300

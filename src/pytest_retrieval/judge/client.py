@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from .._loop import run_private
-from ..cache import JsonCache, folder_problem
+from .._internal.cache import JsonCache, folder_problem
+from .._internal.loop import run_private
 from ..errors import ConfigError
 from .answers import (
     Observation,

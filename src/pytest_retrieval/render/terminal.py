@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .._io import relative
+from .._internal.io import relative
 from ..metrics import parse_metric
 from ..verdicts import REGRESSION
 from .rows import (

@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .._io import relative
+from .._internal.io import relative
 
 if TYPE_CHECKING:
     from ..results import EvaluationResult

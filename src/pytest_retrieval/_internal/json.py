@@ -18,7 +18,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from .errors import RetrievalError
+from ..errors import RetrievalError
 
 #: deeper than any file or answer of ours nests (a report: 6 levels); far below the
 #: interpreter's recursion limit, so nothing that walks a value read here recurses too deep

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._io import (
+from .._internal.io import (
     LINKS,
     LinkPolicy,
     cache_outputs,
@@ -36,9 +36,9 @@ from ._io import (
     relative,
     set_link_policy,
 )
-from ._scrub import scrub
+from .._internal.scrub import scrub
+from ..errors import ConfigError, OverwriteError
 from .controller import Reporter
-from .errors import ConfigError, OverwriteError
 from .ini_check import check_ini_read
 from .options import (  # noqa: F401 - pytest_addoption is a hook found by name
     Settings,
@@ -77,8 +77,8 @@ from .session import (
 if TYPE_CHECKING:
     import warnings
 
-    from .golden import GoldenSet
-    from .results import EvaluationResult
+    from ..golden import GoldenSet
+    from ..results import EvaluationResult
 
 REPORTER = "retrieval-reporter"
 #: the link policy before this session set its own (:func:`~._io.set_link_policy`)
@@ -170,7 +170,7 @@ def _configure(config: pytest.Config) -> None:
         state.anchors[anchor] = path
         golden = state.golden(path)
         if golden.corpus is not None:  # named inside the golden set: known only now
-            from .formats import corpus_input
+            from ..formats import corpus_input
 
             problem = overwrite_problem(
                 _outputs(config, settings), corpus_input(relative(path), golden.corpus), records
@@ -247,7 +247,7 @@ def _inputs(settings: Settings) -> list[tuple[str, Path | None]]:
     """What the session reads and must not overwrite: golden sets, run files, baselines."""
     read: list[tuple[str, Path | None]] = []
     if settings.goldens:
-        from .formats import golden_inputs
+        from ..formats import golden_inputs
 
         for golden in settings.goldens:
             read += golden_inputs(golden)
@@ -261,7 +261,7 @@ def _baselines(settings: Settings) -> list[Path]:
     """The golden sets' baseline files, each once (golden sets may share one)."""
     if not settings.goldens:
         return []
-    from .baseline import default_path
+    from ..baseline import default_path
 
     return list(dict.fromkeys(settings.baseline or default_path(g) for g in settings.goldens))
 
@@ -271,7 +271,7 @@ def _anchor(golden: Path) -> Path:
     of its split (so ``beir`` and ``beir/qrels/test.tsv`` are one golden set, evaluated once)."""
     if not golden.is_dir():
         return golden
-    from .golden import default_qrels
+    from ..golden import default_qrels
 
     return default_qrels(golden) or golden / "queries.jsonl"
 
@@ -479,13 +479,13 @@ def _evaluation_function(
                 run_part(request, fixtures[fixture], golden_path, chosen, state, fixtures[PART_ARG])
                 return
             if state.settings.shard is not None:  # a part: `combine` gates the whole
-                from .shards import run_shard
+                from ..shards import run_shard
 
                 result = run_shard(request, fixtures[fixture], golden, chosen, state)
             else:
                 result = run_evaluation(request, fixtures[fixture], golden, chosen, state)
         if not result.verdict.passed:
-            from .render.terminal import failure_text
+            from ..render.terminal import failure_text
 
             verbose = request.config.getoption("verbose") > 0
             kept_in = request.config.stash[STATE].settings.errors_kept_in
@@ -599,7 +599,7 @@ def pytest_runtest_protocol(
     ``--log-file`` as they are made: each is scrubbed of secrets when it is made."""
     if not isinstance(item.parent, GoldenModule):
         return (yield)
-    from ._scrub import scrubbed_log_records
+    from .._internal.scrub import scrubbed_log_records
 
     with scrubbed_log_records():
         return (yield)
@@ -632,7 +632,7 @@ def pytest_runtest_makereport(
     results = item.stash.get(RESULTS, [])
     if call.when == "call" and results:
         if is_worker(item.config):  # xdist ships reports to the controller
-            from .results import to_wire
+            from ..results import to_wire
 
             report.retrieval = list(map(to_wire, results))  # type: ignore[attr-defined]
             report.retrieval_order = item.config.stash[STATE].order.get(  # type: ignore[attr-defined]
@@ -733,7 +733,7 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
         k: int | None,
         rid: str | None,
     ) -> EvaluationResult:
-        from .golden import GoldenSet
+        from ..golden import GoldenSet
 
         chosen = golden if isinstance(golden, GoldenSet) else golden_for(request, state, golden)
         layered = layered_thresholds(

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from ._io import relative
-from .errors import ConfigError
+from .._internal.io import relative
+from ..errors import ConfigError
 
 #: pytest's config file names, in its order of preference (pytest 9 adds pytest.toml)
 _NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._io import relative
-from ._scrub import scrub
-from .errors import ConfigError, GoldenError
+from .._internal.io import relative
+from .._internal.scrub import scrub
+from ..errors import ConfigError, GoldenError
 from .session import (
     AS_ERROR,
     STATE,
@@ -31,10 +31,10 @@ from .session import (
 )
 
 if TYPE_CHECKING:
-    from .golden import GoldenSet
-    from .results import EvaluationResult, Threshold
-    from .runfile import Run
-    from .verdicts import Reason
+    from ..golden import GoldenSet
+    from ..results import EvaluationResult, Threshold
+    from ..runfile import Run
+    from ..verdicts import Reason
 
 #: an item's evaluations, for its test report (the controller collects them from there)
 RESULTS = pytest.StashKey[list["EvaluationResult"]]()
@@ -63,10 +63,10 @@ def run_evaluation(
     the part carries the whole's fingerprint and stays undecided (the controller merges the
     parts, then compares and decides). ``rerun``: the command that runs this evaluation
     again, when it is not the golden set's own (a ``retrieval_eval`` test)."""
-    from .evaluation import evaluate
-    from .gate import ThresholdError
-    from .metrics import JUDGED_FAMILY
-    from .runfile import Run, missing_queries, runs_for
+    from ..evaluation import evaluate
+    from ..gate import ThresholdError
+    from ..metrics import JUDGED_FAMILY
+    from ..runfile import Run, missing_queries, runs_for
 
     settings = state.settings
     if part_of is not None and any(q.relevant for q in part_of.queries):
@@ -137,7 +137,7 @@ def _downstream(request: pytest.FixtureRequest, state: SessionState) -> Any:
         fn = request.getfixturevalue("retrieval_downstream")
     except pytest.FixtureLookupError:
         return None
-    from .downstream import DownstreamRunner
+    from ..downstream import DownstreamRunner
 
     try:
         return DownstreamRunner(
@@ -163,7 +163,7 @@ def _corpus(
     if golden.corpus is None or not texts_needed:
         return None
     if golden.corpus not in state.corpora:
-        from .golden import corpus_file, load_corpus
+        from ..golden import corpus_file, load_corpus
 
         try:
             state.corpora[golden.corpus] = load_corpus(corpus_file(golden))
@@ -177,7 +177,7 @@ def _check_fixture_corpus(
 ) -> None:
     """Relevant ids the ``retrieval_corpus`` fixture lacks: a warning, or with
     --retrieval-strict a failure (the fixture exists only at run time)."""
-    from .golden import corpus_problem
+    from ..golden import corpus_problem
 
     problem = corpus_problem(golden, corpus.keys(), "of the retrieval_corpus fixture")
     if problem is not None and state.settings.strict:
@@ -191,7 +191,7 @@ def record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> 
     ``user_properties`` travel with the report, so this works under xdist too. The same
     properties as ``pytest-retrieval combine --junit-xml`` writes
     (:func:`.offline.junit_properties`)."""
-    from .offline import junit_properties
+    from ..finish import junit_properties
 
     node.user_properties.extend(junit_properties(result, nth))
 
@@ -254,7 +254,7 @@ class Progress:
     writes the test's name again before its result; ``-q`` dots go on below)."""
 
     def __init__(self, config: pytest.Config, reporter: Any, label: str, live: bool) -> None:
-        from .progress import ProgressPrinter
+        from ..render.progress import ProgressPrinter
 
         self.reporter = reporter
         self.terminal = config.get_terminal_writer()
@@ -345,9 +345,9 @@ def attach_baseline(
     """The result compared with its stored baseline (unless this run records one), with the
     gated set, the power of the gate and its verdict (:func:`.offline.compare_with_baseline`,
     which ``pytest-retrieval combine`` and ``eval`` use too)."""
-    from .baseline import golden_key
-    from .offline import REFRESH, compare_with_baseline, stale_as_error
-    from .verdicts import STALE_BASELINE
+    from ..baseline import golden_key
+    from ..finish import REFRESH, compare_with_baseline, stale_as_error
+    from ..verdicts import STALE_BASELINE
 
     settings = state.settings
     path = state.baseline_path(golden)
@@ -521,7 +521,7 @@ def run_files(config: pytest.Config, state: SessionState) -> list[Run]:
     """The --retrieval-run files, read once per process (a bad one is a ConfigError)."""
     if not state.settings.runs:
         return []
-    from .runfile import read_run
+    from ..runfile import read_run
 
     cache = config.stash.setdefault(RUN_FILES, {})
     for path in state.settings.runs:
@@ -536,7 +536,7 @@ def check_runs(config: pytest.Config, state: SessionState) -> None:
     lacks (they score 0: the verdict warns of them) and tied scores are warnings."""
     if not state.settings.runs:
         return
-    from .runfile import runs_for, ties_warning
+    from ..runfile import runs_for, ties_warning
 
     if not state.anchors:
         if config.getini("retrieval_golden"):  # set, but not where pytest was pointed
@@ -574,9 +574,9 @@ def export_runs(
     (:func:`.runfile.export_paths` names the files), none onto a golden set or run file read,
     nor onto another of ``outputs`` (resolved path -> its option). Returns the summary's
     notes and an output reason for each file that could not be written."""
-    from .offline import read_by
-    from .runfile import export_paths, write_result
-    from .verdicts import OUTPUT, Reason
+    from ..finish import read_by
+    from ..runfile import export_paths, write_result
+    from ..verdicts import OUTPUT, Reason
 
     notes: list[str] = []
     problems: list[Reason] = []

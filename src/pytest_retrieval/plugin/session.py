@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._io import relative
-from .errors import ConfigError, made_an_error, warning_made_error
+from .._internal.io import relative
+from ..errors import ConfigError, made_an_error, warning_made_error
 from .options import JudgeSettings, Settings
 
 if TYPE_CHECKING:
-    from .baseline import BaselineEntry
-    from .gate import Allowance
-    from .golden import GoldenSet
-    from .results import Threshold
+    from ..baseline import BaselineEntry
+    from ..gate import Allowance
+    from ..golden import GoldenSet
+    from ..results import Threshold
 
 #: where a worker leaves the golden items it collected, for the controller (xdist)
 EXPECTED_KEY = "retrieval_expected"
@@ -66,7 +66,7 @@ class SessionState:
             self.goldens[path] = golden
         golden = self.goldens[path]
         if not self.settings.runs or self.settings.judge is not None:  # searched or judged
-            from .golden import check_texts
+            from ..golden import check_texts
 
             # at start-up: a usage error, before anything runs
             check_texts(golden, "" if not self.settings.runs else "the LLM judge")
@@ -109,7 +109,7 @@ class SessionState:
         pytest_cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
         if pytest_cache is None:
             return None
-        from ._io import cache_outputs, link_problem
+        from .._internal.io import cache_outputs, link_problem
 
         folder: Path = pytest_cache.mkdir("retrieval-labels")
         for name, path in cache_outputs("the downstream label cache", folder):
@@ -118,13 +118,13 @@ class SessionState:
         return folder
 
     def baseline_path(self, golden: GoldenSet) -> Path:
-        from .baseline import default_path
+        from ..baseline import default_path
 
         return self.settings.baseline or default_path(golden.source)
 
     def baseline_entries(self, path: Path) -> dict[str, BaselineEntry]:
         """Read once per process; a bad file is a usage error naming it."""
-        from .baseline import read
+        from ..baseline import read
 
         if path not in self.baselines:
             self.baselines[path] = read(path)
@@ -138,7 +138,7 @@ STATE = pytest.StashKey[SessionState]()
 def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> Any:
     """Build the judge; missing credentials or a bad prompt file are usage errors, unless
     ``--retrieval-judge-fallback cache-only`` turns missing credentials into a warning."""
-    from .judge import Judge, JudgeConfig, JudgeConfigError, NoCredentials
+    from ..judge import Judge, JudgeConfig, JudgeConfigError, NoCredentials
 
     def build(cache_only: bool) -> Any:
         return Judge(
@@ -223,7 +223,7 @@ def warned(message: str) -> bool:
 def corpus_check(golden: GoldenSet, settings: Settings) -> str | None:
     """Relevant ids missing from the golden set's own corpus (its ``"corpus"`` path or a BEIR
     folder's corpus.jsonl): a warning to return, or a usage error with --retrieval-strict."""
-    from .golden import GoldenError, corpus_file, corpus_problem, load_corpus_ids
+    from ..golden import GoldenError, corpus_file, corpus_problem, load_corpus_ids
 
     if golden.corpus is None:
         return None
@@ -239,7 +239,7 @@ def corpus_check(golden: GoldenSet, settings: Settings) -> str | None:
 def load(path: Path, require_relevant: bool = True) -> GoldenSet:
     """The golden set at ``path``, TREC qrels without texts too: whether it is searched is
     known only once it is evaluated (:func:`.evaluation.evaluate` checks)."""
-    from .golden import load_golden
+    from ..golden import load_golden
 
     return load_golden(path, require_relevant=require_relevant, require_texts=False)
 
@@ -248,7 +248,7 @@ def layered_allowances(
     settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
 ) -> dict[str, Allowance]:
     """Allowed drops: golden file < ini < marker < command line, metric by metric."""
-    from .gate import AllowanceError, merge_allowances, parse_allowance
+    from ..gate import AllowanceError, merge_allowances, parse_allowance
 
     def layer(pairs: Iterable[tuple[str, object]], source: str) -> list[Allowance]:
         return [parse_allowance(metric, value, source) for metric, value in pairs]
@@ -271,7 +271,7 @@ def layered_thresholds(
 ) -> list[Threshold]:
     """golden file (checked when it was loaded) < ini < marker < ``retrieval_eval(
     thresholds=...)`` < command line, key by key; each threshold names its source."""
-    from .gate import ThresholdError, from_mapping, merge
+    from ..gate import ThresholdError, from_mapping, merge
 
     layers = [from_mapping(golden.thresholds, f"{golden.source} thresholds")]
     layers.append(list(settings.ini_thresholds))
@@ -306,8 +306,8 @@ def check_tags(chosen: Iterable[Threshold], golden: GoldenSet, where: str) -> No
 def check_marker(options: Mapping[str, Any], where: str, golden: GoldenSet | None) -> None:
     """The settings of one ``@pytest.mark.retrieval(...)``: types, names, values and, when its
     golden set is known, the tags its thresholds name. Any mistake is a usage error."""
-    from .gate import AllowanceError, ThresholdError, from_mapping, parse_allowance
-    from .metrics import MAX_K, MetricNameError, parse_metric
+    from ..gate import AllowanceError, ThresholdError, from_mapping, parse_allowance
+    from ..metrics import MAX_K, MetricNameError, parse_metric
 
     k = options.get("k")
     if k is not None and (type(k) is not int or not 1 <= k <= MAX_K):

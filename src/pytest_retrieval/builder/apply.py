@@ -44,11 +44,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._io import counted
-from ._json import loads
+from .._internal.io import counted
+from .._internal.json import loads
 
 if TYPE_CHECKING:
-    from .golden import GoldenSet
+    from ..golden import GoldenSet
     from .review_file import Proposal, Review
 
 _SPACE = " \t\n\r"
@@ -57,7 +57,7 @@ BOM = "\ufeff"  # kept where a Windows editor put it; the loader skips it
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Review file, golden set, output and the non-interactive path."""
-    from .validators import fraction
+    from ..validators import fraction
 
     parser.add_argument("review", type=Path, metavar="REVIEW", help="the review file (pool -o)")
     parser.add_argument("golden", type=Path, metavar="GOLDEN", help="the golden set (JSON/JSONL)")
@@ -267,7 +267,7 @@ def _unapplied(proposal: Proposal, accept_judge: bool) -> str:
 
 def entry_id(entry: Mapping[str, Any]) -> str:
     """The query id the loader gives an entry (its ``id``, else from its content)."""
-    from .golden import content_id
+    from ..golden import content_id
 
     if "id" in entry:
         return str(entry["id"])
@@ -402,8 +402,8 @@ def edit_jsonl(text: str, labels_by_query: Mapping[str, Sequence[Label]]) -> str
 
 def run(args: argparse.Namespace) -> int:
     """Check the review file against the golden set, plan, edit, check, write, summarise."""
-    from .cli import CliError
-    from .golden import GoldenError, load_golden
+    from ..cli import CliError
+    from ..golden import GoldenError, load_golden
     from .pool import mismatches
     from .review_file import ReviewFileError, read_review
 
@@ -416,7 +416,7 @@ def run(args: argparse.Namespace) -> int:
         )
     output: Path = args.output or golden_path
     if output.suffix != golden_path.suffix:
-        from .cli import UsageError
+        from ..cli import UsageError
 
         raise UsageError(f"-o {output}: give a {golden_path.suffix} file, as {golden_path} is")
     try:
@@ -431,7 +431,7 @@ def run(args: argparse.Namespace) -> int:
             + "; ".join(problems)
             + f"; pool {golden_path} again to make its review file"
         )
-    from ._io import atomic_write, now
+    from .._internal.io import atomic_write, now
 
     decided = plan(
         review,
@@ -476,8 +476,8 @@ def _check(before: GoldenSet, text: str, output: Path, changed: set[str]) -> Non
     import os
     import tempfile
 
-    from .cli import CliError
-    from .golden import GoldenError, load_golden
+    from ..cli import CliError
+    from ..golden import GoldenError, load_golden
 
     folder = output.parent if output.parent.exists() else Path(".")
     handle, name = tempfile.mkstemp(prefix=".apply-", suffix=output.suffix, dir=folder)

@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from ._io import relative
-from .shards import Shard, evaluate_part, shard_of
+from .._internal.io import relative
+from ..shards import Shard, evaluate_part, shard_of
 
 if TYPE_CHECKING:
-    from .golden import GoldenSet
-    from .results import EvaluationResult, Threshold
+    from ..golden import GoldenSet
+    from ..results import EvaluationResult, Threshold
+    from ..verdicts import Reason
     from .session import SessionState
-    from .verdicts import Reason
 
 #: the golden-set test's argument that carries its part (a :class:`~.shards.Shard`)
 PART_ARG = "retrieval_part"
@@ -141,7 +141,7 @@ def run_part(
     result goes to the controller in the test report, undecided. Its item passes, unless
     retriever calls failed: it fails on them, as a shard does and as the whole would, so
     that pytest-rerunfailures runs it again (only its last attempt is merged)."""
-    from .verdicts import RETRIEVER_ERRORS
+    from ..verdicts import RETRIEVER_ERRORS
 
     golden = state.golden(golden_path)
     callspec = request.node.callspec
@@ -333,7 +333,7 @@ def junit_merged(config: pytest.Config, received: Received) -> None:
     its teardown, before the merge, so they go into the element it keeps for its file."""
     from _pytest.junitxml import bin_xml_escape, mangle_test_address, xml_key
 
-    from .offline import junit_properties
+    from ..finish import junit_properties
 
     items, xml = config.stash.get(_PARTS, None), config.stash.get(xml_key, None)
     if not items or xml is None:
@@ -392,7 +392,7 @@ def merge_received(
     failed, ``-k`` or ``--lf`` left it out, ``-x`` stopped first), nothing of the evaluation
     is shown or gated and the session fails with that reason: the gate did not run, so no
     output may say it passed (a part left out on purpose still leaves the gate unrun)."""
-    from .verdicts import NO_RESULT, PARTIAL_RUN, Reason
+    from ..verdicts import NO_RESULT, PARTIAL_RUN, Reason
 
     items = config.stash.get(_PARTS, None)
     if not items:
@@ -452,8 +452,8 @@ def _merge(
     """The parts as one evaluation of ``golden``, with its thresholds, compared with its
     baseline and decided as a run without -n decides (the golden-set test gives no marker
     settings)."""
-    from .evaluation import merge_parts
-    from .results import EvaluationResult
+    from ..evaluation import merge_parts
+    from ..results import EvaluationResult
     from .runtest import attach_baseline
     from .session import layered_thresholds
 

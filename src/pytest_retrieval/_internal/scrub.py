@@ -4,7 +4,7 @@ Error texts come from code we do not control -- the retriever, the ``retrieval_d
 labeller, the judge's endpoint -- and HTTP clients put keys in them (``OPENAI_API_KEY=sk-...``
 in a message, the request's headers in an error's repr, a token in a chained cause). They
 are scrubbed where they enter results (:func:`pytest_retrieval.hits.describe_error`,
-:class:`~pytest_retrieval.hits.HitError`, :func:`~pytest_retrieval.stacks.format_traceback`,
+:class:`~pytest_retrieval.hits.HitError`, :func:`~.stacks.format_traceback`,
 the labeller's messages in :mod:`~pytest_retrieval.downstream`, the judge's in
 :mod:`~pytest_retrieval.judge.calls`, and every :class:`~pytest_retrieval.verdicts.Reason`),
 so no renderer, report or cache ever sees a key. A leaf: it imports nothing of this package.

@@ -16,20 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._io import counted, relative
+from .._internal.io import counted, relative
+from ..verdicts import CALIBRATION, NO_RESULT, PARTIAL_RUN, USAGE, Reason, Verdict
 from .options import Outputs, output_paths
 from .session import EXPECTED_KEY, USAGE_KEY, SessionState, layered_allowances
-from .verdicts import (
-    CALIBRATION,
-    NO_RESULT,
-    PARTIAL_RUN,
-    USAGE,
-    Reason,
-    Verdict,
-)
 
 if TYPE_CHECKING:
-    from .results import EvaluationResult
+    from ..results import EvaluationResult
 
 
 class Reporter:
@@ -66,7 +59,7 @@ class Reporter:
             return
         wired = getattr(report, "retrieval", None) or []  # a worker's, as JSON text
         if wired:
-            from .results import from_wire
+            from ..results import from_wire
 
             wired = list(map(from_wire, wired))
         payloads: list[EvaluationResult | dict[str, Any]] = [
@@ -154,7 +147,7 @@ class Reporter:
     def results(self, nodeids: set[str] | None = None) -> list[EvaluationResult]:
         """Every evaluation of the session (or of the items ``nodeids``), in declaration
         order (the same under xdist); rebuilt from worker payloads once."""
-        from .results import EvaluationResult
+        from ..results import EvaluationResult
 
         if self._results is None:
             ordered = sorted(self.received.items(), key=lambda kv: (kv[1][0], kv[0]))
@@ -173,7 +166,7 @@ class Reporter:
         """The session's verdict: the golden-set evaluations' reasons, a reason for each of
         them that failed before it produced a result, and the session's own. (What a test
         does with a ``retrieval_eval`` result is that test's decision: its outcome counts.)"""
-        from .verdicts import session_verdict
+        from ..verdicts import session_verdict
 
         return session_verdict(
             self.results(self.golden_ids()), [*self.stopped(), *self.reasons], self._unrun_shard()
@@ -185,7 +178,7 @@ class Reporter:
         records no baseline from it, as this run would not."""
         if self.state.settings.shard is None:
             return []
-        from .shards import shard_name
+        from ..shards import shard_name
 
         start = self.config.invocation_params.dir
         return [
@@ -209,7 +202,7 @@ class Reporter:
         left_out = sorted(set().union(*self.state.expected.values()))
         if not (left_out or self.state.settings.goldens):
             return []
-        from .shards import partial_report_of
+        from ..shards import partial_report_of
 
         shown = ", ".join(left_out[:3]) + (", ..." if len(left_out) > 3 else "")
         what = shown or f"every evaluation of {self._configured()}"
@@ -264,7 +257,7 @@ class Reporter:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self._nothing_to_say() and not self.notes:
             return
-        from .render.terminal import ab_lines, summary_lines
+        from ..render.terminal import ab_lines, summary_lines
 
         results = self.results()
         terminalreporter.section("retrieval")
@@ -318,7 +311,7 @@ class Reporter:
         if settings.update is not None:
             self._update_baselines(session)
         if settings.shard is not None:
-            from .shards import shard_notes
+            from ..shards import shard_notes
 
             self.notes += shard_notes(self.results(self.golden_ids()), settings.report)
             unrun = self._unrun_shard()
@@ -410,7 +403,7 @@ class Reporter:
 
     def _calibrate(self, session: pytest.Session, labels: Path) -> None:
         """``--retrieval-judge-validate``: the judge against human labels, in the summary."""
-        from .judge.calibration import LabelsError, calibrate
+        from ..judge.calibration import LabelsError, calibrate
 
         try:
             calibration = calibrate(self.state.judge(), labels)
@@ -452,7 +445,7 @@ class Reporter:
         """The A/B groups; an unknown --retrieval-compare-to is a usage error of the session
         (reported once, at session finish) and no group is compared. A CI shard compares
         none: its parts are compared as wholes by `pytest-retrieval combine`."""
-        from .compare import UnknownReference, ab_groups
+        from ..compare import UnknownReference, ab_groups
 
         settings = self.state.settings
         if settings.shard is not None:
@@ -471,7 +464,7 @@ class Reporter:
     def _baselines(self, results: list[EvaluationResult]) -> dict[int, Any]:
         """Index in ``results`` -> the stored baseline entry it was compared with (the HTML
         draws its per-query values, rankings and curves)."""
-        from .baseline import find, golden_key
+        from ..baseline import find, golden_key
 
         baselines = {}
         for index, result in enumerate(results):
@@ -488,7 +481,7 @@ class Reporter:
     def partial(self) -> dict[str, list[str]]:
         """Golden set source -> why this run cannot stand for the whole set (absent when it
         can): :meth:`unrun`, and failed retriever calls."""
-        from .offline import incomplete_result
+        from ..finish import incomplete_result
 
         reasons = self.unrun()
         for result in self.results():
@@ -516,9 +509,9 @@ class Reporter:
         return reasons
 
     def _update_baselines(self, session: pytest.Session) -> None:
-        from ._io import git_info, now
-        from .baseline import golden_key
-        from .offline import incomplete_fixes, record_baselines, sentence
+        from .._internal.io import git_info, now
+        from ..baseline import golden_key
+        from ..finish import incomplete_fixes, record_baselines, sentence
 
         partial = {} if self.state.settings.update == "force" else self.partial()
         for source in self.incomplete:  # forcing cannot help: there is nothing whole to record
@@ -575,7 +568,7 @@ def write_outputs(
     """The session's outputs (:func:`.offline.write_outputs`: JSON, Markdown and the GitHub
     step summary unless not ``step_summary``, HTML), paths relative to where pytest started.
     Returns an output reason for each file that could not be written."""
-    from . import offline
+    from .. import finish as offline
 
     return offline.write_outputs(
         offline.Outputs(

@@ -16,12 +16,12 @@ from collections.abc import Coroutine, Generator, Iterator, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from ._loop import PrivateLoop
-from .hits import QueryRun, blocked_loop, timed_out
-from .stacks import place, where
+from .._internal.loop import PrivateLoop
+from .._internal.stacks import place, where
+from ..hits import QueryRun, blocked_loop, timed_out
 
 if TYPE_CHECKING:
-    from .retrieval import Runner
+    from . import Runner
 
 #: a loop blocked this long (seconds) by one call is named in a warning, timeout or not
 BLOCKED_WARNING = 1.0

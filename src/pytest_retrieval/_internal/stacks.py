@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from types import FrameType, TracebackType
 from typing import NamedTuple
 
-from ._io import leads_out, relative
-from ._scrub import scrub
+from .io import leads_out, relative
+from .scrub import scrub
 
 
 class Place(NamedTuple):
@@ -85,7 +85,7 @@ def format_traceback(exc: BaseException, tb: TracebackType | None) -> str:
     ASTs at once corrupt each other (gh-106905: "AST constructor recursion depth mismatch",
     seen in CI in pytest's assertion rewriter). This runs in retriever threads, some of them
     abandoned and still running, so it must not parse anything. Chained causes are kept.
-    Secrets are masked (:func:`~pytest_retrieval._scrub.scrub`): a traceback is shown and
+    Secrets are masked (:func:`~pytest_retrieval._internal.scrub.scrub`): a traceback is shown and
     stored.
     """
     parts: list[str] = []

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._io import relative
+from ._internal.io import relative
 from .errors import ConfigError
 from .verdicts import OUTPUT, PARTIAL_RUN, USAGE, Reason, Verdict
 
@@ -363,7 +363,7 @@ def record(
     golden set with failed retriever calls, or that the shards ran only part of (``unrun``:
     the golden set as they named it -> why), is refused (a partial-run reason) unless
     ``force``; the others are recorded. Notes and problems go into ``gated``."""
-    from ._io import git_info, now
+    from ._internal.io import git_info, now
 
     partial: dict[str, list[str]] = {}  # golden set, as shown -> why it is not recorded
     refused: set[str] = set()  # their sources
@@ -536,7 +536,7 @@ def write_outputs(
     time and the commit of ``root``; ``baselines`` gives the HTML the stored baselines the
     results were compared with; ``shard`` (``"2/3"``) marks a CI shard's partial report.
     Returns an output reason for each file that could not be written."""
-    from ._io import git_info, now
+    from ._internal.io import git_info, now
 
     stamped = outputs.report is not None or outputs.html is not None
     created, git = now(), git_info(root) if stamped else {}
@@ -596,7 +596,7 @@ def write_outputs(
 
 
 def _write(path: Path, render: Callable[[], str | Iterable[str]]) -> list[Reason]:
-    from ._io import atomic_write
+    from ._internal.io import atomic_write
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

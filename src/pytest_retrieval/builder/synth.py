@@ -61,15 +61,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._io import relative
-from ._json import loads
-from .judge_args import add_judge_arguments, judge_from_args
-from .validators import positive_int
+from .._internal.io import relative
+from .._internal.json import loads
+from ..judge_args import add_judge_arguments, judge_from_args
+from ..validators import positive_int
 
 if TYPE_CHECKING:
+    from ..judge import Judge
+    from ..judge.generate import CompletionRequest
     from .corpus import Document
-    from .judge import Judge
-    from .judge.generate import CompletionRequest
 
 STYLES = ("keyword", "question", "paraphrase", "constraint")
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -173,7 +173,7 @@ class Settings:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from .cli import UsageError
+    from ..cli import UsageError
 
     styles = tuple(s.strip() for s in args.styles.split(",") if s.strip())
     unknown = [s for s in styles if s not in STYLES]
@@ -198,7 +198,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def parse_quota(text: str) -> dict[str, float]:
     """``easy=0.3,medium=0.4,hard=0.3`` -> shares that add up to 1 (a level left out: 0)."""
-    from .cli import UsageError
+    from ..cli import UsageError
 
     shares: dict[str, float] = dict.fromkeys(DIFFICULTIES, 0.0)
     for part in text.split(","):
@@ -278,7 +278,7 @@ class Task:
 def check_stratify_by(documents: Sequence[Document], by: str | None, corpus: Path) -> None:
     """A metadata field no document has would put every document in one stratum, silently:
     a usage error listing the fields the documents do have."""
-    from .cli import UsageError
+    from ..cli import UsageError
 
     if by is None or by in ("length", "source") or any(by in d.metadata for d in documents):
         return
@@ -454,7 +454,7 @@ class Pipeline:
         return pool
 
     def round(self, tasks: Sequence[Task]) -> list[Candidate]:
-        from .judge import JudgePair
+        from ..judge import JudgePair
 
         written = self.write(tasks)
         fresh: list[Candidate] = []
@@ -502,8 +502,8 @@ class Pipeline:
         return written
 
     def request(self, task: Task) -> CompletionRequest:
-        from .judge.generate import CompletionRequest
-        from .judge.prompts import SYNTH_PROMPT_VERSION, SYNTH_SCHEMA, synth_messages
+        from ..judge.generate import CompletionRequest
+        from ..judge.prompts import SYNTH_PROMPT_VERSION, SYNTH_SCHEMA, synth_messages
 
         text = self.judge.budgeted(task.document.text)
         return CompletionRequest(
@@ -529,7 +529,7 @@ class Pipeline:
 
     def covered(self, asked: int, answered: int, step: str) -> None:
         """Fail (nothing written) when the judge answered less than its min coverage."""
-        from .cli import CliError
+        from ..cli import CliError
 
         if asked == 0 or answered / asked >= self.judge.min_coverage:
             return
@@ -596,10 +596,10 @@ def difficulty_of(rank: int | None) -> str:
 def ranks_from_retriever(spec: str, candidates: Sequence[Candidate]) -> list[int | None]:
     """The source document's rank in ``module:function``'s top RANK_DEPTH for each query.
     A function without required arguments is a factory: called once for the retriever."""
-    from .adapters import adapt
-    from .cli import CliError, UsageError
-    from .golden import GoldenQuery
-    from .retrieval import run_retriever
+    from ..cli import CliError, UsageError
+    from ..golden import GoldenQuery
+    from ..retrieval import run_retriever
+    from ..retrieval.adapters import adapt
 
     module_name, _, name = spec.partition(":")
     if not module_name or not name:
@@ -639,7 +639,7 @@ def ranks_from_report(path: Path, candidates: Sequence[Candidate]) -> list[int |
     """The source document's rank in a report's first evaluation, by query id ("unknown"
     for a query the report does not hold). A query whose text differs is an error: the
     report is of another synth run (another seed, corpus or model)."""
-    from .cli import CliError
+    from ..cli import CliError
 
     try:
         report = loads(path.read_text(encoding="utf-8"))
@@ -699,7 +699,7 @@ def pick(
 def golden_document(
     picked: Sequence[Candidate], corpus: Path, output: Path, model: str, seed: int
 ) -> dict[str, Any]:
-    from .judge.prompts import SYNTH_PROMPT_VERSION
+    from ..judge.prompts import SYNTH_PROMPT_VERSION
 
     document: dict[str, Any] = {
         "description": f"Synthetic queries written by pytest-retrieval synth from {corpus.name} "
@@ -787,7 +787,7 @@ def _causes(causes: Counter[str]) -> str:
 def sidecar(counts: Counts, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
     """What the run did and with which settings (no timings, no call counts: the same for a
     cold and a warm run)."""
-    from .judge.prompts import SYNTH_PROMPT_VERSION
+    from ..judge.prompts import SYNTH_PROMPT_VERSION
 
     return {
         "pytest_retrieval_synth": 1,
@@ -834,10 +834,10 @@ def sidecar(counts: Counts, settings: Settings, args: argparse.Namespace) -> dic
 
 def run(args: argparse.Namespace) -> int:
     """Read, sample, write, filter, tag, pick; write the golden set and its summary."""
-    from ._io import atomic_write
-    from .cli import CliError, UsageError
+    from .._internal.io import atomic_write
+    from ..cli import CliError, UsageError
+    from ..judge import JudgeConfigError
     from .corpus import CorpusError, read_corpus
-    from .judge import JudgeConfigError
 
     settings = _settings(args)
     if args.batch is None and args.output.exists() and not args.force:
@@ -971,8 +971,8 @@ def tag_difficulty(args: argparse.Namespace, pool: list[Candidate], counts: Coun
 def existing_queries(path: Path | None) -> tuple[list[str], set[str]]:
     """The ``--golden`` set's query texts (no near-duplicates of them) and the documents its
     queries were written from (``metadata.source_doc``: no new query from them)."""
-    from .cli import CliError
-    from .golden import GoldenError, load_golden
+    from ..cli import CliError
+    from ..golden import GoldenError, load_golden
 
     if path is None:
         return [], set()
@@ -988,8 +988,8 @@ def batch_submitter(judge: Judge, state: Path) -> Callable[[dict[str, dict[str, 
     """Send a step's requests as Batch API jobs and write their ids to ``state``."""
 
     def send(requests: dict[str, dict[str, Any]], step: str) -> None:
-        from .cli import CliError
-        from .judge.batch import BatchAPIError, save_state, submit_requests
+        from ..cli import CliError
+        from ..judge.batch import BatchAPIError, save_state, submit_requests
 
         try:
             submitted = submit_requests(judge, requests)
@@ -1016,9 +1016,9 @@ def batch_submitter(judge: Judge, state: Path) -> Callable[[dict[str, dict[str, 
 
 def collect(judge: Judge, state_path: Path) -> int:
     """Store the answers of every batch in the state file; 3 while one is still running."""
-    from .cli import CliError
-    from .judge.batch import BatchAPIError, batch_ids
-    from .judge.batch import collect as collect_batch
+    from ..cli import CliError
+    from ..judge.batch import BatchAPIError, batch_ids
+    from ..judge.batch import collect as collect_batch
 
     try:
         state = loads(state_path.read_text(encoding="utf-8"))

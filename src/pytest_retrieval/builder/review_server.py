@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from pytest_retrieval._io import now
-from pytest_retrieval._json import loads
-from pytest_retrieval.review_file import (
+from pytest_retrieval._internal.io import now
+from pytest_retrieval._internal.json import loads
+from pytest_retrieval.builder.review_file import (
     ACTIONS,
     Decision,
     Proposal,
@@ -271,7 +271,7 @@ class ReviewServer(ThreadingHTTPServer):
         if host == "127.0.0.1":
             self.hosts.add(f"localhost:{port}")
         self.url = f"{self.origin}/?token={self.token}"
-        page = resources.files("pytest_retrieval").joinpath("review_page")
+        page = resources.files("pytest_retrieval.builder").joinpath("review_page")
         self.index = (
             page.joinpath("index.html").read_text(encoding="utf-8").replace(TOKEN_SLOT, self.token)
         )

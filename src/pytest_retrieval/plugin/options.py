@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import ConfigError
-from .judge_options import DEFAULT_DEADLINE, DEFAULT_JUDGE_MODEL, add_judge_options
-from .validators import (
+from ..errors import ConfigError
+from ..judge_options import DEFAULT_DEADLINE, DEFAULT_JUDGE_MODEL, add_judge_options
+from ..validators import (
     alpha_arg,
     cutoff,
     max_drop_arg,
@@ -33,9 +33,9 @@ from .validators import (
 )
 
 if TYPE_CHECKING:
-    from .gate import Allowance
-    from .results import Threshold
-    from .shards import Shard
+    from ..gate import Allowance
+    from ..results import Threshold
+    from ..shards import Shard
 
 DEFAULT_FIXTURE = "retriever"
 #: :data:`.retrieval.DEFAULT_CONCURRENCY` and :data:`.retrieval.DEFAULT_MAX_FAILURES`, not
@@ -443,7 +443,7 @@ class Settings:
     def errors_kept_in(self) -> str:
         """Where the advice sends the reader for every failed call's traceback: the JSON
         report being written, else the option that writes one."""
-        from .render.terminal import kept_in
+        from ..render.terminal import kept_in
 
         return kept_in(self.report)
 
@@ -559,13 +559,13 @@ def settings_from_config(config: pytest.Config) -> Settings:
 
 
 def _threshold(text: str, source: str) -> Threshold:
-    from .gate import parse_assignment
+    from ..gate import parse_assignment
 
     return parse_assignment(text, source)
 
 
 def _allowance(text: str, source: str) -> Allowance:
-    from .gate import parse_allowance_assignment
+    from ..gate import parse_allowance_assignment
 
     return parse_allowance_assignment(text, source)
 
@@ -577,7 +577,7 @@ def _ini_layer(
     lines = list(config.getini(name))
     if not lines:  # the common case: no import of the gate (and numpy) at start-up
         return ()
-    from .gate import AllowanceError, ThresholdError
+    from ..gate import AllowanceError, ThresholdError
 
     try:
         return tuple(parse(line, f"ini {name}") for line in lines)
@@ -593,7 +593,7 @@ def _gate(config: pytest.Config) -> tuple[str, ...] | None:
     lines = list(config.getini("retrieval_gate"))
     if not lines:  # the common case: no import of the metrics (and numpy) at start-up
         return None
-    from .metrics import MetricNameError, parse_metric
+    from ..metrics import MetricNameError, parse_metric
 
     try:
         return tuple(parse_metric(line).name for line in lines) or None
@@ -659,7 +659,7 @@ def check_export_name(config: pytest.Config, settings: Settings) -> None:
     path = settings.export_run
     if path is None:
         return
-    from .runfile import JSON_NAMES, format_suffix  # only now: it imports numpy
+    from ..runfile import JSON_NAMES, format_suffix  # only now: it imports numpy
 
     if format_suffix(path) in JSON_NAMES:
         cli = config.getoption("retrieval_export_run")

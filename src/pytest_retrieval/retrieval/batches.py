@@ -30,9 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from ._gc import paused_gc
-from .golden import GoldenQuery
-from .hits import (
+from .._internal.gc import paused_gc
+from .._internal.stacks import format_traceback
+from ..golden import GoldenQuery
+from ..hits import (
     NOT_RETURNED,
     NUL,
     HitError,
@@ -43,7 +44,6 @@ from .hits import (
     stopped_calls,
     timed_out,
 )
-from .stacks import format_traceback
 
 #: the event loop async searches run on: the one async one-query retrievers share
 LOOP_NAME = "pytest-retrieval-loop"
@@ -200,7 +200,7 @@ def _answer(
     added to ``running`` (its loop and future) for the caller to cancel at its deadline."""
     answer = search(texts, k, **params)
     if inspect.isawaitable(answer):
-        from ._loop import awaited, shared_loop
+        from .._internal.loop import awaited, shared_loop
 
         loop = shared_loop(LOOP_NAME)
         future = loop.submit(awaited(answer))

@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._json import JsonProblem, loads
+from .._internal.json import JsonProblem, loads
 from .review_file import Proposal, Review, ReviewFileError, read_review, write_review
 
 if TYPE_CHECKING:
-    from .golden import GoldenQuery, GoldenSet
-    from .judge import Judge, JudgePair
+    from ..golden import GoldenQuery, GoldenSet
+    from ..judge import Judge, JudgePair
 
 #: a remove proposal needs the judge this sure that a golden-relevant document is not
 REMOVE_CONFIDENCE = 0.8
@@ -53,8 +53,8 @@ LISTED = 5
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Golden set, reports, output, depth, removals, corpus, Batch API and the judge's options."""
-    from .judge_args import add_judge_arguments
-    from .validators import positive_int
+    from ..judge_args import add_judge_arguments
+    from ..validators import positive_int
 
     parser.add_argument("golden", type=Path, metavar="GOLDEN", help="the golden set")
     parser.add_argument(
@@ -117,7 +117,7 @@ class Pool:
 
 def read_report(path: Path) -> list[Mapping[str, Any]]:
     """The evaluations of a ``--retrieval-report`` file; CliError naming the fix."""
-    from .cli import CliError
+    from ..cli import CliError
 
     try:
         data = loads(path.read_text(encoding="utf-8"))
@@ -149,7 +149,7 @@ def pool_reports(
     ``add``, with ``removals`` judged-relevant ones as ``remove``. Evaluations of another
     golden set (by name) are left out with a note; a query the golden set lacks, or whose
     text differs, is an error (the report was made for another version of the set)."""
-    from .cli import CliError
+    from ..cli import CliError
 
     by_id = {q.id: q for q in golden.queries}
     found: dict[tuple[str, str], Pooled] = {}
@@ -193,7 +193,7 @@ def _pool_query(
     removals: bool,
     found: dict[tuple[str, str], Pooled],
 ) -> None:
-    from .cli import CliError
+    from ..cli import CliError
 
     query_id = str(entry.get("id"))
     query = by_id.get(query_id)
@@ -236,8 +236,8 @@ def _pool_query(
 
 def run(args: argparse.Namespace) -> int:
     """Pool, judge, and write (or resume) the review file; or submit a Batch API job."""
-    from .cli import CliError
-    from .golden import GoldenError, load_golden
+    from ..cli import CliError
+    from ..golden import GoldenError, load_golden
 
     try:
         golden = load_golden(args.golden, require_relevant=False)
@@ -348,7 +348,7 @@ def _listed(names: Sequence[str]) -> str:
 
 def _previous(path: Path, golden: GoldenSet) -> Review | None:
     """The review file to resume, checked against the golden set (None: a new file)."""
-    from .cli import CliError
+    from ..cli import CliError
 
     if not path.exists():
         return None
@@ -413,8 +413,8 @@ def _kept_decisions(previous: Review | None, golden: GoldenSet) -> tuple[list[Pr
 
 
 def _corpus(args: argparse.Namespace, golden: GoldenSet) -> Mapping[str, str]:
-    from .cli import CliError
-    from .golden import GoldenError, corpus_file, load_corpus
+    from ..cli import CliError
+    from ..golden import GoldenError, corpus_file, load_corpus
 
     try:
         path = args.corpus or (None if golden.corpus is None else corpus_file(golden))
@@ -449,9 +449,9 @@ def _to_judge(
 
 
 def _judge(args: argparse.Namespace) -> Judge:
-    from .cli import CliError
-    from .judge import JudgeConfigError
-    from .judge_args import judge_from_args
+    from ..cli import CliError
+    from ..judge import JudgeConfigError
+    from ..judge_args import judge_from_args
 
     try:
         return judge_from_args(args, scale="0-3")
@@ -460,7 +460,7 @@ def _judge(args: argparse.Namespace) -> Judge:
 
 
 def _pair(item: Pooled, text: str) -> JudgePair:
-    from .judge import JudgePair
+    from ..judge import JudgePair
 
     return JudgePair(item.query.query, item.query.criteria, item.doc_id, text)
 
@@ -506,7 +506,7 @@ def _merge(
 def _header(
     args: argparse.Namespace, golden: GoldenSet, judge: Judge, previous: Review | None
 ) -> dict[str, Any]:
-    from ._io import now
+    from .._internal.io import now
 
     created = previous.header.get("created") if previous is not None else None
     if not isinstance(created, str):
@@ -529,8 +529,8 @@ def _submit(args: argparse.Namespace, judge: Judge, pairs: Sequence[JudgePair]) 
     """Send the uncached pairs as Batch API jobs; the state file is ``judge-batch``'s."""
     from urllib.parse import urlsplit
 
-    from .cli import CliError, UsageError
-    from .judge.batch import BatchAPIError, save_state, submit
+    from ..cli import CliError, UsageError
+    from ..judge.batch import BatchAPIError, save_state, submit
 
     if args.base_url and urlsplit(args.base_url).password:
         raise UsageError(

@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._io import BASELINE_SUFFIX, counted, relative
-from ._json import JsonProblem, loads
-from ._version import __version__
-from .errors import ConfigError, RetrievalError
-from .judge_args import DEFAULT_JUDGE_CACHE
-from .validators import (
+from .._internal.io import BASELINE_SUFFIX, counted, relative
+from .._internal.json import JsonProblem, loads
+from .._version import __version__
+from ..errors import ConfigError, RetrievalError
+from ..judge_args import DEFAULT_JUDGE_CACHE
+from ..validators import (
     alpha_arg,
     cutoff,
     fraction,
@@ -44,8 +44,8 @@ from .validators import (
 )
 
 if TYPE_CHECKING:
-    from .gate import Allowance
-    from .results import Comparison, EvaluationResult, QueryChange, QueryResult
+    from ..gate import Allowance
+    from ..results import Comparison, EvaluationResult, QueryChange, QueryResult
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -111,15 +111,19 @@ def _parser() -> argparse.ArgumentParser:
 #: the commands that build a golden set ("Start from nothing" in the README): each module
 #: has ``add_arguments(parser)`` and ``run(args) -> int``, imported when the parser is built
 _BUILDERS = (
-    ("synth", "synth", "generate a golden set's queries from a corpus with an LLM"),
-    ("pool", "pool", "judge the unjudged top hits of one or more reports into a review file"),
-    ("review", "review_server", "review a review file's proposed labels on a local page"),
-    ("apply", "apply", "merge a review file's decisions into the golden set"),
+    ("synth", "builder.synth", "generate a golden set's queries from a corpus with an LLM"),
+    (
+        "pool",
+        "builder.pool",
+        "judge the unjudged top hits of one or more reports into a review file",
+    ),
+    ("review", "builder.review_server", "review a review file's proposed labels on a local page"),
+    ("apply", "builder.apply", "merge a review file's decisions into the golden set"),
 )
 
 
 def _add_builder(commands: Any, name: str, module: str, summary: str) -> None:
-    builder = importlib.import_module(f"{__package__}.{module}")
+    builder = importlib.import_module(f"pytest_retrieval.{module}")
     sub = _command(commands, name, builder.run, help=summary, description=summary)
     builder.add_arguments(sub)
 
@@ -152,7 +156,7 @@ def _check_links(args: argparse.Namespace) -> None:
     """The project of a command is the working directory: an output that would be written
     through a symlink out of it is a usage error before any work (:func:`~._io.link_problem`),
     unless ``--allow-outside-links``; a file known only later is refused as it is written."""
-    from ._io import cache_outputs, link_problem, set_link_policy
+    from .._internal.io import cache_outputs, link_problem, set_link_policy
 
     set_link_policy(Path.cwd(), bool(getattr(args, "allow_outside_links", False)), ALLOW_LINKS)
     named = [(option, getattr(args, dest, None)) for dest, option in WRITTEN.items()]
@@ -162,7 +166,7 @@ def _check_links(args: argparse.Namespace) -> None:
     if getattr(args, "update_baseline", None) is not None:
         named.append(("--baseline", getattr(args, "baseline", None)))
         if args.command_name == "eval" and args.baseline is None:  # beside the golden set
-            from .baseline import default_path
+            from ..baseline import default_path
 
             named.append(("the baseline to record", default_path(args.golden)))
     if args.command_name == "review":
@@ -203,7 +207,7 @@ OPTIONS = frozenset({"queries", "corpus", "prompt"})
 def _max_drop(text: str) -> Allowance:
     """``type=`` of ``diff --max-drop``: the allowance, or argparse's error saying what to
     write."""
-    from .gate import parse_allowance_assignment
+    from ..gate import parse_allowance_assignment
 
     try:
         return parse_allowance_assignment(text, "--max-drop")
@@ -256,8 +260,8 @@ def _add_validate(commands: Any) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from .golden import GoldenError, load_golden
-    from .sanity import corpus_check, sanity, sanity_text
+    from ..golden import GoldenError, load_golden
+    from ..sanity import corpus_check, sanity, sanity_text
 
     _inputs(args, (), ["golden"])
     status = 0
@@ -320,7 +324,7 @@ def _add_convert(commands: Any) -> None:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from .golden import GoldenError, load_golden, load_trec
+    from ..golden import GoldenError, load_golden, load_trec
 
     _inputs(args, ["queries"], ["source"])
     source: Path = args.source
@@ -340,7 +344,7 @@ def _convert(args: argparse.Namespace) -> int:
     if output is None:
         sys.stdout.write(text)
         return 0
-    from ._io import atomic_write
+    from .._internal.io import atomic_write
 
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -383,7 +387,7 @@ def _golden_from_csv(path: Path) -> Any:
     """Rows -> golden entries, validated by the same loader as every other format."""
     import tempfile
 
-    from .golden import GoldenError, load_golden
+    from ..golden import GoldenError, load_golden
 
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
@@ -486,7 +490,7 @@ def _with_ab(results: list[EvaluationResult], data: dict[str, Any]) -> list[Eval
     against the reference and puts its ranks beside the hits."""
     from dataclasses import replace
 
-    from .results import Comparison
+    from ..results import Comparison
 
     found: dict[tuple[Any, Any], dict[str, Any]] = {
         (entry.get("golden"), entry.get("retriever")): entry["comparison"]
@@ -517,7 +521,7 @@ def _why_empty(data: dict[str, Any]) -> str:
 
 def _read_report(path: Path, data: dict[str, Any] | None = None) -> list[EvaluationResult]:
     """The evaluations of a report (``data``: its document, when already read)."""
-    from .results import result_from_dict
+    from ..results import result_from_dict
 
     evaluations = (data if data is not None else _report_data(path))["evaluations"]
     try:
@@ -533,7 +537,7 @@ def _check_metric_names(path: Path, index: int, result: EvaluationResult) -> Non
     """The metric names of a report's evaluation are metric names, each with its mean per
     tag: a report edited or damaged there is one message naming the file and field, not an
     error (or a KeyError) about a metric the command line never named."""
-    from .metrics import MetricNameError, parse_metric
+    from ..metrics import MetricNameError, parse_metric
 
     where = f"{path}: /evaluations/{index}"
     fix = "give the report as pytest --retrieval-report wrote it"
@@ -575,9 +579,9 @@ def _diff(args: argparse.Namespace) -> int:
     verdict (:func:`~pytest_retrieval.gate.decide`) as the plugin, rendered the same way."""
     from dataclasses import replace
 
-    from .baseline import entry_key
-    from .gate import decide
-    from .render.terminal import regression_lines
+    from ..baseline import entry_key
+    from ..gate import decide
+    from ..render.terminal import regression_lines
 
     _inputs(args, ["report_a", "report_b"])
     documents = [_report_data(args.report_a), _report_data(args.report_b)]
@@ -638,9 +642,9 @@ def _compared(
     metric compared."""
     from dataclasses import replace
 
-    from .baseline import entry_key
-    from .compare import compare_to_baseline, entry_from_result
-    from .gate import merge_allowances
+    from ..baseline import entry_key
+    from ..compare import compare_to_baseline, entry_from_result
+    from ..gate import merge_allowances
 
     report_a, report_b = args.report_a, args.report_b
     reference = _counterpart(result, earlier, report_a)
@@ -679,7 +683,7 @@ def _nothing_compared(
 ) -> str | None:
     """Why the comparison compared no gated metric (None: it compared some): no query in
     common, other metric definitions, a judge that changed, gated metrics only one report has."""
-    from .results import LATENCY
+    from ..results import LATENCY
 
     if comparison.n_common == 0:
         return (
@@ -697,7 +701,7 @@ def _nothing_compared(
 
 def _names(metrics: Iterable[str]) -> str:
     """Metric names in their display order, the first six: what a report has."""
-    from .metrics import parse_metric
+    from ..metrics import parse_metric
 
     ordered = sorted(metrics, key=lambda m: parse_metric(m).sort_key)
     more = f" (+{len(ordered) - 6} more)" if len(ordered) > 6 else ""
@@ -754,7 +758,7 @@ def _add_show(commands: Any) -> None:
 def _show(args: argparse.Namespace) -> int:
     """A baseline or a report, told apart by their content; anything else is refused with
     what it looks like and what ``show`` reads."""
-    from .baseline import FORMAT
+    from ..baseline import FORMAT
 
     _inputs(args, ["file"])
     path: Path = args.file
@@ -808,9 +812,9 @@ def _looks_like(data: Any) -> str:
 
 
 def _show_baseline(args: argparse.Namespace) -> int:
-    from .baseline import BaselineError, read
-    from .metrics import parse_metric
-    from .render.text import ci, num, text_table
+    from ..baseline import BaselineError, read
+    from ..metrics import parse_metric
+    from ..render.text import ci, num, text_table
 
     given = [
         option
@@ -851,8 +855,8 @@ def _show_baseline(args: argparse.Namespace) -> int:
 def _show_report(args: argparse.Namespace, results: list[EvaluationResult]) -> int:
     """Each chosen evaluation: its summary, or (``--query``/``--worst``/``--tag``) the
     chosen queries' hits."""
-    from .baseline import entry_key
-    from .render.terminal import summary_lines
+    from ..baseline import entry_key
+    from ..render.terminal import summary_lines
 
     if args.query and args.tag:
         raise UsageError("--query picks queries by id; leave out --tag (or use --tag alone)")
@@ -900,7 +904,7 @@ def _check_picks(args: argparse.Namespace, chosen: Sequence[EvaluationResult]) -
 
 def _evaluation_lines(result: EvaluationResult, args: argparse.Namespace) -> list[str]:
     """One evaluation's chosen queries, each with its hits, worst first."""
-    from .render.text import title
+    from ..render.text import title
 
     metric = _ranking_metric(result, args.metric)
     comparison = result.comparison
@@ -946,7 +950,7 @@ def _ranking_metric(result: EvaluationResult, wanted: str | None) -> str:
     """What "worst" means: ``--metric``, else the first metric that regressed, else the first
     gated one on which a query got worse, else the first with shifts, else the first gated,
     else the first computed."""
-    from .metrics import parse_metric
+    from ..metrics import parse_metric
 
     if wanted is not None:
         return wanted
@@ -969,9 +973,9 @@ def _value(query: QueryResult, metric: str) -> float:
 def _query_lines(result: EvaluationResult, query: QueryResult, depth: int) -> list[str]:
     """id, text, tags, metrics (before → after where it changed), the ranked hits as a
     table, where the relevant documents went, and the relevant ones never retrieved."""
-    from .metrics import parse_metric
-    from .render.rows import depth_note, move_lines
-    from .render.text import delta, num, text_table
+    from ..metrics import parse_metric
+    from ..render.rows import depth_note, move_lines
+    from ..render.text import delta, num, text_table
 
     comparison = result.comparison
     changes: dict[str, QueryChange] = {}
@@ -1030,8 +1034,8 @@ def _hit_rows(
     """rank | doc | score | relevant | judge | baseline | text: the columns this report has
     data for (``ranked``: the reference column's name and the reference's ranking, maybe
     empty)."""
-    from .render.rows import rank_text
-    from .render.text import short
+    from ..render.rows import rank_text
+    from ..render.text import short
 
     column, reference = ranked
     judged = result.judge is not None or bool(query.judgments)
@@ -1065,8 +1069,8 @@ def _hit_rows(
 
 def _judge_text(verdict: dict[str, Any] | None) -> str:
     """``yes: mentions the recipe`` / ``grade 2: ...`` / ``ungraded: timeout``."""
-    from .render.text import short
-    from .results import is_graded
+    from ..render.text import short
+    from ..results import is_graded
 
     if not verdict:
         return ""
@@ -1143,7 +1147,7 @@ STILL_RUNNING = 3  # judge-batch collect: exit status while a batch has not ende
 
 
 def _batch_judge(settings: dict[str, Any]) -> Any:
-    from .judge import Judge, JudgeConfig, JudgeConfigError
+    from ..judge import Judge, JudgeConfig, JudgeConfigError
 
     try:
         return Judge(
@@ -1163,7 +1167,7 @@ def _batch_judge(settings: dict[str, Any]) -> Any:
 
 
 def _judge_batch(args: argparse.Namespace) -> int:
-    from .judge.batch import BatchAPIError
+    from ..judge.batch import BatchAPIError
 
     _inputs(args, ["source", "prompt"], ["corpus"])
     try:
@@ -1176,7 +1180,7 @@ def _judge_batch(args: argparse.Namespace) -> int:
 
 
 def _batch_submit(args: argparse.Namespace) -> int:
-    from .judge.batch import pairs_from_report, save_state, submit
+    from ..judge.batch import pairs_from_report, save_state, submit
 
     if args.state is None:
         raise UsageError("submit needs -o STATE.json (where to remember the batch ids)")
@@ -1230,7 +1234,7 @@ def _batch_submit(args: argparse.Namespace) -> int:
 
 def _batch_collect(args: argparse.Namespace) -> int:
     """Every batch of the state file in turn, then the sum and what to do next."""
-    from .judge.batch import batch_ids, collect
+    from ..judge.batch import batch_ids, collect
 
     state = _json_object(args.source)
     if isinstance(state.get("evaluations"), list):
@@ -1367,7 +1371,7 @@ def _cut_short(exc: json.JSONDecodeError) -> bool:
 
 
 def _batch_corpus(args: argparse.Namespace, report: dict[str, Any]) -> dict[str, str]:
-    from .golden import GoldenError, corpus_file, load_corpus, load_golden
+    from ..golden import GoldenError, corpus_file, load_corpus, load_golden
 
     try:
         if args.corpus is not None:
@@ -1453,8 +1457,8 @@ def _add_combine(commands: Any) -> None:
 def _combine(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .formats import corpus_input, declared_corpus, golden_inputs
-    from .shards import SettingsDiffer, ShardError, combine, named_by, read_partial
+    from ..formats import corpus_input, declared_corpus, golden_inputs
+    from ..shards import SettingsDiffer, ShardError, combine, named_by, read_partial
 
     outputs = _offline_outputs(args, [("a shard's partial report", p) for p in args.partial])
     start = Path.cwd()
@@ -1514,7 +1518,7 @@ def _edited_settings(documents: Sequence[tuple[Path, Any]]) -> Exception | None:
     """What the report schema finds wrong in the partial reports, their queries left out:
     a value of the wrong type (``"k": "10"``) is what refused them, not a difference between
     shards. Without the queries the check takes no time, however many there are."""
-    from .shards import malformed
+    from ..shards import malformed
 
     def settings(document: Any) -> Any:
         if not isinstance(document, dict) or not isinstance(document.get("evaluations"), list):
@@ -1530,7 +1534,7 @@ def _edited_settings(documents: Sequence[tuple[Path, Any]]) -> Exception | None:
 def _malformed(documents: Sequence[tuple[Path, Any]], exc: Exception) -> Exception:
     """What is wrong in partial reports that broke combining them: the schema's finding, else
     the error itself, said as such (a value the schema allows but no shard writes)."""
-    from .shards import ShardError, malformed
+    from ..shards import ShardError, malformed
 
     found = malformed(documents)
     if found is not None:
@@ -1629,15 +1633,15 @@ def _add_eval(commands: Any) -> None:
 def _eval(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .baseline import default_path, golden_key
-    from .baseline import default_path as baseline_of
-    from .evaluation import JUDGE_ADVICE, evaluate
-    from .formats import corpus_input, golden_inputs
-    from .gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
-    from .golden import load_golden
-    from .ini_check import unread_gate_settings
-    from .offline import GateSettings, Whole
-    from .runfile import missing_queries, read_run, runs_for, ties_warning
+    from ..baseline import default_path, golden_key
+    from ..baseline import default_path as baseline_of
+    from ..evaluation import JUDGE_ADVICE, evaluate
+    from ..finish import GateSettings, Whole
+    from ..formats import corpus_input, golden_inputs
+    from ..gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
+    from ..golden import load_golden
+    from ..plugin.ini_check import unread_gate_settings
+    from ..runfile import missing_queries, read_run, runs_for, ties_warning
 
     outputs = _offline_outputs(
         args,
@@ -1721,7 +1725,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _offline_outputs(args: argparse.Namespace, inputs: list[tuple[str, Path | None]]) -> Any:
     """The outputs asked for, checked before any work: a folder, or a file that is one of
     the ``inputs`` (or another output), is a usage error; nothing is written then."""
-    from .offline import Outputs
+    from ..finish import Outputs
 
     for name in OUTPUT_OPTIONS:
         path = getattr(args, name)
@@ -1741,7 +1745,7 @@ def _check_overwrites(
 ) -> None:
     """A usage error when an output would overwrite one of the ``inputs`` or ``baselines``
     (which are outputs too under --update-baseline), or another output."""
-    from ._io import overwrite_problem
+    from .._internal.io import overwrite_problem
 
     written = [("--" + n.replace("_", "-"), getattr(args, n)) for n in OUTPUT_OPTIONS]
     records: list[Path | None] = []
@@ -1753,7 +1757,7 @@ def _check_overwrites(
     problem = overwrite_problem(written, inputs, records)
     if problem is not None:
         raise UsageError(problem)
-    from .shards import partial_report_of
+    from ..shards import partial_report_of
 
     given = {path.resolve() for _, path in inputs if path is not None}
     for option, path in written:
@@ -1781,7 +1785,7 @@ def _refuse(
     """Inputs that cannot be gated: the outputs say why (as after a pytest usage error), and
     so does stderr; exit status 2. ``named``: the golden sets and other files the inputs
     name, which the outputs do not overwrite (eval's golden set is its argument)."""
-    from .offline import refused
+    from ..finish import refused
 
     start = Path.cwd()
     goldens, others = named
@@ -1805,7 +1809,7 @@ def _gate_offline(
     write the outputs and print the summary; the exit status of the verdict."""
     from dataclasses import replace
 
-    from .offline import gate, record, summary, write_outputs
+    from ..finish import gate, record, summary, write_outputs
 
     start = Path.cwd()
     try:

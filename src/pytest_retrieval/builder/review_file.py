@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._json import JsonProblem, loads
-from .errors import RetrievalError
+from .._internal.json import JsonProblem, loads
+from ..errors import RetrievalError
 
 REVIEW_VERSION = 1
 KINDS = ("add", "remove")
@@ -321,7 +321,7 @@ def write_review(path: Path, header: Mapping[str, Any], proposals: Sequence[Prop
 
     Refuses two proposals with the same key (a file that :func:`read_review` would reject).
     """
-    from ._io import atomic_write
+    from .._internal.io import atomic_write
 
     keys: set[tuple[str, str, str]] = set()
     for proposal in proposals:
@@ -348,7 +348,7 @@ def record_decision(path: Path, key: tuple[str, str, str], decision: Decision | 
     """
     from dataclasses import replace
 
-    from ._io import locked
+    from .._internal.io import locked
 
     with locked(path):
         review = read_review(path)

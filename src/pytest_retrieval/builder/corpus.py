@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._io import text_lines
-from ._json import JsonProblem, loads
-from .errors import RetrievalError
+from .._internal.io import text_lines
+from .._internal.json import JsonProblem, loads
+from ..errors import RetrievalError
 
 _ID_KEYS = ("_id", "id", "doc_id")
 _TEXT_KEYS = ("text", "contents")

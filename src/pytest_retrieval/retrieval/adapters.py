@@ -44,8 +44,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .hits import HitError, read_limit
-from .retrieval import Retriever
+from ..hits import HitError, read_limit
+from . import Retriever
 
 #: metadata keys tried, in order, after the object's own id (when no doc_id_key is given)
 DEFAULT_ID_KEYS = ("id", "doc_id")

@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ._json import loads
-from .errors import warning_made_error
+from ..errors import warning_made_error
+from .json import loads
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -239,7 +239,7 @@ class JsonCache:
 def _warn(message: str) -> None:
     """A :class:`CacheWarning`; where the warning filters make it an error, a ConfigError
     with its fix (a failed evaluation in its words, not a traceback into this module)."""
-    with warning_made_error(message, "pytest_retrieval.cache.CacheWarning"):
+    with warning_made_error(message, "pytest_retrieval._internal.cache.CacheWarning"):
         warnings.warn(CacheWarning(message), stacklevel=4)
 
 

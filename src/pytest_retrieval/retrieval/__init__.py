@@ -10,22 +10,22 @@ the run. The exception is ``KeyboardInterrupt``: it stops the run, as Ctrl-C wou
 Where calls run:
 
 - sync retrievers: up to ``concurrency`` daemon worker threads, watched by the caller's
-  thread, which sets their number (:mod:`~pytest_retrieval.ramp`): one, and more only while
+  thread, which sets their number (:mod:`~.ramp`): one, and more only while
   more make the calls finish faster -- all of them at once for a retriever that waits on the
   network, one for a retriever computing under the GIL, where more threads only take turns
   and cost time. A call past its deadline is recorded as timed out and its thread abandoned
   (a fresh one takes over). With concurrency 1 and no timeout the calls run in the caller's
   own thread, so a client bound to the thread that made it (sqlite3) works.
 - async retrievers: ``concurrency`` worker tasks on the process's private event loop
-  (:func:`~pytest_retrieval._loop.shared_loop`), kept between evaluations so a client created
+  (:func:`~.._internal.loop.shared_loop`), kept between evaluations so a client created
   lazily on the first call keeps working. A call past its deadline is recorded and cancelled
   and its task abandoned (a coroutine that swallows the cancellation is never awaited). The
   caller's thread watches the loop's heartbeat: a coroutine that blocks the loop is named in a
   :class:`BlockingRetrieverWarning`, and past the deadline the loop is abandoned and the
-  queries still to answer move to a new one (:mod:`~pytest_retrieval.async_calls`).
+  queries still to answer move to a new one (:mod:`~pytest_retrieval.retrieval.async_calls`).
 
 What a call gave, and the message of each way it can fail, is :mod:`~pytest_retrieval.hits`;
-where a stuck call is stuck, :mod:`~pytest_retrieval.stacks`.
+where a stuck call is stuck, :mod:`~pytest_retrieval._internal.stacks`.
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ import warnings
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .batches import BatchRetriever, run_batches
-from .errors import warning_made_error
-from .golden import GoldenQuery
-from .hits import (
+from .._internal.stacks import Place, format_traceback, thread_frames, where
+from ..errors import warning_made_error
+from ..golden import GoldenQuery
+from ..hits import (
     HitError,
     QueryRun,
     describe_error,
@@ -54,8 +54,8 @@ from .hits import (
     stopped_calls,
     timed_out,
 )
+from .batches import BatchRetriever, run_batches
 from .ramp import Ramp
-from .stacks import Place, format_traceback, thread_frames, where
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -321,7 +321,7 @@ class Runner:
 
     def run_threads(self) -> None:
         """Daemon workers pull query indices; the caller's thread watches the deadlines and
-        sets how many workers run (:class:`~pytest_retrieval.ramp.Ramp`: one, more while more
+        sets how many workers run (:class:`~.ramp.Ramp`: one, more while more
         make the calls go faster, at most ``concurrency``).
 
         A call that overruns the timeout cannot be killed: it is recorded as a timeout, its
@@ -422,7 +422,7 @@ class Runner:
 
     def run_async(self) -> None:
         """Worker tasks on the shared private loop; a blocked loop is left for a new one."""
-        from ._loop import GRACE, shared_loop  # asyncio: imported when something is async
+        from .._internal.loop import GRACE, shared_loop  # asyncio: imported when something is async
         from .async_calls import Batch
 
         todo = list(range(self.total))
@@ -480,7 +480,7 @@ async def read_stream(stream: AsyncIterable[Any], limit: int) -> list[Any]:
 def await_privately(awaitable: Awaitable[Any]) -> Any:
     """What a sync call's awaitable gives, awaited on a private loop of its own (asyncio is
     imported only for a retriever that needs it: 30 ms of every run otherwise)."""
-    from ._loop import awaited, run_private
+    from .._internal.loop import awaited, run_private
 
     return run_private(functools.partial(awaited, awaitable), "pytest-retrieval-call")
 
