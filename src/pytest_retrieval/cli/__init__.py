@@ -15,7 +15,6 @@ also inputs that cannot be gated, said in the outputs asked for too).
 from __future__ import annotations
 
 import argparse
-import csv
 import difflib
 import importlib
 import io
@@ -32,19 +31,10 @@ from .._internal.io import BASELINE_SUFFIX, counted, relative
 from .._internal.json import JsonProblem, loads
 from .._version import __version__
 from ..errors import ConfigError, RetrievalError
-from ..judge_args import DEFAULT_JUDGE_CACHE
-from ..validators import (
-    alpha_arg,
-    cutoff,
-    fraction,
-    metric_arg,
-    positive_int,
-    retriever_id_arg,
-    threshold_arg,
-)
+from ..settings import add_cli_options
+from ..validators import metric_arg, positive_int, retriever_id_arg
 
 if TYPE_CHECKING:
-    from ..gate import Allowance
     from ..results import Comparison, EvaluationResult, QueryChange, QueryResult
 
 Command = Callable[[argparse.Namespace], int]
@@ -131,12 +121,7 @@ def _add_builder(commands: Any, name: str, module: str, summary: str) -> None:
 def _command(commands: Any, name: str, run: Command, **options: Any) -> argparse.ArgumentParser:
     sub: argparse.ArgumentParser = commands.add_parser(name, **options)
     sub.set_defaults(command=run, command_name=name, parser=sub)
-    sub.add_argument(
-        ALLOW_LINKS,
-        action="store_true",
-        help="let an output be written through a symlink to a place outside the project "
-        "(the working directory): refused by default",
-    )
+    add_cli_options(sub, name)  # --allow-outside-links, and what it shares with a pytest run
     return sub
 
 
@@ -202,17 +187,6 @@ def _inputs(args: argparse.Namespace, files: Sequence[str], paths: Sequence[str]
 
 #: input arguments given as options (the rest are positional)
 OPTIONS = frozenset({"queries", "corpus", "prompt"})
-
-
-def _max_drop(text: str) -> Allowance:
-    """``type=`` of ``diff --max-drop``: the allowance, or argparse's error saying what to
-    write."""
-    from ..gate import parse_allowance_assignment
-
-    try:
-        return parse_allowance_assignment(text, "--max-drop")
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _unknown(kind: str, wanted: str, known: Sequence[str], where: Path | str) -> str:
@@ -293,17 +267,10 @@ def _validate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- convert
 
-CSV_HELP = """\
-CSV: a header row, then one row per query. Columns: query (required), relevant (required:
-doc ids separated by ';', each optionally with a grade as id:grade), id (optional, default:
-derived from the query text, q- and 12 hex digits, unchanged when other rows are added or
-removed), tags (optional, separated by ';'). Example:
-  id,query,relevant,tags
-  q1,how to reset a password,doc-12;doc-40:2,account
-"""
-
 
 def _add_convert(commands: Any) -> None:
+    from ..formats import CSV_HELP
+
     sub = _command(
         commands,
         "convert",
@@ -312,14 +279,13 @@ def _add_convert(commands: Any) -> None:
         description="Convert a BEIR folder (queries.jsonl + qrels/<split>.tsv), TREC qrels "
         "(with --queries, or a queries.tsv beside them) or a CSV file into the golden JSON "
         "object form.",
-        epilog=CSV_HELP,
+        epilog=CSV_HELP,  # the reader's layout, from formats
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub.add_argument("source", type=Path, metavar="SOURCE", help="BEIR folder, qrels file or .csv")
     sub.add_argument("-o", "--output", required=True, help="output .json, or - for stdout")
     sub.add_argument("--queries", type=Path, help="TREC queries file (QUERY_ID<TAB>TEXT)")
     sub.add_argument("--name", help="golden set name (default: from the source)")
-    sub.add_argument("--k", type=cutoff, default=None, help="default cutoff to store")
     sub.add_argument("--force", action="store_true", help="overwrite an existing output")
 
 
@@ -330,9 +296,7 @@ def _convert(args: argparse.Namespace) -> int:
     source: Path = args.source
     output = None if args.output == "-" else _output_file(Path(args.output), args.force)
     try:
-        if source.suffix.lower() == ".csv":
-            golden = _golden_from_csv(source)
-        elif args.queries is not None:
+        if args.queries is not None:
             golden = load_trec(source, args.queries)
         else:
             golden = load_golden(source)
@@ -383,51 +347,6 @@ def _entry(query: Any) -> dict[str, Any]:
     return entry
 
 
-def _golden_from_csv(path: Path) -> Any:
-    """Rows -> golden entries, validated by the same loader as every other format."""
-    import tempfile
-
-    from ..golden import GoldenError, load_golden
-
-    try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            rows = list(csv.DictReader(handle))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise GoldenError(path, "", f"cannot read it as CSV ({exc})") from None
-    entries = []
-    for number, row in enumerate(rows, start=2):  # line 1 is the header
-        if not row.get("query") or not row.get("relevant"):
-            raise GoldenError(
-                path,
-                f"line {number}",
-                "a row needs 'query' and 'relevant' columns with values",
-                "see `pytest-retrieval convert --help` for the CSV layout",
-            )
-        relevant: dict[str, int] = {}
-        for item in filter(None, (part.strip() for part in row["relevant"].split(";"))):
-            doc, _, grade = item.rpartition(":") if ":" in item else (item, "", "1")
-            try:
-                relevant[doc] = int(grade)
-            except ValueError:
-                raise GoldenError(
-                    path, f"line {number}", f"bad grade in {item!r}", "write id:grade, e.g. d1:2"
-                ) from None
-        entry: dict[str, Any] = {"query": row["query"], "relevant": relevant}
-        if row.get("id"):
-            entry["id"] = row["id"]
-        if row.get("tags"):
-            entry["tags"] = [t.strip() for t in row["tags"].split(";") if t.strip()]
-        entries.append(entry)
-    with tempfile.TemporaryDirectory() as folder:
-        staged = Path(folder) / f"{path.stem}.json"
-        staged.write_text(json.dumps({"name": path.stem, "queries": entries}), "utf-8")
-        try:
-            golden = load_golden(staged)
-        except GoldenError as exc:
-            raise GoldenError(path, exc.where, exc.problem, exc.fix) from None
-    return golden.model_copy(update={"source": str(path)})
-
-
 # ---------------------------------------------------------------------------- diff
 
 
@@ -444,25 +363,6 @@ def _add_diff(commands: Any) -> None:
     )
     sub.add_argument("report_a", type=Path, metavar="REPORT_A", help="the reference run")
     sub.add_argument("report_b", type=Path, metavar="REPORT_B", help="the run to judge")
-    sub.add_argument(
-        "--max-drop",
-        action="append",
-        type=_max_drop,
-        default=[],
-        metavar="METRIC=DROP",
-        help="allowed drop, absolute (0.01) or relative (2%%); repeatable; default 0.01",
-    )
-    sub.add_argument(
-        "--alpha", type=alpha_arg, default=0.05, help="significance level, in (0, 1] (0.05)"
-    )
-    sub.add_argument(
-        "--gate",
-        action="append",
-        type=metric_arg,
-        default=None,
-        metavar="METRIC",
-        help="a gated metric (repeatable); default: the gated set REPORT_B was run with",
-    )
 
 
 def _readable(paths: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:
@@ -1126,21 +1026,6 @@ def _add_judge_batch(commands: Any) -> None:
     )
     sub.add_argument("-o", "--state", type=Path, help="submit: where to write the state file")
     sub.add_argument("--corpus", type=Path, help="doc texts (default: the golden set's corpus)")
-    sub.add_argument("--model", default="gpt-4.1-mini")
-    sub.add_argument("--scale", choices=["binary", "0-3"], default="binary")
-    sub.add_argument("--min-score", type=fraction, default=0.5)
-    sub.add_argument("--base-url", default=None)
-    sub.add_argument("--prompt", type=Path, default=None)
-    sub.add_argument("--text-budget", type=positive_int, default=4000)
-    sub.add_argument(
-        "--samples",
-        type=positive_int,
-        default=1,
-        help="answers per hit, as --retrieval-judge-samples in the pytest run (default 1)",
-    )
-    sub.add_argument(
-        "--cache", type=Path, default=DEFAULT_JUDGE_CACHE, help=f"default {DEFAULT_JUDGE_CACHE}"
-    )
 
 
 STILL_RUNNING = 3  # judge-batch collect: exit status while a batch has not ended
@@ -1396,31 +1281,8 @@ def _batch_corpus(args: argparse.Namespace, report: dict[str, Any]) -> dict[str,
 
 
 def _add_gate_options(sub: argparse.ArgumentParser) -> None:
-    """The options ``combine`` and ``eval`` share with a pytest run's gate and outputs."""
-    sub.add_argument(
-        "--baseline",
-        type=Path,
-        metavar="FILE",
-        help="baseline file to compare with and update (default: the one the run used, or "
-        "<golden>.baseline.json beside the golden set)",
-    )
-    sub.add_argument(
-        "--update-baseline",
-        nargs="?",
-        const="safe",
-        choices=["safe", "force"],
-        default=None,
-        help="record the whole as the baseline (refused on failed retriever calls unless "
-        "=force), as --retrieval-update-baseline",
-    )
-    sub.add_argument("--report", type=Path, metavar="PATH", help="write the JSON report")
-    sub.add_argument(
-        "--markdown",
-        type=Path,
-        metavar="PATH",
-        help="write the Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)",
-    )
-    sub.add_argument("--html", type=Path, metavar="PATH", help="write the HTML report")
+    """The options of ``combine`` and ``eval`` that a pytest run spells otherwise (the rest
+    come from :mod:`..settings`)."""
     sub.add_argument("--junit-xml", type=Path, metavar="PATH", help="write a JUnit XML file")
     sub.add_argument(
         "-v", "--verbose", action="store_true", help="more changed queries and tracebacks"
@@ -1583,50 +1445,6 @@ def _add_eval(commands: Any) -> None:
         help="the retriever's id in the baseline and outputs (default: the run file's name "
         "without extension, as under --retrieval-run: runs/bm25.trec is bm25)",
     )
-    sub.add_argument("--k", type=cutoff, default=None, help="default cutoff (the golden file's)")
-    sub.add_argument(
-        "--metric",
-        action="append",
-        type=metric_arg,
-        default=[],
-        metavar="METRIC",
-        help="extra metric to compute, e.g. ndcg_exp@20; repeatable",
-    )
-    sub.add_argument(
-        "--threshold",
-        action="append",
-        type=threshold_arg,
-        default=[],
-        metavar="METRIC=VALUE",
-        help="minimum for a metric, e.g. recall@10=0.8 or recall@10[errors]=0.7; repeatable; "
-        "wins over the golden file's",
-    )
-    sub.add_argument(
-        "--max-drop",
-        action="append",
-        type=_max_drop,
-        default=[],
-        metavar="METRIC=DROP",
-        help="allowed drop against the baseline, absolute (0.01) or relative (2%%); "
-        "repeatable; wins over the golden file's; default 0.01",
-    )
-    sub.add_argument(
-        "--alpha", type=alpha_arg, default=0.05, help="significance level, in (0, 1] (0.05)"
-    )
-    sub.add_argument(
-        "--gate",
-        action="append",
-        type=metric_arg,
-        default=None,
-        metavar="METRIC",
-        help="a metric whose drop fails the gate (repeatable; default: the golden file's, "
-        "else recall, mrr and ndcg at k)",
-    )
-    sub.add_argument(
-        "--strict-baseline",
-        action="store_true",
-        help="a missing or stale baseline fails the gate (default: a warning)",
-    )
     _add_gate_options(sub)
 
 
@@ -1638,9 +1456,9 @@ def _eval(args: argparse.Namespace) -> int:
     from ..evaluation import JUDGE_ADVICE, evaluate
     from ..finish import GateSettings, Whole
     from ..formats import corpus_input, golden_inputs
-    from ..gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
+    from ..gate import from_mapping, merge, merge_allowances, parse_allowance
     from ..golden import load_golden
-    from ..plugin.ini_check import unread_gate_settings
+    from ..inifile import unread_gate_settings
     from ..runfile import missing_queries, read_run, runs_for, ties_warning
 
     outputs = _offline_outputs(
@@ -1673,7 +1491,7 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         thresholds = merge(
             from_mapping(golden.thresholds, f"{golden.source} thresholds"),
-            [parse_assignment(text, "--threshold") for text in args.threshold],
+            args.threshold,
         )
         allowances = merge_allowances(
             [
