@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 from .validators import (
     alpha_arg,
@@ -68,6 +69,7 @@ DEFAULT_JUDGE_MAX_FAILURES = 8
 DEFAULT_RELEVANCE_LEVEL = 2
 
 # ---------------------------------------------------------------------------- the records
+# (tuples, not dataclasses: a dataclass costs about 1 ms to create, at every pytest start)
 
 #: "not overridden" in a :class:`Flag`
 SAME: Any = object()
@@ -77,8 +79,7 @@ BUILDERS = "builders"
 EVERY = "*"
 
 
-@dataclass(frozen=True)
-class Ini:
+class Ini(NamedTuple):
     """An ini key: its help in ``pytest --help`` and its kind (how pytest reads it)."""
 
     key: str
@@ -88,8 +89,7 @@ class Ini:
     in_help: bool = True
 
 
-@dataclass(frozen=True)
-class Flag:
+class Flag(NamedTuple):
     """How a ``pytest-retrieval`` command spells an option where it differs from the pytest
     one: its flag, help, parser, metavar, default or choices (:data:`SAME`: as the option)."""
 
@@ -101,8 +101,7 @@ class Flag:
     choices: Any = SAME
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """One setting. ``name``: its pytest dest without the ``retrieval_`` prefix;
     ``default``: its value when neither the command line nor the ini file gives one."""
 
@@ -122,7 +121,7 @@ class Option:
     #: a pytest option (False: an ini key only)
     pytest: bool = True
     #: the commands that take it -> how each spells it
-    cli: Mapping[str, Flag] = field(default_factory=dict)
+    cli: Mapping[str, Flag] = MappingProxyType({})
 
     @property
     def pytest_flag(self) -> str:
