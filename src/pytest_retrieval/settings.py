@@ -127,10 +127,6 @@ class Option(NamedTuple):
     def pytest_flag(self) -> str:
         return "--retrieval-" + self.name.replace("_", "-")
 
-    @property
-    def dest(self) -> str:
-        return "retrieval_" + self.name
-
     def pytest_help(self) -> str:
         if self.ini is not None and self.ini.in_help:
             return f"{self.help}. ini: {self.ini.key}"
