@@ -137,7 +137,6 @@ KNOWN: frozenset[tuple[str, str]] = frozenset(
         ("builder.pool", "cli"),
         ("builder.review_server", "cli"),
         ("builder.synth", "cli"),
-        ("cli", "plugin.ini_check"),
         ("finish", "_pytest"),
         ("shards", "pytest"),
         ("shards", "plugin.session"),

@@ -519,3 +519,34 @@ def test_validate_checks_the_corpus_named_in_a_golden_file(
     assert f"warning: {shown}" in capsys.readouterr().out
     assert main(["validate", "--strict", str(path)]) == 1
     assert missing in capsys.readouterr().err
+
+
+# -------------------------------------------------------------------- CSV, a golden format
+
+
+def test_a_csv_golden_set_loads_as_every_other_format(tmp_path: Path) -> None:
+    table = tmp_path / "fruit.csv"
+    table.write_text("id,query,relevant,tags\napple,apple,d1;d4:2,fruit\n", "utf-8")
+    golden = load_golden(table)
+    assert (golden.name, golden.source) == ("fruit", str(table))
+    assert golden.queries[0].relevant == {"d1": 1, "d4": 2}
+    assert list(golden.queries[0].tags) == ["fruit"]
+
+
+def test_a_csv_row_that_breaks_the_schema_names_its_line(tmp_path: Path) -> None:
+    table = tmp_path / "g.csv"
+    table.write_text("query,relevant\napple,d1\nbread,d2:x\n", "utf-8")
+    with pytest.raises(GoldenError, match=r"g\.csv, line 3: bad grade in 'd2:x'"):
+        load_golden(table)
+
+
+def test_pytest_evaluates_a_csv_golden_set(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(KEYWORD_RETRIEVER)
+    pytester.path.joinpath("fruit.csv").write_text(
+        "id,query,relevant\napple,apple,d1;d4\njuice,juice,d6\n", "utf-8"
+    )
+    result = pytester.runpytest(
+        "--retrieval-golden=fruit.csv", "--retrieval-threshold=recall@10=0.9", "-p", "no:xdist"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*fruit*", "*recall@10*1.0000*", "*verdict: PASSED*"])

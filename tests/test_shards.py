@@ -26,8 +26,8 @@ from judge_server import serve
 from test_recipes import README, fenced, section
 
 from pytest_retrieval.cli import main
-from pytest_retrieval.shards import Shard, shard_of
-from pytest_retrieval.validators import shard_arg
+from pytest_retrieval.shards import shard_of
+from pytest_retrieval.validators import Shard, shard_arg
 
 #: Two retrievers (an A/B run) that find, at a rank that varies, the relevant documents of
 #: some queries: bm25 those with n % 5 != 0 (WORSE: n % 5 > 1, a regression), dense n % 4;

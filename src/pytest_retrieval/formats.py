@@ -1,4 +1,4 @@
-"""Golden-set file formats: JSON, JSONL, BEIR folders, TREC qrels, and corpus files.
+"""Golden-set file formats: JSON, JSONL, CSV, BEIR folders, TREC qrels, and corpus files.
 
 Readers turn a file into :class:`RawGolden` (entries exactly as written, plus the settings the
 format carries); :mod:`.golden` validates and builds them. Format problems (bad JSON, a qrels
@@ -8,6 +8,7 @@ This module imports nothing from :mod:`.golden`, so the dependency points one wa
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -47,7 +48,7 @@ class RawGolden:
 
 
 def read_golden(source: Path) -> RawGolden:
-    """A JSON/JSONL file, a BEIR folder or split (``qrels/<split>.tsv``), or TREC qrels."""
+    """A JSON/JSONL/CSV file, a BEIR folder or split (``qrels/<split>.tsv``), or TREC qrels."""
     if not source.exists():
         raise GoldenError(
             source,
@@ -64,13 +65,15 @@ def read_golden(source: Path) -> RawGolden:
         return _read_jsonl(source)
     if source.suffix == ".json":
         return _read_json(source)
+    if source.suffix.lower() == ".csv":
+        return _read_csv(source)
     if source.suffix in {".qrels", ".trec", ".txt"} or "qrels" in source.name:
         return read_trec(source)
     raise GoldenError(
         source,
         "",
         f"unknown golden-set format {source.suffix!r}",
-        "use .json, .jsonl, a BEIR folder (queries.jsonl + qrels/<split>.tsv) "
+        "use .json, .jsonl, .csv, a BEIR folder (queries.jsonl + qrels/<split>.tsv) "
         "or a TREC qrels file (.qrels) with a queries.tsv beside it",
     )
 
@@ -260,6 +263,53 @@ def _read_jsonl(source: Path) -> RawGolden:
             if len(entries) == 1:
                 _refuse_other_files(source, entries[0])
     return RawGolden(source, entries, lines=lines)
+
+
+#: the CSV layout, for ``pytest-retrieval convert --help`` and the messages of :func:`_read_csv`
+CSV_HELP = """\
+CSV: a header row, then one row per query. Columns: query (required), relevant (required:
+doc ids separated by ';', each optionally with a grade as id:grade), id (optional, default:
+derived from the query text, q- and 12 hex digits, unchanged when other rows are added or
+removed), tags (optional, separated by ';'). Example:
+  id,query,relevant,tags
+  q1,how to reset a password,doc-12;doc-40:2,account
+"""
+
+
+def _read_csv(source: Path) -> RawGolden:
+    """A header row, then one query a row (:data:`CSV_HELP`); its entries are validated as
+    every other format's, a problem named by its line."""
+    try:
+        with source.open(encoding="utf-8-sig", newline="") as handle:
+            reader = csv.DictReader(handle)
+            rows = [(reader.line_num, row) for row in reader]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise GoldenError(source, "", f"cannot read it as CSV ({exc})") from None
+    entries: list[dict[str, Any]] = []
+    for number, row in rows:  # the line the row ends on (a quoted field may span lines)
+        if not row.get("query") or not row.get("relevant"):
+            raise GoldenError(
+                source,
+                f"line {number}",
+                "a row needs 'query' and 'relevant' columns with values",
+                "see `pytest-retrieval convert --help` for the CSV layout",
+            )
+        relevant: dict[str, int] = {}
+        for item in filter(None, (part.strip() for part in row["relevant"].split(";"))):
+            doc, _, grade = item.rpartition(":") if ":" in item else (item, "", "1")
+            try:
+                relevant[doc] = int(grade)
+            except ValueError:
+                raise GoldenError(
+                    source, f"line {number}", f"bad grade in {item!r}", "write id:grade, e.g. d1:2"
+                ) from None
+        entry: dict[str, Any] = {"query": row["query"], "relevant": relevant}
+        if row.get("id"):
+            entry["id"] = row["id"]
+        if row.get("tags"):
+            entry["tags"] = [t.strip() for t in row["tags"].split(";") if t.strip()]
+        entries.append(entry)
+    return RawGolden(source, entries, lines=[number for number, _ in rows])
 
 
 _REPORT_KEYS = frozenset({"version", "plugin_version", "created", "evaluations"})

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._internal.io import leads_out, relative
 from ._internal.json import loads
+from .validators import Shard
 
 if TYPE_CHECKING:
     import pytest
@@ -48,18 +49,6 @@ def shard_of(query_id: str, count: int) -> int:
     Python versions (``hash()`` is salted per process)."""
     digest = hashlib.sha256(query_id.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % count
-
-
-@dataclass(frozen=True, order=True)
-class Shard:
-    """Shard ``index`` (0-based) of ``count``; written 1-based, ``2/3``, as on the command
-    line."""
-
-    index: int
-    count: int
-
-    def __str__(self) -> str:
-        return f"{self.index + 1}/{self.count}"
 
 
 # ---------------------------------------------------------------------------- a shard run

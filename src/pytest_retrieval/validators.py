@@ -7,13 +7,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from .errors import ConfigError
 
 if TYPE_CHECKING:
-    from .shards import Shard
+    from .gate import Allowance
+    from .results import Threshold
 
 N = TypeVar("N", int, float)
 
@@ -27,12 +29,12 @@ def _argument() -> Iterator[None]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def threshold_arg(text: str) -> str:
+def threshold_arg(text: str, source: str = "--retrieval-threshold") -> Threshold:
+    """``METRIC=VALUE``: the threshold (``source``: the flag, as its messages name it)."""
     from .gate import parse_assignment
 
     with _argument():
-        parse_assignment(text, "--retrieval-threshold")
-    return text
+        return parse_assignment(text, source)
 
 
 def metric_arg(text: str) -> str:
@@ -42,12 +44,12 @@ def metric_arg(text: str) -> str:
         return parse_metric(text).name
 
 
-def max_drop_arg(text: str) -> str:
+def max_drop_arg(text: str, source: str = "--retrieval-max-drop") -> Allowance:
+    """``METRIC=DROP``: the allowance (``source``: the flag, as its messages name it)."""
     from .gate import parse_allowance_assignment
 
     with _argument():
-        parse_allowance_assignment(text, "--retrieval-max-drop")
-    return text
+        return parse_allowance_assignment(text, source)
 
 
 def _number(text: str, kind: Callable[[str], N], accept: Callable[[N], bool], want: str) -> N:
@@ -101,11 +103,21 @@ def existing_file(text: str) -> str:
     return text
 
 
+@dataclass(frozen=True, order=True)
+class Shard:
+    """Shard ``index`` (0-based) of ``count``; written 1-based, ``2/3``, as on the command
+    line (``--retrieval-shard``; what a shard run does: :mod:`.shards`)."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index + 1}/{self.count}"
+
+
 def shard_arg(text: str) -> Shard:
     """``--retrieval-shard I/N``: shard I (1 to N) of N, or argparse's error saying what to
     write."""
-    from .shards import Shard
-
     number, slash, count = text.partition("/")
     try:
         shard = Shard(int(number) - 1, int(count))
@@ -155,12 +167,12 @@ def retriever_id_arg(text: str) -> str:
     return text
 
 
-def update_mode(text: str) -> str:
+def update_mode(text: str, source: str = "--retrieval-update-baseline") -> str:
     """``--retrieval-update-baseline``'s mode. A test path after the option is read as its
     mode (argparse's ``nargs="?"``): say so, and where to put it."""
     if text in ("safe", "force"):
         return text
     raise argparse.ArgumentTypeError(
-        f"{text!r} is not safe or force; a word after --retrieval-update-baseline is its mode: "
-        "put test paths before the option, or write --retrieval-update-baseline=safe"
+        f"{text!r} is not safe or force; a word after {source} is its mode: put test paths "
+        f"before the option, or write {source}=safe"
     )

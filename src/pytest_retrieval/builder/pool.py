@@ -53,7 +53,7 @@ LISTED = 5
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Golden set, reports, output, depth, removals, corpus, Batch API and the judge's options."""
-    from ..judge_args import add_judge_arguments
+    from ..settings import add_judge_arguments
     from ..validators import positive_int
 
     parser.add_argument("golden", type=Path, metavar="GOLDEN", help="the golden set")
@@ -450,8 +450,7 @@ def _to_judge(
 
 def _judge(args: argparse.Namespace) -> Judge:
     from ..cli import CliError
-    from ..judge import JudgeConfigError
-    from ..judge_args import judge_from_args
+    from ..judge import JudgeConfigError, judge_from_args
 
     try:
         return judge_from_args(args, scale="0-3")

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._internal.io import relative
 from .._internal.json import loads
-from ..judge_args import add_judge_arguments, judge_from_args
+from ..settings import add_judge_arguments
 from ..validators import positive_int
 
 if TYPE_CHECKING:
@@ -836,7 +836,7 @@ def run(args: argparse.Namespace) -> int:
     """Read, sample, write, filter, tag, pick; write the golden set and its summary."""
     from .._internal.io import atomic_write
     from ..cli import CliError, UsageError
-    from ..judge import JudgeConfigError
+    from ..judge import JudgeConfigError, judge_from_args
     from .corpus import CorpusError, read_corpus
 
     settings = _settings(args)

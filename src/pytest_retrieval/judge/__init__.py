@@ -5,7 +5,16 @@ created when the first request is made. See ``client.py`` for retries, budgets a
 failure handling, ``prompts.py`` for the (versioned) instructions and injection defences.
 """
 
-from .client import PRICES, Judge, JudgeConfig, JudgeConfigError, JudgePair, NoCredentials, Verdict
+from .client import (
+    PRICES,
+    Judge,
+    JudgeConfig,
+    JudgeConfigError,
+    JudgePair,
+    NoCredentials,
+    Verdict,
+    judge_from_args,
+)
 from .prompts import PROMPT_VERSION
 
 __all__ = [
@@ -17,4 +26,5 @@ __all__ = [
     "JudgePair",
     "NoCredentials",
     "Verdict",
+    "judge_from_args",
 ]

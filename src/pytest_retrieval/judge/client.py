@@ -20,6 +20,7 @@ the caller runs one). The SDK's own retries are off: this module retries and cou
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import hashlib
@@ -31,13 +32,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from .._internal.cache import JsonCache, folder_problem
 from .._internal.loop import run_private
 from ..errors import ConfigError
+from ..settings import JudgeConfig, judge_config
 from .answers import (
     Observation,
     Verdict,
@@ -90,40 +91,6 @@ class NoCredentials(JudgeConfigError):
     """No credentials at all (a fork's PR): the one error ``--retrieval-judge-fallback
     cache-only`` turns into a warning. Credentials given but incomplete (Azure without
     ``OPENAI_API_VERSION``) are a plain :class:`JudgeConfigError`: a usage error."""
-
-
-@dataclass(frozen=True)
-class JudgeConfig:
-    model: str = "gpt-4.1-mini"
-    base_url: str | None = None
-    scale: Literal["binary", "0-3"] | str = "binary"
-    min_score: float = 0.5
-    min_coverage: float = 0.95
-    concurrency: int = 16
-    timeout: float = 60.0
-    max_retries: int = 4
-    max_retry_wait: float = 300.0
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    cache_only: bool = False
-    max_calls: int | None = None
-    max_tokens_budget: int | None = None
-    prompt_file: Path | None = None
-    text_budget_chars: int = 4000
-    prices: Mapping[str, tuple[float, float]] | None = None
-    #: on the 0-3 scale, the lowest grade that counts as relevant / on topic
-    relevance_level: int = 2
-    #: ask this many times per pair and report the agreement (majority verdict)
-    samples: int = 1
-    #: seconds of judging (all ``judge`` calls of the process) before it stops (None: never)
-    deadline: float | None = 1800.0
-    #: consecutive transport / 5xx failures that stop every call
-    max_failures: int = 8
-    #: ask again about the pairs whose cached answer was ungraded (a refusal, a malformed
-    #: answer); without it such an answer is read from the cache as what it was
-    retry_ungraded: bool = False
-    #: the option that sets ``retry_ungraded``, as the caller spells it (for messages)
-    retry_option: str = "--retrieval-judge-retry-ungraded"
 
 
 @dataclass(frozen=True)
@@ -1048,6 +1015,15 @@ class Judge:
         return min(self.config.max_retry_wait, 0.5 * 2.0**attempt) * (0.5 + random.random() / 2)
 
 
+def judge_from_args(args: argparse.Namespace, scale: str = "0-3") -> Judge:
+    """The judge a builder's arguments (:func:`~..settings.add_judge_arguments`) describe, or
+    :class:`JudgeConfigError` (a one-line message) for a bad setting such as a missing API
+    key; closed when the command ends."""
+    judge = Judge(judge_config(args, scale))
+    args.opened = [*getattr(args, "opened", ()), judge]
+    return judge
+
+
 def _verdict_record(verdict: Verdict) -> dict[str, Any] | None:
     """What the cache keeps of a fresh verdict: the model's observation, or the cause of an
     answer it gave that is no verdict; nothing for a failure to get an answer."""
@@ -1096,5 +1072,6 @@ __all__ = [
     "JudgePair",
     "Verdict",
     "is_transport_error",
+    "judge_from_args",
     "scrub",
 ]

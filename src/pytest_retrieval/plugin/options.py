@@ -1,4 +1,5 @@
-"""Command-line options and ini keys, validated and resolved once into :class:`Settings`.
+"""The pytest front-end of :mod:`..settings`: its options and ini keys registered from the
+spec, and resolved once into :class:`Settings` (CLI > ini > the spec's default).
 
 Validators run at argument-parsing time, so a bad value is an argparse-style usage error
 (exit 4) naming the option, never a failure deep inside a run.
@@ -9,371 +10,78 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..errors import ConfigError
-from ..judge_options import DEFAULT_DEADLINE, DEFAULT_JUDGE_MODEL, add_judge_options
+from ..settings import (
+    DEFAULT_ALPHA,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_DEADLINE,
+    DEFAULT_FIXTURE,
+    DEFAULT_JUDGE_MODEL,
+    DEFAULT_MAX_FAILURES,
+    DEFAULT_PROGRESS,
+    DEFAULT_SPLIT_MIN,
+    OPTIONS,
+    JudgeConfig,
+)
 from ..validators import (
     alpha_arg,
-    cutoff,
-    max_drop_arg,
     max_failures_arg,
-    metric_arg,
     positive_float,
     positive_int,
     seconds_or_zero,
-    shard_arg,
     split_min_arg,
-    threshold_arg,
-    update_mode,
 )
 
 if TYPE_CHECKING:
     from ..gate import Allowance
     from ..results import Threshold
-    from ..shards import Shard
-
-DEFAULT_FIXTURE = "retriever"
-#: :data:`.retrieval.DEFAULT_CONCURRENCY` and :data:`.retrieval.DEFAULT_MAX_FAILURES`, not
-#: imported: that module loads the golden model, which start-up does not need
-DEFAULT_CONCURRENCY = 8
-DEFAULT_MAX_FAILURES = 25
-#: Golden sets at least this large are split under ``-n`` (:mod:`.split`). A split costs one
-#: more aggregation, on the controller (the merge: about 0.2 ms a query while the CIs are
-#: bootstrapped, 0.45 s for 2,000 queries on a 2-core machine), and a retriever fixture built
-#: on every worker (an index in memory N times); it saves half the retrieval time of a
-#: CPU-bound retriever on 2 workers. Below 2,000 queries a 1 ms retriever saves under a second.
-DEFAULT_SPLIT_MIN = 2000
+    from ..validators import Shard
 
 
 # ---------------------------------------------------------------------------- options
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Every ``--retrieval-*`` option and ``retrieval_*`` ini key: :data:`~..settings.OPTIONS`."""
     group = parser.getgroup("retrieval", "retrieval evaluation (pytest-retrieval)")
-    group.addoption(
-        "--retrieval-golden",
-        action="append",
-        metavar="PATH",
-        default=None,
-        help="golden set to evaluate the retriever fixture on (.json, .jsonl, BEIR folder, "
-        "TREC qrels); repeatable. ini: retrieval_golden",
-    )
-    group.addoption(
-        "--retrieval-threshold",
-        action="append",
-        metavar="METRIC=VALUE",
-        type=threshold_arg,
-        default=None,
-        help="minimum for a metric, e.g. recall@10=0.8 or recall@10[errors]=0.7 (tag); "
-        "repeatable; wins over ini, marker and golden file",
-    )
-    group.addoption(
-        "--retrieval-metric",
-        action="append",
-        metavar="METRIC",
-        type=metric_arg,
-        default=None,
-        help="extra metric to compute and show, e.g. ndcg_exp@20; repeatable",
-    )
-    group.addoption(
-        "--retrieval-k",
-        type=cutoff,
-        metavar="K",
-        default=None,
-        help="default cutoff k (overrides the golden file's k)",
-    )
-    group.addoption(
-        "--retrieval-concurrency",
-        type=positive_int,
-        metavar="N",
-        default=None,
-        help=f"retriever calls in flight at once (default {DEFAULT_CONCURRENCY}). "
-        "ini: retrieval_concurrency",
-    )
-    group.addoption(
-        "--retrieval-timeout",
-        type=positive_float,
-        metavar="SECONDS",
-        default=None,
-        help="per-call timeout for the retriever (default: none). ini: retrieval_timeout",
-    )
-    group.addoption(
-        "--retrieval-max-failures",
-        type=max_failures_arg,
-        metavar="N",
-        default=None,
-        help="stop calling the retriever after N failed calls in a row, a backend that is "
-        f"down; the queries left are not answered (default {DEFAULT_MAX_FAILURES}; 0: never "
-        "stop). ini: retrieval_max_failures",
-    )
-    group.addoption(
-        "--retrieval-report",
-        metavar="PATH",
-        default=None,
-        help="write a JSON report of every evaluation (metrics, CIs, per-query results). "
-        "ini: retrieval_report",
-    )
-    group.addoption(
-        "--retrieval-shard",
-        type=shard_arg,
-        metavar="I/N",
-        default=None,
-        help="CI sharding: evaluate only the queries whose id hashes to shard I of N and write "
-        "a partial report (needs --retrieval-report); nothing is gated until "
-        "`pytest-retrieval combine` joins every shard's report",
-    )
-    group.addoption(
-        "--retrieval-baseline",
-        metavar="PATH",
-        default=None,
-        help="baseline file to compare with and update (default: <golden>.baseline.json "
-        "beside each golden set). ini: retrieval_baseline",
-    )
-    group.addoption(
-        "--retrieval-update-baseline",
-        nargs="?",
-        const="safe",
-        type=update_mode,
-        metavar="{safe,force}",
-        default=None,
-        help="record this run as the baseline (refused on a partial run or failed retriever "
-        "calls unless =force)",
-    )
-    group.addoption(
-        "--retrieval-max-drop",
-        action="append",
-        metavar="METRIC=DROP",
-        type=max_drop_arg,
-        default=None,
-        help="allowed drop against the baseline, absolute (recall@10=0.01) or relative "
-        f"(ndcg@10=2%%, latency_p95=20%%); repeatable; default {0.01} for every metric",
-    )
-    group.addoption(
-        "--retrieval-alpha",
-        type=alpha_arg,
-        metavar="ALPHA",
-        default=None,
-        help="significance level of the paired test a regression must pass (default 0.05; "
-        "1 turns it off). ini: retrieval_alpha",
-    )
-    group.addoption(
-        "--retrieval-gate",
-        action="append",
-        metavar="METRIC",
-        type=metric_arg,
-        default=None,
-        help="a metric whose drop against the baseline fails the run; repeatable; replaces "
-        "the default set (recall, mrr and ndcg at k). Metrics with a threshold or a max drop "
-        "are always gated. ini: retrieval_gate",
-    )
-    group.addoption(
-        "--retrieval-strict-baseline",
-        action="store_true",
-        default=None,
-        help="a missing or stale baseline fails the run (default: a warning); for CI. "
-        "ini: retrieval_strict_baseline",
-    )
-    group.addoption(
-        "--retrieval-compare-to",
-        metavar="RETRIEVER_ID",
-        default=None,
-        help="in an A/B run, the retriever the others are compared with (default: first)",
-    )
-    group.addoption(
-        "--retrieval-markdown",
-        metavar="PATH",
-        default=None,
-        help="write a GitHub-flavoured Markdown summary (also appended to $GITHUB_STEP_SUMMARY "
-        "when set). ini: retrieval_markdown",
-    )
-    group.addoption(
-        "--retrieval-html",
-        metavar="PATH",
-        default=None,
-        help="write a self-contained HTML report with plots and a per-query table. "
-        "ini: retrieval_html",
-    )
-    group.addoption(
-        "--retrieval-sample",
-        type=positive_int,
-        metavar="N",
-        default=None,
-        help="evaluate a seeded sample of N queries, stratified by tag (a fast local check; "
-        "never updates a baseline)",
-    )
-    group.addoption(
-        "--retrieval-sample-seed",
-        type=int,
-        metavar="SEED",
-        default=0,
-        help="seed of --retrieval-sample (default 0)",
-    )
-    group.addoption(
-        "--retrieval-progress",
-        choices=["auto", "live", "lines", "off"],
-        default="auto",
-        help="progress of long evaluations: live line on a terminal, plain lines in CI logs "
-        "(auto picks by whether the output is a terminal)",
-    )
-    group.addoption(
-        "--retrieval-only",
-        action="store_true",
-        default=False,
-        help="run the golden-set evaluations and nothing else (other tests are deselected; "
-        "with no path arguments only the golden sets are collected)",
-    )
-    group.addoption(
-        "--retrieval-strict",
-        action="store_true",
-        default=None,
-        help="golden-set problems that are warnings by default (relevant ids missing from the "
-        "corpus) are errors. ini: retrieval_strict",
-    )
-    group.addoption(
-        "--retrieval-doc-id-key",
-        metavar="KEY",
-        default=None,
-        help="metadata key holding the doc id of LangChain / Haystack Documents and LlamaIndex "
-        "nodes (default: the object's own id, then metadata 'id', 'doc_id'). "
-        "ini: retrieval_doc_id_key",
-    )
-    group.addoption(
-        "--retrieval-split-min",
-        type=split_min_arg,
-        metavar="N",
-        default=None,
-        help="under pytest-xdist (-n), a golden set of at least N queries is evaluated as one "
-        f"item per worker and merged into one evaluation (default {DEFAULT_SPLIT_MIN}; "
-        "0: never). ini: retrieval_split_min",
-    )
-    group.addoption(
-        "--retrieval-run",
-        action="append",
-        metavar="FILE",
-        default=None,
-        help="evaluate the golden sets on this precomputed run (TREC run, JSON {qid: {doc: "
-        "score}} or {qid: [doc, ...]}, JSONL) instead of the retriever fixture; repeatable "
-        "(one evaluation per file, its id the file name: an A/B run). ini: retrieval_run",
-    )
-    group.addoption(
-        "--retrieval-export-run",
-        metavar="FILE",
-        default=None,
-        help="write what each evaluation's retriever returned as a TREC run (ranks and scores, "
-        "for trec_eval, ranx, ir_measures); several evaluations: one file each, named after "
-        "the golden set and retriever. ini: retrieval_export_run",
-    )
-    group.addoption(
-        "--retrieval-allow-outside-links",
-        action="store_true",
-        default=None,
-        help="let an output (report, baseline, judge cache, ...) be written through a symlink "
-        "to a place outside the project (pytest's rootdir): refused by default. "
-        "ini: retrieval_allow_outside_links",
-    )
-    add_judge_options(group)
-    parser.addini(
-        "retrieval_allow_outside_links",
-        "outputs may be written through symlinks to places outside the project",
-        type="bool",
-        default=False,
-    )
-    parser.addini(
-        "retrieval_strict",
-        "golden-set warnings (ids missing from the corpus) are errors",
-        type="bool",
-        default=False,
-    )
-    parser.addini(
-        "retrieval_strict_baseline",
-        "a missing or stale baseline fails the run",
-        type="bool",
-        default=False,
-    )
-    parser.addini(
-        "retrieval_gate", "metrics gated against the baseline", type="linelist", default=[]
-    )
-    parser.addini("retrieval_doc_id_key", "metadata key holding a hit's doc id", default="")
-    parser.addini(
-        "retrieval_judge_fallback",
-        "what the judge does without credentials: error (default) or cache-only",
-        default="",
-    )
-    parser.addini("retrieval_golden", "golden sets to evaluate", type="paths", default=[])
-    parser.addini("retrieval_markdown", "path of the Markdown summary", default="")
-    parser.addini("retrieval_html", "path of the HTML report", default="")
-    parser.addini("retrieval_judge_model", "LLM judge model", default="")
-    parser.addini("retrieval_judge_cache", "LLM judge cache folder", default="")
-    parser.addini(
-        "retrieval_judge_deadline",
-        "seconds of judging after which the LLM judge stops calling (0: no deadline)",
-        type=NUMBER_INI,
-        default="",
-    )
-    parser.addini(
-        "retrieval_judge_prices",
-        "MODEL=INPUT,OUTPUT lines: US$ per million tokens, for the cost estimate",
-        type="linelist",
-        default=[],
-    )
-    parser.addini("retrieval_baseline", "baseline file path", default="")
-    parser.addini(
-        "retrieval_max_drop",
-        "METRIC=DROP lines, e.g. recall@10=0.01",
-        type="linelist",
-        default=[],
-    )
-    parser.addini(
-        "retrieval_alpha", "significance level for regressions", type=NUMBER_INI, default=""
-    )
-    parser.addini(
-        "retrieval_thresholds",
-        "METRIC=VALUE lines, e.g. recall@10=0.8",
-        type="linelist",
-        default=[],
-    )
-    parser.addini(
-        "retrieval_fixture",
-        f"name of the retriever fixture (default {DEFAULT_FIXTURE})",
-        default=DEFAULT_FIXTURE,
-    )
-    parser.addini(
-        "retrieval_concurrency", "retriever calls in flight at once", type=NUMBER_INI, default=""
-    )
-    parser.addini(
-        "retrieval_timeout", "per-call retriever timeout in seconds", type=NUMBER_INI, default=""
-    )
-    parser.addini(
-        "retrieval_max_failures",
-        "failed retriever calls in a row after which the calls stop (0: never)",
-        type=NUMBER_INI,
-        default="",
-    )
-    parser.addini("retrieval_report", "path of the JSON report", default="")
-    parser.addini(
-        "retrieval_split_min",
-        "fewest queries a golden set has to be split under -n",
-        type=NUMBER_INI,
-        default="",
-    )
-    parser.addini(
-        "retrieval_run",
-        "precomputed run files to evaluate instead of the retriever",
-        type="paths",
-        default=[],
-    )
-    parser.addini("retrieval_export_run", "path of the exported TREC run", default="")
+    for option in OPTIONS:
+        if option.pytest:
+            group.addoption(option.pytest_flag, **option.pytest_arguments())
+    for option in OPTIONS:
+        ini = option.ini
+        if ini is not None:
+            parser.addini(ini.key, ini.help, type=INI_TYPES[ini.kind], default=_ini_default(option))
+
+
+def _ini_default(option: Any) -> Any:
+    """An ini key's default as pytest gives it when unset: an empty value of its kind (the
+    option's default applies then), or the fixture's name."""
+    kind = option.ini.kind
+    if kind == "bool":
+        return False
+    if kind in ("linelist", "paths"):
+        return []
+    return option.default if option.name == "fixture" else ""
 
 
 #: the ini type of a numeric key: a string (as an ini file holds it), or from pytest 9.2 on,
 #: where ini keys may have several types, a TOML number too -- pytest 9's native
 #: ``[tool.pytest]`` table checks types, and refused ``retrieval_alpha = 0.05`` as not a string
 NUMBER_INI: Any = str | int | float if pytest.version_tuple >= (9, 2) else "string"
+#: an :class:`~.settings.Ini` kind -> pytest's ``addini`` type (None: a string)
+INI_TYPES: dict[str, Any] = {
+    "string": None,
+    "number": NUMBER_INI,
+    "bool": "bool",
+    "linelist": "linelist",
+    "paths": "paths",
+}
 
 
 @dataclass(frozen=True)
@@ -398,7 +106,7 @@ def output_paths(config: pytest.Config, given: argparse.Namespace | None = None)
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
     """Everything the options and ini say, resolved once (CLI > ini > built-in default)."""
 
@@ -422,8 +130,8 @@ class Settings:
     html: Path | None = None
     sample: int | None = None
     sample_seed: int = 0
-    progress: str = "auto"
-    judge: JudgeSettings | None = None
+    progress: str = DEFAULT_PROGRESS
+    judge: JudgeConfig | None = None
     only: bool = False  # --retrieval-only: golden evaluations and nothing else
     strict: bool = False  # golden-set warnings are errors
     doc_id_key: str | None = None  # metadata key of framework hits' doc ids
@@ -446,34 +154,6 @@ class Settings:
         from ..render.terminal import kept_in
 
         return kept_in(self.report)
-
-
-@dataclass
-class JudgeSettings:
-    """The LLM judge's options; present only with ``--retrieval-judge``."""
-
-    model: str
-    base_url: str | None
-    scale: str
-    min_score: float
-    min_coverage: float
-    concurrency: int
-    timeout: float
-    max_wait: float
-    cache_dir: Path | None  # None: no cache
-    cache_only: bool
-    max_calls: int | None
-    max_tokens: int | None
-    prompt_file: Path | None
-    text_budget: int
-    validate: Path | None
-    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
-    fallback: str = "error"  # without credentials: "error" or "cache-only"
-    relevance_level: int = 2
-    samples: int = 1
-    deadline: float | None = DEFAULT_DEADLINE  # None: no deadline
-    max_failures: int = 8
-    retry_ungraded: bool = False  # ask again about cached refused / malformed answers
 
 
 def _ini_number(config: pytest.Config, name: str, kind: Callable[[str], Any]) -> Any:
@@ -523,19 +203,13 @@ def settings_from_config(config: pytest.Config) -> Settings:
         k=config.getoption("retrieval_k"),
         metrics=config.getoption("retrieval_metric") or [],
         ini_thresholds=_ini_layer(config, "retrieval_thresholds", _threshold),
-        cli_thresholds=tuple(
-            _threshold(text, "--retrieval-threshold")
-            for text in config.getoption("retrieval_threshold") or []
-        ),
+        cli_thresholds=tuple(config.getoption("retrieval_threshold") or ()),
         report=outputs.report,
         baseline=_resolve(config, baseline, bool(config.getoption("retrieval_baseline"))),
         update=config.getoption("retrieval_update_baseline"),
         ini_max_drops=_ini_layer(config, "retrieval_max_drop", _allowance),
-        cli_max_drops=tuple(
-            _allowance(text, "--retrieval-max-drop")
-            for text in config.getoption("retrieval_max_drop") or []
-        ),
-        alpha=alpha or 0.05,
+        cli_max_drops=tuple(config.getoption("retrieval_max_drop") or ()),
+        alpha=alpha or DEFAULT_ALPHA,
         compare_to=config.getoption("retrieval_compare_to"),
         markdown=outputs.markdown,
         html=outputs.html,
@@ -690,7 +364,7 @@ def _output(
     return _resolve(config, cli or str(config.getini(name)).strip(), bool(cli))
 
 
-def _judge_settings(config: pytest.Config) -> JudgeSettings:
+def _judge_settings(config: pytest.Config) -> JudgeConfig:
     def option(name: str) -> Any:
         return config.getoption(f"retrieval_judge_{name}")
 
@@ -706,7 +380,7 @@ def _judge_settings(config: pytest.Config) -> JudgeSettings:
             )
     prompt = option("prompt")
     validate = option("validate")
-    return JudgeSettings(
+    return JudgeConfig(
         model=option("model")
         or str(config.getini("retrieval_judge_model")).strip()
         or DEFAULT_JUDGE_MODEL,
@@ -716,13 +390,14 @@ def _judge_settings(config: pytest.Config) -> JudgeSettings:
         min_coverage=option("min_coverage"),
         concurrency=option("concurrency"),
         timeout=option("timeout"),
-        max_wait=option("max_wait"),
+        max_retry_wait=option("max_wait"),
         cache_dir=cache,
+        use_cache=cache is not None,
         cache_only=option("cache_only"),
         max_calls=option("max_calls"),
-        max_tokens=option("max_tokens"),
+        max_tokens_budget=option("max_tokens"),
         prompt_file=Path(prompt).resolve() if prompt else None,
-        text_budget=option("text_budget"),
+        text_budget_chars=option("text_budget"),
         validate=Path(validate).resolve() if validate else None,
         prices=_prices(list(config.getini("retrieval_judge_prices"))),
         fallback=_fallback(config),

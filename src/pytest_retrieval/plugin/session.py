@@ -20,7 +20,8 @@ import pytest
 
 from .._internal.io import relative
 from ..errors import ConfigError, made_an_error, warning_made_error
-from .options import JudgeSettings, Settings
+from ..settings import JudgeConfig
+from .options import Settings
 
 if TYPE_CHECKING:
     from ..baseline import BaselineEntry
@@ -135,37 +136,15 @@ class SessionState:
 STATE = pytest.StashKey[SessionState]()
 
 
-def make_judge(settings: JudgeSettings, config: pytest.Config | None = None) -> Any:
+def make_judge(settings: JudgeConfig, config: pytest.Config | None = None) -> Any:
     """Build the judge; missing credentials or a bad prompt file are usage errors, unless
     ``--retrieval-judge-fallback cache-only`` turns missing credentials into a warning."""
-    from ..judge import Judge, JudgeConfig, JudgeConfigError, NoCredentials
+    from dataclasses import replace
+
+    from ..judge import Judge, JudgeConfigError, NoCredentials
 
     def build(cache_only: bool) -> Any:
-        return Judge(
-            JudgeConfig(
-                model=settings.model,
-                base_url=settings.base_url,
-                scale=settings.scale,
-                min_score=settings.min_score,
-                min_coverage=settings.min_coverage,
-                concurrency=settings.concurrency,
-                timeout=settings.timeout,
-                max_retry_wait=settings.max_wait,
-                cache_dir=settings.cache_dir,
-                use_cache=settings.cache_dir is not None,
-                cache_only=cache_only,
-                max_calls=settings.max_calls,
-                max_tokens_budget=settings.max_tokens,
-                prompt_file=settings.prompt_file,
-                text_budget_chars=settings.text_budget,
-                prices=settings.prices,
-                relevance_level=settings.relevance_level,
-                samples=settings.samples,
-                deadline=settings.deadline,
-                max_failures=settings.max_failures,
-                retry_ungraded=settings.retry_ungraded,
-            )
-        )
+        return Judge(replace(settings, cache_only=cache_only))
 
     try:
         return build(settings.cache_only)

@@ -121,7 +121,7 @@ def judge_options(result: EvaluationResult) -> str:
     """``--retrieval-judge`` and the options that make the judge that labelled ``result``
     (those that change its labels and are not at their defaults): a baseline recorded with
     them is compared with this run."""
-    from ..judge.client import JudgeConfig
+    from ..settings import JudgeConfig
 
     judge, defaults = result.judge or {}, JudgeConfig()  # the judge's defaults: one place
     words = ["--retrieval-judge"]

@@ -54,6 +54,7 @@ from ..hits import (
     stopped_calls,
     timed_out,
 )
+from ..settings import DEFAULT_CONCURRENCY, DEFAULT_MAX_FAILURES
 from .batches import BatchRetriever, run_batches
 from .ramp import Ramp
 
@@ -72,10 +73,6 @@ Retriever = Callable[..., Any]
 ProgressCallback = Callable[[int, int], None]
 W = TypeVar("W")  # what runs a call: a thread id or a task
 
-DEFAULT_CONCURRENCY = 8
-#: failed calls in a row after which no further call is made: a backend that is down would
-#: cost a timeout for every query (1,394 queries at 30 s held a CI job for hours)
-DEFAULT_MAX_FAILURES = 25
 #: how often (seconds) the caller's thread looks at progress and the loop without a timeout
 POLL = 0.2
 #: how often (seconds) it looks at the worker threads' progress, to set their number
