@@ -142,10 +142,6 @@ KNOWN: frozenset[tuple[str, str]] = frozenset(
         ("shards", "pytest"),
         ("shards", "plugin.session"),
         ("shards", "plugin.runtest"),
-        ("results", "evaluation"),
-        ("evaluation", "render.terminal"),
-        ("golden", "gate"),
-        ("verdicts", "results"),
     ]
 )
 
@@ -214,12 +210,12 @@ def test_the_graph_sees_function_local_and_type_checking_imports() -> None:
         (
             "metrics.py",
             "\ndef _planted():\n    from .gate import decide\n",
-            "cycle between gate, metrics",
+            "cycle between",  # no cycle before the plant: this one is its doing
         ),
         ("render/text.py", "\ndef _planted():\n    from ..plugin import session\n", "front-end"),
         ("golden.py", "\nimport pytest\n", "imports pytest (only plugin/ may)"),
         ("results.py", "\nimport openai\n", "imports openai (only judge/ may)"),
-        ("builder/apply.py", "\nfrom ..cli import main\n", "front-end"),
+        ("builder/corpus.py", "\nfrom ..cli import main\n", "front-end"),  # apply: in KNOWN
         ("plugin/session.py", "\nfrom .. import cli\n", "front-end"),
         ("_internal/io.py", "\nfrom ..golden import GoldenSet\n", "floor"),
         ("metrics.py", "\nfrom pytest_retrieval import evaluate\n", "package root"),

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import stats
 from .baseline import BaselineEntry, BaselineQuery
-from .gate import Allowance, default_allowance
+from .limits import LATENCY, Allowance, default_allowance
 from .metrics import (
     DEFINITIONS_VERSION,
     JUDGE_METRICS_VERSION,
@@ -42,7 +42,6 @@ from .results import (
     JUDGED_GAP,
     JUDGED_MIN_GAP,
     JUDGED_SHARE_GAP,
-    LATENCY,
     Comparison,
     EvaluationResult,
     MetricChange,

@@ -26,8 +26,8 @@ from .verdicts import OUTPUT, PARTIAL_RUN, USAGE, Reason, Verdict
 if TYPE_CHECKING:
     from .baseline import BaselineEntry
     from .compare import ABGroup
-    from .gate import Allowance
-    from .results import EvaluationResult, Threshold
+    from .limits import Allowance, Threshold
+    from .results import EvaluationResult
 
 
 # ---------------------------------------------------------------------------- settings
@@ -78,8 +78,7 @@ class GateSettings:
     def from_dict(cls, data: Mapping[str, Any]) -> GateSettings:
         """Read back :meth:`to_dict`; a malformed entry raises KeyError, TypeError or
         ValueError (the caller names the file)."""
-        from .gate import Allowance, parse_key
-        from .results import Threshold
+        from .limits import Allowance, Threshold, parse_key
 
         thresholds = []
         for entry in data["thresholds"]:
@@ -211,7 +210,7 @@ class Gated:
 
     @property
     def verdict(self) -> Verdict:
-        from .verdicts import session_verdict
+        from .gate import session_verdict
 
         return session_verdict(self.results, self.reasons)
 

@@ -22,15 +22,22 @@ from numpy.typing import NDArray
 from ._internal.gc import paused_gc
 from ._internal.io import relative
 from .hits import NOT_ANSWERED, NUL, Ranking, error_key
-from .metrics import DEFAULT_RELEVANCE_LEVEL, Metric, parse_metric
-from .verdicts import REGRESSION, UNDECIDED, Reason, Verdict
+from .limits import Threshold
+from .metrics import DEFAULT_RELEVANCE_LEVEL, parse_metric
+from .verdicts import REGRESSION, UNDECIDED, GateOutcome, Reason, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-LATENCY = "latency_p95"
 HIT_DETAIL = 10  # hits per query whose text and score a report keeps
 HIT_TEXT = 200  # characters of a hit's text a report keeps
+
+#: former methods of EvaluationResult -> the function to call instead
+_MOVED = {
+    "assert_thresholds": "assert_thresholds(result, thresholds=None)",
+    "assert_no_regression": "assert_no_regression(result)",
+    "with_metrics": "with_metrics(result, names)",
+}
 
 
 # ---------------------------------------------------------------------------- per query
@@ -465,30 +472,6 @@ class ShortResults:
 
 
 # ---------------------------------------------------------------------------- thresholds
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """``metric`` (over the queries with ``tag``, or all) must be at least ``minimum``."""
-
-    metric: Metric
-    minimum: float
-    tag: str | None = None
-    source: str = ""
-
-    @property
-    def key(self) -> str:
-        return f"{self.metric.name}[{self.tag}]" if self.tag else self.metric.name
-
-
-@dataclass(frozen=True)
-class GateOutcome:
-    """One threshold checked against one evaluation."""
-
-    threshold: Threshold
-    value: float
-    ci: tuple[float, float] | None
-    passed: bool
 
 
 # ---------------------------------------------------------------------------- comparisons
@@ -1040,25 +1023,17 @@ class EvaluationResult:
         """Queries without golden judgments (scored by the judge or downstream labels only)."""
         return sum(1 for relevant in self.table.relevant if not relevant)
 
-    def assert_thresholds(self, thresholds: Mapping[str, float] | None = None) -> None:
-        """Raise AssertionError with the gate table when the verdict failed on a threshold,
-        failed calls or judge coverage. ``thresholds`` (``{"recall@10": 0.8}``) replaces the
-        evaluation's own; metrics it names that were not computed are computed here."""
-        from .evaluation import assert_thresholds
+    if not TYPE_CHECKING:  # hidden from mypy, which would take any attribute name else
 
-        assert_thresholds(self, thresholds)
-
-    def assert_no_regression(self) -> None:
-        """Raise AssertionError with the regression table when a gated metric regressed."""
-        from .evaluation import assert_no_regression
-
-        assert_no_regression(self)
-
-    def with_metrics(self, names: Sequence[str]) -> EvaluationResult:
-        """A copy with more metrics, from the stored rankings (no retriever calls)."""
-        from .evaluation import with_metrics
-
-        return with_metrics(self, names)
+        def __getattr__(self, name: str) -> Any:
+            """The assertions that were methods name the function that replaced them."""
+            moved = _MOVED.get(name)
+            if moved is None:
+                raise AttributeError(f"'EvaluationResult' object has no attribute {name!r}")
+            raise AttributeError(
+                f"EvaluationResult.{name}() is no method any more: call "
+                f"pytest_retrieval.{moved} instead (from pytest_retrieval import {name})"
+            )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EvaluationResult:

@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 
     from .finish import GateSettings, Whole
     from .golden import GoldenSet
+    from .limits import Threshold
     from .plugin.session import SessionState
-    from .results import EvaluationResult, Threshold
+    from .results import EvaluationResult
 
 
 def shard_of(query_id: str, count: int) -> int:
@@ -313,9 +314,10 @@ def partial_report_of(path: Path) -> str | None:
 def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
     """A partial report (``--retrieval-shard ... --retrieval-report``), checked: it holds
     evaluations, each a part of one shard, and its session failed for no other reason."""
+    from .gate import session_verdict
     from .render.json import REPORT_VERSION
     from .results import result_from_dict
-    from .verdicts import PARTIAL_RUN, session_verdict
+    from .verdicts import PARTIAL_RUN
 
     version = document.get("version")
     if type(version) is not int or version != REPORT_VERSION:

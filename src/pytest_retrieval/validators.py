@@ -28,7 +28,7 @@ def _argument() -> Iterator[None]:
 
 
 def threshold_arg(text: str) -> str:
-    from .gate import parse_assignment
+    from .limits import parse_assignment
 
     with _argument():
         parse_assignment(text, "--retrieval-threshold")
@@ -43,7 +43,7 @@ def metric_arg(text: str) -> str:
 
 
 def max_drop_arg(text: str) -> str:
-    from .gate import parse_allowance_assignment
+    from .limits import parse_allowance_assignment
 
     with _argument():
         parse_allowance_assignment(text, "--retrieval-max-drop")

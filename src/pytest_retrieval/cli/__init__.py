@@ -44,7 +44,7 @@ from ..validators import (
 )
 
 if TYPE_CHECKING:
-    from ..gate import Allowance
+    from ..limits import Allowance
     from ..results import Comparison, EvaluationResult, QueryChange, QueryResult
 
 Command = Callable[[argparse.Namespace], int]
@@ -207,7 +207,7 @@ OPTIONS = frozenset({"queries", "corpus", "prompt"})
 def _max_drop(text: str) -> Allowance:
     """``type=`` of ``diff --max-drop``: the allowance, or argparse's error saying what to
     write."""
-    from ..gate import parse_allowance_assignment
+    from ..limits import parse_allowance_assignment
 
     try:
         return parse_allowance_assignment(text, "--max-drop")
@@ -644,7 +644,7 @@ def _compared(
 
     from ..baseline import entry_key
     from ..compare import compare_to_baseline, entry_from_result
-    from ..gate import merge_allowances
+    from ..limits import merge_allowances
 
     report_a, report_b = args.report_a, args.report_b
     reference = _counterpart(result, earlier, report_a)
@@ -683,7 +683,7 @@ def _nothing_compared(
 ) -> str | None:
     """Why the comparison compared no gated metric (None: it compared some): no query in
     common, other metric definitions, a judge that changed, gated metrics only one report has."""
-    from ..results import LATENCY
+    from ..limits import LATENCY
 
     if comparison.n_common == 0:
         return (
@@ -1638,8 +1638,8 @@ def _eval(args: argparse.Namespace) -> int:
     from ..evaluation import JUDGE_ADVICE, evaluate
     from ..finish import GateSettings, Whole
     from ..formats import corpus_input, golden_inputs
-    from ..gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
     from ..golden import load_golden
+    from ..limits import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
     from ..plugin.ini_check import unread_gate_settings
     from ..runfile import missing_queries, read_run, runs_for, ties_warning
 

@@ -166,7 +166,7 @@ class Reporter:
         """The session's verdict: the golden-set evaluations' reasons, a reason for each of
         them that failed before it produced a result, and the session's own. (What a test
         does with a ``retrieval_eval`` result is that test's decision: its outcome counts.)"""
-        from ..verdicts import session_verdict
+        from ..gate import session_verdict
 
         return session_verdict(
             self.results(self.golden_ids()), [*self.stopped(), *self.reasons], self._unrun_shard()

@@ -33,8 +33,7 @@ from ..validators import (
 )
 
 if TYPE_CHECKING:
-    from ..gate import Allowance
-    from ..results import Threshold
+    from ..limits import Allowance, Threshold
     from ..shards import Shard
 
 DEFAULT_FIXTURE = "retriever"
@@ -559,13 +558,13 @@ def settings_from_config(config: pytest.Config) -> Settings:
 
 
 def _threshold(text: str, source: str) -> Threshold:
-    from ..gate import parse_assignment
+    from ..limits import parse_assignment
 
     return parse_assignment(text, source)
 
 
 def _allowance(text: str, source: str) -> Allowance:
-    from ..gate import parse_allowance_assignment
+    from ..limits import parse_allowance_assignment
 
     return parse_allowance_assignment(text, source)
 
@@ -577,7 +576,7 @@ def _ini_layer(
     lines = list(config.getini(name))
     if not lines:  # the common case: no import of the gate (and numpy) at start-up
         return ()
-    from ..gate import AllowanceError, ThresholdError
+    from ..limits import AllowanceError, ThresholdError
 
     try:
         return tuple(parse(line, f"ini {name}") for line in lines)

@@ -40,7 +40,8 @@ from ..shards import Shard, evaluate_part, shard_of
 
 if TYPE_CHECKING:
     from ..golden import GoldenSet
-    from ..results import EvaluationResult, Threshold
+    from ..limits import Threshold
+    from ..results import EvaluationResult
     from ..verdicts import Reason
     from .session import SessionState
 

@@ -22,13 +22,13 @@ if TYPE_CHECKING:
     from ..results import (
         Comparison,
         EvaluationResult,
-        GateOutcome,
         HitMove,
         MetricChange,
         QueryChange,
         QueryResult,
         QueryShifts,
     )
+    from ..verdicts import GateOutcome
 
 #: a status tag for a cell part or a note: "" plain, "code", "pass", "fail", "warn"
 Status = str

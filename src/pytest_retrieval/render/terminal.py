@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ..compare import ABGroup
-    from ..results import Comparison, ErrorGroup, EvaluationResult, GateOutcome, QueryResult
+    from ..results import Comparison, ErrorGroup, EvaluationResult, QueryResult
+    from ..verdicts import GateOutcome
 
 
 def metric_table(result: EvaluationResult) -> list[str]:
