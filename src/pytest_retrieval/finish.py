@@ -159,17 +159,14 @@ def stale_as_error(result: EvaluationResult) -> EvaluationResult:
     """``result`` with its stale-baseline warnings as reasons: the warning filters in force
     (``-W error``, ``filterwarnings = error``) make that warning an error."""
     from .errors import made_an_error
+    from .gate import promote
     from .verdicts import STALE_BASELINE
 
     verdict = result.verdict
-    stale = [w for w in verdict.warnings if w.kind == STALE_BASELINE]
-    if not stale:
+    if not any(w.kind == STALE_BASELINE for w in verdict.warnings):
         return result
-    failing = tuple(replace(w, message=f"{w.message}; {REFRESH} {made_an_error()}") for w in stale)
-    kept = tuple(w for w in verdict.warnings if w.kind != STALE_BASELINE)
-    return replace(
-        result, verdict=replace(verdict, reasons=(*verdict.reasons, *failing), warnings=kept)
-    )
+    why = f"{REFRESH} {made_an_error()}"
+    return replace(result, verdict=promote(verdict, STALE_BASELINE, why))
 
 
 @dataclass(frozen=True)
@@ -742,7 +739,9 @@ def refused(
     baseline file that does not read): no evaluation, a failed verdict saying why, as the
     plugin writes them after a usage error (none over a file of the ``goldens`` or one of
     the ``others``). Returns the files that could not be written."""
-    verdict = Verdict((Reason(USAGE, message),))
+    from .gate import session_verdict
+
+    verdict = session_verdict([], [Reason(USAGE, message)])
     outputs = replace(outputs, cases=())
     return write_outputs(
         outputs, [], verdict, root=root, start=start, goldens=goldens, others=others

@@ -322,3 +322,20 @@ def session_verdict(
         reasons += [Reason(r.kind, label + r.message, r.metric) for r in result.verdict.reasons]
         warnings += [Reason(r.kind, label + r.message, r.metric) for r in result.verdict.warnings]
     return Verdict(causes_first(reasons), tuple(warnings))
+
+
+def part_verdict(result: EvaluationResult) -> Verdict:
+    """A shard part's verdict, as its partial report keeps it: only its failed retriever
+    calls (the whole has them too); thresholds, regressions and label coverage are decided
+    on the whole, by :func:`decide`."""
+    return Verdict(tuple(result.verdict.of_kind(RETRIEVER_ERRORS)))
+
+
+def promote(verdict: Verdict, kind: str, why: str) -> Verdict:
+    """``verdict`` with its warnings of ``kind`` made reasons (after the others), ``why``
+    added to each: a warning filter in force (``-W error``) makes that warning an error."""
+    promoted = tuple(
+        replace(w, message=f"{w.message}; {why}") for w in verdict.warnings if w.kind == kind
+    )
+    kept = tuple(w for w in verdict.warnings if w.kind != kind)
+    return Verdict((*verdict.reasons, *promoted), kept, verdict.outcomes, verdict.decided)

@@ -156,8 +156,8 @@ def stamp(
     set's size and each query's position in it, and the gate's settings. Its verdict keeps
     only failed retriever calls (the whole has them too); thresholds, regressions and label
     coverage are decided on the whole."""
+    from .gate import part_verdict
     from .results import Part
-    from .verdicts import RETRIEVER_ERRORS, Verdict
 
     part = Part(
         index=shard.index,
@@ -168,9 +168,7 @@ def stamp(
         nodeid=nodeid,
         settings=settings.to_dict(),
     )
-    return replace(
-        result, part=part, verdict=Verdict(tuple(result.verdict.of_kind(RETRIEVER_ERRORS)))
-    )
+    return replace(result, part=part, verdict=part_verdict(result))
 
 
 def shard_settings(

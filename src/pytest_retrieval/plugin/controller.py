@@ -598,7 +598,9 @@ def startup_failed(
     import): no evaluation, a failed verdict whose one reason is ``message``, the words the
     terminal shows. ``given``: the options parsed so far, when ``config.option`` is not
     filled yet. Returns an output reason for each file that could not be written."""
-    verdict = Verdict((Reason(USAGE, message),))
+    from ..gate import session_verdict
+
+    verdict = session_verdict([], [Reason(USAGE, message)])
     goldens = _named_goldens(config, given)
     return write_outputs(config, output_paths(config, given), [], verdict, goldens=goldens)
 
