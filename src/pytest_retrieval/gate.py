@@ -15,7 +15,7 @@ import numpy as np
 from ._internal.io import relative
 from .limits import LATENCY, Allowance, Threshold, ThresholdError
 from .metrics import JUDGED, Metric
-from .results import EvaluationResult
+from .results import ChangeStatus, EvaluationResult
 from .verdicts import (
     DOWNSTREAM_LABELS,
     JUDGE_COVERAGE,
@@ -201,7 +201,7 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
     comparison = result.comparison
     if comparison is not None and not comparison.stale:
         for change in comparison.changes:
-            if change.verdict != "regressed":
+            if change.verdict is not ChangeStatus.REGRESSED:
                 continue
             if change.metric == LATENCY:
                 why = f"latency p95 rose {change.delta:.1f} ms (allowed {change.allowed:.1f} ms"
@@ -259,7 +259,11 @@ def _not_in_baseline(result: EvaluationResult) -> Reason | None:
     comparison = result.comparison
     if comparison is None or comparison.stale:
         return None
-    lacking = [c.metric for c in comparison.changes if c.gated and c.verdict == "not in baseline"]
+    lacking = [
+        c.metric
+        for c in comparison.changes
+        if c.gated and c.verdict is ChangeStatus.NOT_IN_BASELINE
+    ]
     if not lacking:
         return None
     path = relative(result.baseline_path) if result.baseline_path else "the baseline file"

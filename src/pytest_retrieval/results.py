@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from functools import cached_property
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -477,16 +478,56 @@ class ShortResults:
 # ---------------------------------------------------------------------------- comparisons
 
 
+class ChangeStatus(str, Enum):
+    """What a metric's change against the reference means (:attr:`MetricChange.verdict`).
+
+    A ``str`` whose value the JSON report writes, so reports read as before; a member, not a
+    literal, in the code, so a misspelt status is an error rather than a silent "not a
+    regression". (``enum.StrEnum`` is 3.11+; ``__str__`` and ``__format__`` make it one.)
+    """
+
+    #: gated: dropped beyond the allowance, significantly (fails the gate)
+    REGRESSED = "regressed"
+    #: dropped (a latency: rose) beyond the allowance, not significantly
+    WITHIN_NOISE = "within noise"
+    #: gated: rose beyond the allowance, significantly
+    IMPROVED = "improved"
+    #: not gated: beyond the allowance with unadjusted p < alpha; never fails
+    DROPPED = "dropped"
+    ROSE = "rose"
+    OK = "ok"
+    #: no query has a value on both sides (nothing graded)
+    NA = "n/a"
+    NOT_IN_BASELINE = "not in baseline"
+    #: a judge metric whose judge settings changed: not comparable
+    JUDGE_CHANGED = "judge changed"
+    #: asked for, and nothing to test it on (a latency gate without timings)
+    NOT_TESTED = "not tested"
+    #: in an A/B table, instead of REGRESSED / IMPROVED
+    WORSE = "worse"
+    BETTER = "better"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @classmethod
+    def _missing_(cls, value: object) -> ChangeStatus:
+        known = ", ".join(repr(status.value) for status in cls)
+        raise ValueError(f"{value!r} is not a metric change status (one of {known})")
+
+    @property
+    def compared(self) -> bool:
+        """The metric was compared (else: missing from the reference, or not comparable)."""
+        return self not in (self.NOT_IN_BASELINE, self.JUDGE_CHANGED, self.NOT_TESTED)
+
+
 @dataclass(frozen=True)
 class MetricChange:
-    """One metric against the reference: values, the paired test, and what it means.
-
-    ``verdict``: "regressed" (gated: dropped beyond the allowance, significantly), "within
-    noise" (dropped beyond the allowance, not significantly), "improved" (gated: rose beyond
-    the allowance, significantly), "dropped" / "rose" (not gated: beyond the allowance with
-    unadjusted p < alpha; never fails), "ok", "not in baseline", "judge changed", "not
-    tested"; in an A/B table "worse" / "better" replace "regressed" / "improved".
-    """
+    """One metric against the reference: values, the paired test, and what it means
+    (``verdict``, a :class:`ChangeStatus`; a string is made one)."""
 
     metric: str
     baseline: float
@@ -494,8 +535,12 @@ class MetricChange:
     allowed: float
     p_value: float | None = None  # raw one-sided p in the direction of the change
     p_adjusted: float | None = None  # Holm-Bonferroni over the gated metrics (gated only)
-    verdict: str = "ok"
+    verdict: ChangeStatus = ChangeStatus.OK
     gated: bool = False
+
+    def __post_init__(self) -> None:
+        """A status read from a report (a string) is the member it names."""
+        object.__setattr__(self, "verdict", ChangeStatus(self.verdict))
 
     @property
     def delta(self) -> float:
@@ -745,11 +790,15 @@ class Comparison:
 
     @property
     def regressed(self) -> list[MetricChange]:
-        return [c for c in self.changes if c.verdict in ("regressed", "worse")]
+        return [
+            c for c in self.changes if c.verdict in (ChangeStatus.REGRESSED, ChangeStatus.WORSE)
+        ]
 
     @property
     def improved(self) -> list[MetricChange]:
-        return [c for c in self.changes if c.verdict in ("improved", "better")]
+        return [
+            c for c in self.changes if c.verdict in (ChangeStatus.IMPROVED, ChangeStatus.BETTER)
+        ]
 
     @property
     def drifted(self) -> bool:

@@ -674,10 +674,6 @@ def _compared(
     return (result, comparison) if why is None else why
 
 
-#: MetricChange verdicts of a metric that was not compared
-UNCOMPARED = ("not in baseline", "judge changed", "not tested")
-
-
 def _nothing_compared(
     result: EvaluationResult, comparison: Comparison, report_a: Path
 ) -> str | None:
@@ -693,7 +689,7 @@ def _nothing_compared(
         )
     if comparison.stale:
         return str(comparison.stale).replace("the baseline", str(report_a))
-    compared = [c for c in comparison.changes if c.verdict not in UNCOMPARED]
+    compared = [c for c in comparison.changes if c.verdict.compared]
     if any(c.gated for c in compared if c.metric != LATENCY) or (not result.gated and compared):
         return None
     return f"none of the gated metrics ({', '.join(result.gated)}) is in {report_a}"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .._internal.io import relative
 from ..metrics import parse_metric
+from ..results import ChangeStatus
 from ..verdicts import REGRESSION
 from .rows import (
     CHANGED_SHOWN,
@@ -296,9 +297,9 @@ def ab_lines(groups: Sequence[ABGroup]) -> list[str]:
     return lines
 
 
-def _mark(verdict: str) -> str:
+def _mark(verdict: ChangeStatus) -> str:
     """A/B: "better"/"worse" only when significant after Holm (see compare.judge_changes)."""
-    return {"better": " better", "worse": " worse"}.get(verdict, "")
+    return f" {verdict}" if verdict in (ChangeStatus.BETTER, ChangeStatus.WORSE) else ""
 
 
 def describe_query(query: QueryResult, metric: str) -> list[str]:
