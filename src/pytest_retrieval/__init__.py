@@ -29,6 +29,7 @@ _EXPORTS = {
     "EvaluationResult": "results",
     "QueryResult": "results",
     "Comparison": "results",
+    "ChangeStatus": "results",
     "Threshold": "limits",
     "ThresholdError": "errors",
     "Verdict": "verdicts",
@@ -40,6 +41,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "ChangeStatus",
     "Comparison",
     "ConfigError",
     "EvaluationResult",
@@ -69,7 +71,7 @@ if TYPE_CHECKING:
     from .golden import GoldenError, GoldenQuery, GoldenSet, load_golden
     from .limits import Threshold
     from .metrics import compute
-    from .results import Comparison, EvaluationResult, QueryResult
+    from .results import ChangeStatus, Comparison, EvaluationResult, QueryResult
     from .retrieval.batches import batched
     from .verdicts import Reason, Verdict
 
