@@ -93,3 +93,47 @@ def test_no_status_is_written_as_a_string_literal_in_the_source() -> None:
             ):
                 found.append(f"{path.relative_to(SOURCE)}:{node.lineno} {node.value!r}")
     assert found == []
+
+
+def test_junit_properties_hold_the_plain_string() -> None:
+    """pytest-xdist sends a test's properties to the controller with execnet, which refuses
+    a str subclass: a status there is its plain string."""
+    from dataclasses import replace
+
+    from pytest_retrieval.finish import junit_properties
+    from pytest_retrieval.results import EvaluationResult
+
+    change = MetricChange("recall@3", 0.9, 0.5, 0.01, verdict=ChangeStatus.REGRESSED)
+    result = replace(
+        EvaluationResult.from_dict(_entry()),
+        comparison=Comparison("baseline b", 1, changes=[change]),
+    )
+    (value,) = [v for k, v in junit_properties(result, 1) if k == "retrieval.recall@3.verdict"]
+    assert type(value) is str and value == "regressed"
+
+
+def _entry() -> dict[str, object]:
+    """The smallest report entry: one query, one metric."""
+    return {
+        "golden": {"name": "g", "source": "g.json", "fingerprint": ""},
+        "retriever": "r",
+        "k": 3,
+        "metrics": {"recall@3": 0.5},
+        "ci": {},
+        "ci_method": "bootstrap",
+        "per_tag": {},
+        "latency_ms": {"p50": 1.0, "p95": 1.0},
+        "queries": [
+            {
+                "id": "q",
+                "query": "q",
+                "tags": [],
+                "relevant": {"d": 1},
+                "returned": ["d"],
+                "metrics": {"recall@3": 0.5},
+                "latency_ms": 1.0,
+                "error": None,
+                "duplicates": 0,
+            }
+        ],
+    }

@@ -631,7 +631,7 @@ def junit_properties(result: EvaluationResult, nth: int) -> list[tuple[str, obje
     properties += [(prefix + name, _value(value)) for name, value in result.metrics.items()]
     for change in result.comparison.changes if result.comparison else []:
         properties.append((f"{prefix}{change.metric}.baseline", _value(change.baseline)))
-        properties.append((f"{prefix}{change.metric}.verdict", change.verdict))
+        properties.append((f"{prefix}{change.metric}.verdict", change.verdict.value))
     if result.latency_p95_ms == result.latency_p95_ms:  # NaN when no call answered
         properties.append((prefix + "latency_p95_ms", round(result.latency_p95_ms, 3)))
     properties.append((prefix + "passed", result.verdict.passed))
