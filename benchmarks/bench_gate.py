@@ -72,7 +72,8 @@ from numpy.typing import NDArray
 
 from pytest_retrieval import metrics
 from pytest_retrieval.compare import TOLERANCE, detectable_drop, judge_changes
-from pytest_retrieval.gate import DEFAULT_GATED, DEFAULT_MAX_DROP, default_allowance
+from pytest_retrieval.gate import DEFAULT_GATED
+from pytest_retrieval.limits import DEFAULT_MAX_DROP, default_allowance
 from pytest_retrieval.stats import paired_pvalue, wilson_interval
 
 FloatArray = NDArray[np.float64]

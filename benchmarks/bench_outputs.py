@@ -43,10 +43,9 @@ from typing import Any
 
 from pytest_retrieval import evaluate, load_golden
 from pytest_retrieval.compare import ab_groups, compare_to_baseline, entry_from_result
-from pytest_retrieval.gate import decide
+from pytest_retrieval.gate import decide, session_verdict
 from pytest_retrieval.render.html import render_html
 from pytest_retrieval.render.markdown import render_markdown
-from pytest_retrieval.verdicts import session_verdict
 
 HTML_LIMIT = 5_000_000
 LOAD_LIMIT_S = 2.0

@@ -141,10 +141,6 @@ KNOWN: frozenset[tuple[str, str]] = frozenset(
         ("shards", "pytest"),
         ("shards", "plugin.session"),
         ("shards", "plugin.runtest"),
-        ("results", "evaluation"),
-        ("evaluation", "render.terminal"),
-        ("golden", "gate"),
-        ("verdicts", "results"),
     ]
 )
 

@@ -18,9 +18,9 @@ from pytest_retrieval._internal.io import git_info, now
 from pytest_retrieval.baseline import update
 from pytest_retrieval.cli import main
 from pytest_retrieval.compare import entry_from_result
+from pytest_retrieval.gate import session_verdict
 from pytest_retrieval.render.json import dumps, json_report
 from pytest_retrieval.sanity import near_duplicates
-from pytest_retrieval.verdicts import session_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TART = "how do i bake a cherry tart with fresh"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, write_golden
 
-from pytest_retrieval import evaluate
+from pytest_retrieval import assert_thresholds, evaluate
 from pytest_retrieval.downstream import DownstreamRunner, Hit
 from pytest_retrieval.golden import GoldenError, GoldenQuery, load_golden
 from pytest_retrieval.metrics import compute
@@ -113,7 +113,7 @@ def test_a_failing_label_fails_the_evaluation_and_says_why(
     assert not result.passed
     assert any(message in r.message for r in result.verdict.of_kind("downstream labels"))
     with pytest.raises(AssertionError, match="downstream labels failed"):
-        result.assert_thresholds()
+        assert_thresholds(result)
 
 
 def test_open_queries_need_a_judge_or_labeller(tmp_path: Path) -> None:

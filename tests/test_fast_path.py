@@ -198,8 +198,7 @@ def test_ranks_found_by_the_calls_score_as_the_kernels_own_search(
     golden query's judgments); the scores equal the kernels' search over the stored
     rankings, whatever the hits: repeats, dict hits (the general path), lists longer than k,
     failed calls, judged-not-relevant docs, open queries."""
-    from pytest_retrieval import evaluate
-    from pytest_retrieval.evaluation import with_metrics
+    from pytest_retrieval import evaluate, with_metrics
     from pytest_retrieval.golden import GoldenSet
 
     queries = [  # every judged query has a relevant doc ("r" when none of its grades is >= 1)

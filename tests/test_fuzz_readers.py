@@ -32,10 +32,10 @@ from pytest_retrieval.cli import main
 from pytest_retrieval.compare import entry_from_result
 from pytest_retrieval.errors import RetrievalError
 from pytest_retrieval.formats import load_corpus, load_corpus_ids
+from pytest_retrieval.gate import session_verdict
 from pytest_retrieval.judge.calibration import load_labels
 from pytest_retrieval.render.json import dumps, json_report
 from pytest_retrieval.runfile import read_run
-from pytest_retrieval.verdicts import session_verdict
 
 #: the two inputs no run may miss: nesting past the decoder's recursion limit, a key twice
 DEEP = b'{"queries": ' + b"[" * 100_000

@@ -15,7 +15,7 @@ from helpers import BROWSER_ARGS, CHROMIUM, DOCS, GOLDEN, KEYWORD_RETRIEVER, wri
 
 from pytest_retrieval import evaluate, load_golden
 from pytest_retrieval.compare import ab_groups, compare_to_baseline, entry_from_result
-from pytest_retrieval.gate import decide
+from pytest_retrieval.gate import decide, session_verdict
 from pytest_retrieval.render.charts import (
     BOTTOM,
     HEIGHT,
@@ -28,7 +28,7 @@ from pytest_retrieval.render.charts import (
 )
 from pytest_retrieval.render.html import render_html
 from pytest_retrieval.results import EvaluationResult, QueryChange
-from pytest_retrieval.verdicts import NO_RESULT, USAGE, Reason, Verdict, session_verdict
+from pytest_retrieval.verdicts import NO_RESULT, USAGE, Reason, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 

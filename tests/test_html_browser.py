@@ -18,10 +18,9 @@ from helpers import BROWSER_ARGS, CHROMIUM
 from pytest_retrieval import evaluate, load_golden
 from pytest_retrieval.baseline import BaselineEntry
 from pytest_retrieval.compare import compare_to_baseline, entry_from_result
-from pytest_retrieval.gate import decide
+from pytest_retrieval.gate import decide, session_verdict
 from pytest_retrieval.render.html import render_html
 from pytest_retrieval.results import EvaluationResult
-from pytest_retrieval.verdicts import session_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 WIDTHS = [1280, 400]

@@ -17,7 +17,7 @@ from helpers import count_built_rows
 
 from pytest_retrieval import baseline, gate, stats
 from pytest_retrieval.compare import compare_runs, compare_to_baseline, entry_from_result
-from pytest_retrieval.evaluation import evaluate
+from pytest_retrieval.evaluation import evaluate, with_metrics
 from pytest_retrieval.golden import GoldenQuery, GoldenSet
 from pytest_retrieval.judge.answers import Verdict
 from pytest_retrieval.metrics import compute
@@ -210,7 +210,7 @@ def test_graded_metrics_count_grade_at_the_relevance_level_on_the_condensed_list
     # a stored report recomputes with the recorded level
     again = result_from_dict(json.loads(dumps(result.to_dict())))
     assert again.label_coverage == result.label_coverage
-    wider = again.with_metrics(["llm_precision@3"])
+    wider = with_metrics(again, ["llm_precision@3"])
     assert wider.metrics["llm_precision@3"] == pytest.approx((1 / 3 + 1 / 2) / 2)
 
 

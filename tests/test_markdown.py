@@ -15,10 +15,9 @@ from markdown_it import MarkdownIt
 
 from pytest_retrieval import EvaluationResult, evaluate
 from pytest_retrieval.compare import ab_groups, compare_to_baseline, entry_from_result
-from pytest_retrieval.gate import decide
+from pytest_retrieval.gate import decide, session_verdict
 from pytest_retrieval.render.markdown import render_markdown
 from pytest_retrieval.results import Comparison
-from pytest_retrieval.verdicts import session_verdict
 
 #: GitHub's dialect as far as markdown-it goes: tables, strikethrough, raw HTML, autolinks
 GFM = MarkdownIt("gfm-like", {"html": True, "linkify": True})

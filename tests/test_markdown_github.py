@@ -15,7 +15,8 @@ from markdown_it import MarkdownIt
 from test_markdown import check_gfm
 
 from pytest_retrieval.compare import ABGroup
-from pytest_retrieval.gate import decide
+from pytest_retrieval.gate import decide, session_verdict
+from pytest_retrieval.limits import Threshold
 from pytest_retrieval.metrics import parse_metric
 from pytest_retrieval.render.markdown import MARKDOWN_BUDGET, render_markdown
 from pytest_retrieval.render.rows import CHANGED_SHOWN
@@ -27,9 +28,8 @@ from pytest_retrieval.results import (
     QueryChange,
     QueryResult,
     QueryShifts,
-    Threshold,
 )
-from pytest_retrieval.verdicts import Reason, Verdict, session_verdict
+from pytest_retrieval.verdicts import Reason, Verdict
 
 #: GitHub's dialect with its autolinks: bare URLs, www. and e-mail addresses become links
 LINKIFY = MarkdownIt("gfm-like", {"html": True, "linkify": True})

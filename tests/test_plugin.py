@@ -308,15 +308,16 @@ def test_retrieval_eval_fixture_and_marker(project: pytest.Pytester) -> None:
         test_mine="""
 import pytest
 from conftest import search
+from pytest_retrieval import assert_thresholds
 
 @pytest.mark.retrieval(golden="golden.json", thresholds={"recall@3": 0.9})
 def test_my_search(retrieval_eval, retrieval_golden):
     assert retrieval_golden.name == "fruit"
     result = retrieval_eval(search)
     assert result.metrics["recall@3"] == 1.0
-    result.assert_thresholds()
+    assert_thresholds(result)
     with pytest.raises(AssertionError, match="precision@3"):
-        result.assert_thresholds({"precision@3": 0.9})
+        assert_thresholds(result, {"precision@3": 0.9})
     ranked = retrieval_eval(search, metrics=["ndcg_exp@2"])
     assert "ndcg_exp@2" in ranked.metrics
 

@@ -23,11 +23,15 @@ _EXPORTS = {
     "GoldenQuery": "golden",
     "GoldenError": "golden",
     "evaluate": "evaluation",
+    "with_metrics": "evaluation",
+    "assert_thresholds": "asserts",
+    "assert_no_regression": "asserts",
     "EvaluationResult": "results",
     "QueryResult": "results",
     "Comparison": "results",
-    "Threshold": "results",
-    "ThresholdError": "gate",
+    "ChangeStatus": "results",
+    "Threshold": "limits",
+    "ThresholdError": "errors",
     "Verdict": "verdicts",
     "Reason": "verdicts",
     "RetrievalError": "errors",
@@ -37,6 +41,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "ChangeStatus",
     "Comparison",
     "ConfigError",
     "EvaluationResult",
@@ -50,19 +55,23 @@ __all__ = [
     "ThresholdError",
     "Verdict",
     "__version__",
+    "assert_no_regression",
+    "assert_thresholds",
     "batched",
     "compute",
     "evaluate",
     "load_golden",
+    "with_metrics",
 ]
 
 if TYPE_CHECKING:
-    from .errors import ConfigError, RetrievalError
-    from .evaluation import evaluate
-    from .gate import ThresholdError
+    from .asserts import assert_no_regression, assert_thresholds
+    from .errors import ConfigError, RetrievalError, ThresholdError
+    from .evaluation import evaluate, with_metrics
     from .golden import GoldenError, GoldenQuery, GoldenSet, load_golden
+    from .limits import Threshold
     from .metrics import compute
-    from .results import Comparison, EvaluationResult, QueryResult, Threshold
+    from .results import ChangeStatus, Comparison, EvaluationResult, QueryResult
     from .retrieval.batches import batched
     from .verdicts import Reason, Verdict
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import stats
 from .baseline import BaselineEntry, BaselineQuery
-from .gate import Allowance, default_allowance
+from .limits import LATENCY, Allowance, default_allowance
 from .metrics import (
     DEFINITIONS_VERSION,
     JUDGE_METRICS_VERSION,
@@ -42,7 +42,7 @@ from .results import (
     JUDGED_GAP,
     JUDGED_MIN_GAP,
     JUDGED_SHARE_GAP,
-    LATENCY,
+    ChangeStatus,
     Comparison,
     EvaluationResult,
     MetricChange,
@@ -161,9 +161,9 @@ def compare_to_baseline(
             math.nan,
             result.metrics[m],
             math.nan,
-            verdict="judge changed"
+            verdict=ChangeStatus.JUDGE_CHANGED
             if judge_changed and parse_metric(m).labels != "golden"
-            else "not in baseline",
+            else ChangeStatus.NOT_IN_BASELINE,
             gated=m in result.gated,
         )
         for m in missing
@@ -174,7 +174,7 @@ def compare_to_baseline(
         changes.append(latency_change(result, entry, rows, old_ms, latency, alpha))
     elif latency is not None:  # asked for, and the baseline has none (a run file recorded it)
         change = MetricChange(LATENCY, math.nan, result.latency_p95_ms, math.nan, gated=True)
-        changes.append(replace(change, verdict="not tested"))
+        changes.append(replace(change, verdict=ChangeStatus.NOT_TESTED))
 
     def references(positions: Sequence[int]) -> list[Reference]:
         return [Reference(was[i].ranked, was[i].judged) for i in positions]
@@ -396,6 +396,7 @@ def judge_changes(
     """Per metric: the paired test and its verdict. Gated metrics are Holm-adjusted as one
     family per direction (drops; rises); the others keep their raw p and are only reported.
     ``two_sided`` (A/B): "worse"/"better" instead of "regressed"/"improved"."""
+    Status = ChangeStatus
     drops: dict[str, float] = {}
     rises: dict[str, float] = {}
     rows: dict[str, tuple[float, float, float]] = {}
@@ -428,21 +429,22 @@ def judge_changes(
         p = adjusted if is_gated else raw
         significant = alpha >= 1 or (p is not None and p < alpha)
         beyond = abs(delta) > allowed + TOLERANCE
-        verdict = "ok"
+        verdict = Status.OK
         if math.isnan(delta):  # no query has a value on both sides (nothing graded)
-            verdict = "n/a"
+            verdict = Status.NA
         elif beyond and falling:
             if not is_gated:
-                verdict = "dropped" if significant else "within noise"
+                verdict = Status.DROPPED if significant else Status.WITHIN_NOISE
             elif two_sided:
-                verdict = "worse" if significant else "within noise"
+                verdict = Status.WORSE if significant else Status.WITHIN_NOISE
             else:
-                verdict = "regressed" if significant else "within noise"
+                verdict = Status.REGRESSED if significant else Status.WITHIN_NOISE
         elif beyond and delta > 0:
             if not is_gated:
-                verdict = "rose" if significant else "ok"
+                verdict = Status.ROSE if significant else Status.OK
             else:
-                verdict = ("better" if two_sided else "improved") if significant else "ok"
+                rose = Status.BETTER if two_sided else Status.IMPROVED
+                verdict = rose if significant else Status.OK
         changes.append(
             MetricChange(
                 metric,
@@ -481,14 +483,14 @@ def latency_change(
         answered &= ~np.isin(rows, list(errors))
     change = MetricChange(LATENCY, old_p95, result.latency_p95_ms, allowed, gated=True)
     if not answered.any():
-        return replace(change, verdict="not tested")
+        return replace(change, verdict=ChangeStatus.NOT_TESTED)
     signs = np.sign(np.log(now_ms[answered] / before_ms[answered]))
     p = stats.paired_pvalue(np.zeros_like(signs), signs, alternative="less")
     p_slower = stats.paired_pvalue(signs, np.zeros_like(signs), alternative="less")
     beyond = result.latency_p95_ms - old_p95 > allowed + TOLERANCE  # higher is worse
-    verdict = "ok"
+    verdict = ChangeStatus.OK
     if beyond:
-        verdict = "regressed" if p_slower < alpha else "within noise"
+        verdict = ChangeStatus.REGRESSED if p_slower < alpha else ChangeStatus.WITHIN_NOISE
     return replace(change, p_value=min(p, p_slower), p_adjusted=p_slower, verdict=verdict)
 
 

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from . import gate, stats
+from . import gate, limits, stats
 from . import metrics as kernels
 from ._internal.gc import frozen_heap, paused_gc
 from .golden import GoldenQuery, GoldenSet, check_texts, load_golden
 from .hits import NOT_RETURNED, QueryRun, error_key
+from .limits import Threshold
 from .metrics import FloatArray
 from .results import (
     HIT_DETAIL,
@@ -24,7 +25,6 @@ from .results import (
     QueryColumns,
     QueryResult,
     QueryTable,
-    Threshold,
     is_graded,
     shared_floats,
 )
@@ -36,7 +36,6 @@ from .retrieval import (
     run_retriever,
 )
 from .retrieval.adapters import adapt
-from .verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, RETRIEVER_ERRORS, THRESHOLD
 
 if TYPE_CHECKING:
     from .downstream import DownstreamRunner
@@ -44,35 +43,9 @@ if TYPE_CHECKING:
 DEFAULT_FAMILIES = ("recall", "precision", "hit_rate", "mrr", "ndcg", "map")
 
 
-def assert_thresholds(
-    result: EvaluationResult, thresholds: Mapping[str, float] | None = None
-) -> None:
-    """:meth:`EvaluationResult.assert_thresholds`: with other ``thresholds``, the verdict is
-    decided anew for them (computing metrics they name that the evaluation lacks)."""
-    from .render.terminal import failure_text
-
-    if thresholds is not None:
-        chosen = gate.from_mapping(thresholds, "assert_thresholds()")
-        needed = {t.metric.name for t in chosen} - set(result.metrics)
-        rescored = with_metrics(result, sorted(needed)) if needed else result
-        result = gate.decide(replace(rescored, thresholds=chosen, comparison=None))
-    if result.verdict.of_kind(THRESHOLD) or any(
-        r.kind in {RETRIEVER_ERRORS, JUDGE_COVERAGE, DOWNSTREAM_LABELS}
-        for r in result.verdict.reasons
-    ):
-        raise AssertionError(failure_text(result))
-
-
-def assert_no_regression(result: EvaluationResult) -> None:
-    """:meth:`EvaluationResult.assert_no_regression`."""
-    if result.regressed:
-        from .render.terminal import failure_text
-
-        raise AssertionError(failure_text(result))
-
-
 def with_metrics(result: EvaluationResult, names: Sequence[str]) -> EvaluationResult:
-    """:meth:`EvaluationResult.with_metrics`: more metrics from the stored rankings."""
+    """A copy of ``result`` with more metrics (``names``), scored from its stored rankings
+    (no retriever calls), its verdict decided again."""
     wanted = sorted({*result.metrics, *names}, key=lambda name: kernels.parse_metric(name).sort_key)
     rescored = _rescore(result, result.queries, wanted)
     return gate.decide(
@@ -249,9 +222,9 @@ def evaluate(
         )
     )
     if thresholds is None:
-        chosen = gate.from_mapping(golden_set.thresholds, f"{golden_set.source} thresholds")
+        chosen = limits.from_mapping(golden_set.thresholds, f"{golden_set.source} thresholds")
     elif isinstance(thresholds, Mapping):
-        chosen = gate.from_mapping(thresholds, "evaluate(thresholds=...)")
+        chosen = limits.from_mapping(thresholds, "evaluate(thresholds=...)")
     else:
         chosen = list(thresholds)
     cutoff = k or golden_set.k
@@ -458,13 +431,13 @@ def _check_labels(
     for name in wanted:
         source = kernels.parse_metric(name).labels
         if source in {"on_topic", "llm_grade"} and judge is None:
-            raise gate.ThresholdError(f"{name} needs an LLM judge: {JUDGE_ADVICE}")
+            raise limits.ThresholdError(f"{name} needs an LLM judge: {JUDGE_ADVICE}")
         if source == "llm_grade" and judge is not None and not judge.graded:
-            raise gate.ThresholdError(
+            raise limits.ThresholdError(
                 f"{name} needs graded verdicts: add --retrieval-judge-scale 0-3"
             )
         if source in DOWNSTREAM and downstream is None:
-            raise gate.ThresholdError(
+            raise limits.ThresholdError(
                 f"{name} needs downstream labels: define a retrieval_downstream fixture"
             )
 
@@ -594,7 +567,7 @@ def _check_name(name: str) -> kernels.Metric:
     try:
         return kernels.parse_metric(name)
     except kernels.MetricNameError as exc:
-        raise gate.ThresholdError(str(exc)) from None
+        raise limits.ThresholdError(str(exc)) from None
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from .verdicts import OUTPUT, PARTIAL_RUN, USAGE, Reason, Verdict
 if TYPE_CHECKING:
     from .baseline import BaselineEntry
     from .compare import ABGroup
-    from .gate import Allowance
-    from .results import EvaluationResult, Threshold
+    from .limits import Allowance, Threshold
+    from .results import EvaluationResult
 
 
 # ---------------------------------------------------------------------------- settings
@@ -78,8 +78,7 @@ class GateSettings:
     def from_dict(cls, data: Mapping[str, Any]) -> GateSettings:
         """Read back :meth:`to_dict`; a malformed entry raises KeyError, TypeError or
         ValueError (the caller names the file)."""
-        from .gate import Allowance, parse_key
-        from .results import Threshold
+        from .limits import Allowance, Threshold, parse_key
 
         thresholds = []
         for entry in data["thresholds"]:
@@ -160,17 +159,14 @@ def stale_as_error(result: EvaluationResult) -> EvaluationResult:
     """``result`` with its stale-baseline warnings as reasons: the warning filters in force
     (``-W error``, ``filterwarnings = error``) make that warning an error."""
     from .errors import made_an_error
+    from .gate import promote
     from .verdicts import STALE_BASELINE
 
     verdict = result.verdict
-    stale = [w for w in verdict.warnings if w.kind == STALE_BASELINE]
-    if not stale:
+    if not any(w.kind == STALE_BASELINE for w in verdict.warnings):
         return result
-    failing = tuple(replace(w, message=f"{w.message}; {REFRESH} {made_an_error()}") for w in stale)
-    kept = tuple(w for w in verdict.warnings if w.kind != STALE_BASELINE)
-    return replace(
-        result, verdict=replace(verdict, reasons=(*verdict.reasons, *failing), warnings=kept)
-    )
+    why = f"{REFRESH} {made_an_error()}"
+    return replace(result, verdict=promote(verdict, STALE_BASELINE, why))
 
 
 @dataclass(frozen=True)
@@ -211,7 +207,7 @@ class Gated:
 
     @property
     def verdict(self) -> Verdict:
-        from .verdicts import session_verdict
+        from .gate import session_verdict
 
         return session_verdict(self.results, self.reasons)
 
@@ -635,7 +631,7 @@ def junit_properties(result: EvaluationResult, nth: int) -> list[tuple[str, obje
     properties += [(prefix + name, _value(value)) for name, value in result.metrics.items()]
     for change in result.comparison.changes if result.comparison else []:
         properties.append((f"{prefix}{change.metric}.baseline", _value(change.baseline)))
-        properties.append((f"{prefix}{change.metric}.verdict", change.verdict))
+        properties.append((f"{prefix}{change.metric}.verdict", change.verdict.value))
     if result.latency_p95_ms == result.latency_p95_ms:  # NaN when no call answered
         properties.append((prefix + "latency_p95_ms", round(result.latency_p95_ms, 3)))
     properties.append((prefix + "passed", result.verdict.passed))
@@ -743,7 +739,9 @@ def refused(
     baseline file that does not read): no evaluation, a failed verdict saying why, as the
     plugin writes them after a usage error (none over a file of the ``goldens`` or one of
     the ``others``). Returns the files that could not be written."""
-    verdict = Verdict((Reason(USAGE, message),))
+    from .gate import session_verdict
+
+    verdict = session_verdict([], [Reason(USAGE, message)])
     outputs = replace(outputs, cases=())
     return write_outputs(
         outputs, [], verdict, root=root, start=start, goldens=goldens, others=others

@@ -1,29 +1,21 @@
-"""The gate: thresholds and allowed drops (parse, layer), which metrics are gated, and the
-one function that decides an evaluation's verdict. Pure: no I/O.
-
-A threshold names a metric and optionally a tag: ``recall@10=0.8`` or
-``recall@10[errors]=0.7`` (only the queries tagged ``errors``). An allowance says how far a
-metric may drop against the baseline: ``0.01`` absolute or ``2%`` of the baseline value.
-Sources are layered; a later layer replaces an earlier one key by key: golden file < ini <
-marker < command line.
+"""The gate: which metrics are gated, thresholds checked, and the functions that decide a
+verdict -- an evaluation's (:func:`decide`) and a session's (:func:`session_verdict`). Pure:
+no I/O. What it checks against is parsed in :mod:`.limits`.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from ._internal.io import relative
-from .errors import AllowanceError as AllowanceError  # raised here; public from here too
-from .errors import MetricNameError
-from .errors import ThresholdError as ThresholdError
-from .metrics import JUDGED, Metric, parse_metric
-from .results import LATENCY, EvaluationResult, GateOutcome, Threshold
+from .limits import LATENCY, Allowance, Threshold, ThresholdError
+from .metrics import JUDGED, Metric
+from .results import ChangeStatus, EvaluationResult
 from .verdicts import (
     DOWNSTREAM_LABELS,
     JUDGE_COVERAGE,
@@ -33,71 +25,14 @@ from .verdicts import (
     RUN_COVERAGE,
     STALE_BASELINE,
     THRESHOLD,
+    GateOutcome,
     Reason,
     Verdict,
+    causes_first,
 )
 
 #: ungraded causes a judge coverage reason names, the commonest first
 TOP_CAUSES = 3
-
-_KEY = re.compile(r"^\s*(?P<metric>[^\[\]=\s]+)\s*(?:\[(?P<tag>[^\]]+)\])?\s*$")
-
-
-def parse_key(key: str) -> tuple[Metric, str | None]:
-    """``recall@10[errors]`` -> (recall@10, "errors")."""
-    match = _KEY.match(key)
-    if match is None:
-        raise ThresholdError(
-            f"{key!r} is not a threshold key: write METRIC@K or METRIC@K[TAG], e.g. recall@10"
-        )
-    try:
-        metric = parse_metric(match["metric"])
-    except MetricNameError as exc:
-        raise ThresholdError(str(exc)) from None
-    return metric, (match["tag"].strip() if match["tag"] else None)
-
-
-def make_threshold(key: str, value: object, source: str) -> Threshold:
-    """Validate one ``key: value`` pair; ``value`` must be a number in [0, 1]."""
-    metric, tag = parse_key(key)
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ThresholdError(f"threshold {key} = {value!r}: the value must be a number in [0, 1]")
-    try:
-        minimum = float(value)
-    except ValueError:
-        raise ThresholdError(
-            f"threshold {key} = {value!r}: the value must be a number in [0, 1]"
-        ) from None
-    if not (0.0 <= minimum <= 1.0) or math.isnan(minimum):
-        raise ThresholdError(
-            f"threshold {key} = {value}: outside [0, 1]; metrics are fractions, "
-            f"write e.g. {key}=0.8 rather than 80"
-        )
-    return Threshold(metric, minimum, tag, source)
-
-
-def parse_assignment(text: str, source: str) -> Threshold:
-    """``METRIC@K[TAG]=VALUE`` as written on the command line or in ini."""
-    key, sep, value = text.partition("=")
-    if not sep or not value.strip():
-        raise ThresholdError(
-            f"{text!r} is not METRIC@K=VALUE (e.g. recall@10=0.8 or recall@10[errors]=0.7)"
-        )
-    return make_threshold(key.strip(), value.strip(), source)
-
-
-def from_mapping(values: Mapping[str, object], source: str) -> list[Threshold]:
-    return [make_threshold(key, value, source) for key, value in values.items()]
-
-
-def merge(*layers: Iterable[Threshold]) -> list[Threshold]:
-    """Later layers win per key (metric + tag); order of first appearance is kept."""
-    merged: dict[str, Threshold] = {}
-    for layer in layers:
-        for threshold in layer:
-            merged[threshold.key] = threshold
-    return list(merged.values())
-
 
 #: fewest sampled queries (in the sample, or in a tag of it) that can fail a threshold
 MIN_SAMPLED = 30
@@ -160,79 +95,6 @@ def tag_intervals(result: EvaluationResult) -> dict[str, dict[str, tuple[float, 
         if values.size:
             found.setdefault(threshold.tag, {}).update(bootstrap_ci({name: values})[0])
     return found
-
-
-# ---------------------------------------------------------------------------- allowances
-
-DEFAULT_MAX_DROP = 0.01
-_DROP = re.compile(r"^\s*(?P<amount>[0-9]*\.?[0-9]+)\s*(?P<percent>%?)\s*$")
-
-
-@dataclass(frozen=True)
-class Allowance:
-    """How far ``metric`` may drop: an absolute amount, or a fraction of the baseline."""
-
-    metric: str
-    amount: float
-    relative: bool = False
-    source: str = "default"
-
-    def allowed(self, baseline_value: float) -> float:
-        return self.amount * abs(baseline_value) if self.relative else self.amount
-
-    def __str__(self) -> str:
-        return f"{self.amount * 100:g}%" if self.relative else f"{self.amount:g}"
-
-
-def default_allowance(metric: str) -> Allowance:
-    return Allowance(metric, DEFAULT_MAX_DROP)
-
-
-def parse_allowance(metric: str, value: object, source: str) -> Allowance:
-    """``0.01`` (absolute) or ``"2%"`` (relative to the baseline value, at most 100%)."""
-    if metric != LATENCY:
-        try:
-            parse_metric(metric)
-        except MetricNameError as exc:
-            raise AllowanceError(f"max drop for {metric!r}: {exc}") from None
-    text = str(value) if not isinstance(value, bool) else "x"
-    match = _DROP.match(text)
-    if match is None:
-        raise AllowanceError(
-            f"max drop {metric}={value!r}: write an absolute amount like 0.01 or a percentage "
-            "like 2%"
-        )
-    amount = float(match["amount"])
-    relative = bool(match["percent"])
-    if relative:
-        amount /= 100.0
-        if amount > 1 and metric != LATENCY:
-            raise AllowanceError(
-                f"max drop {metric}={value}: a metric cannot drop more than 100% of its value; "
-                "write e.g. 5%"
-            )
-    elif metric != LATENCY and amount > 1:
-        raise AllowanceError(
-            f"max drop {metric}={value}: metrics are fractions in [0, 1]; write 0.02 or 2%"
-        )
-    if metric == LATENCY and not relative:
-        source += " (milliseconds)"
-    return Allowance(metric, amount, relative, source)
-
-
-def parse_allowance_assignment(text: str, source: str) -> Allowance:
-    metric, sep, value = text.partition("=")
-    if not sep:
-        raise AllowanceError(f"{text!r} is not METRIC=DROP (e.g. recall@10=0.01 or ndcg@10=2%)")
-    return parse_allowance(metric.strip(), value.strip(), source)
-
-
-def merge_allowances(*layers: Iterable[Allowance]) -> dict[str, Allowance]:
-    merged: dict[str, Allowance] = {}
-    for layer in layers:
-        for allowance in layer:
-            merged[allowance.metric] = allowance
-    return merged
 
 
 # ---------------------------------------------------------------------------- gated set
@@ -339,7 +201,7 @@ def decide(result: EvaluationResult, *, strict_baseline: bool = False) -> Evalua
     comparison = result.comparison
     if comparison is not None and not comparison.stale:
         for change in comparison.changes:
-            if change.verdict != "regressed":
+            if change.verdict is not ChangeStatus.REGRESSED:
                 continue
             if change.metric == LATENCY:
                 why = f"latency p95 rose {change.delta:.1f} ms (allowed {change.allowed:.1f} ms"
@@ -397,7 +259,11 @@ def _not_in_baseline(result: EvaluationResult) -> Reason | None:
     comparison = result.comparison
     if comparison is None or comparison.stale:
         return None
-    lacking = [c.metric for c in comparison.changes if c.gated and c.verdict == "not in baseline"]
+    lacking = [
+        c.metric
+        for c in comparison.changes
+        if c.gated and c.verdict is ChangeStatus.NOT_IN_BASELINE
+    ]
     if not lacking:
         return None
     path = relative(result.baseline_path) if result.baseline_path else "the baseline file"
@@ -442,3 +308,38 @@ def _label_problems(result: EvaluationResult) -> list[Reason]:
                 )
             )
     return problems
+
+
+# ---------------------------------------------------------------------------- the session
+
+
+def session_verdict(
+    results: Sequence[EvaluationResult], own: Sequence[Reason], warned: Sequence[Reason] = ()
+) -> Verdict:
+    """The session's verdict: its own reasons (a baseline not written, an output that could
+    not be written, ...) and warnings, and each evaluation's, named by golden set and
+    retriever."""
+    reasons = list(own)
+    warnings: list[Reason] = list(warned)
+    for result in results:
+        label = f"{result.golden_name} [{result.retriever_id}]: "
+        reasons += [Reason(r.kind, label + r.message, r.metric) for r in result.verdict.reasons]
+        warnings += [Reason(r.kind, label + r.message, r.metric) for r in result.verdict.warnings]
+    return Verdict(causes_first(reasons), tuple(warnings))
+
+
+def part_verdict(result: EvaluationResult) -> Verdict:
+    """A shard part's verdict, as its partial report keeps it: only its failed retriever
+    calls (the whole has them too); thresholds, regressions and label coverage are decided
+    on the whole, by :func:`decide`."""
+    return Verdict(tuple(result.verdict.of_kind(RETRIEVER_ERRORS)))
+
+
+def promote(verdict: Verdict, kind: str, why: str) -> Verdict:
+    """``verdict`` with its warnings of ``kind`` made reasons (after the others), ``why``
+    added to each: a warning filter in force (``-W error``) makes that warning an error."""
+    promoted = tuple(
+        replace(w, message=f"{w.message}; {why}") for w in verdict.warnings if w.kind == kind
+    )
+    kept = tuple(w for w in verdict.warnings if w.kind != kind)
+    return Verdict((*verdict.reasons, *promoted), kept, verdict.outcomes, verdict.decided)

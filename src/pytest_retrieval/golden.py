@@ -587,7 +587,7 @@ def _check_gates(source: Path, settings: Mapping[str, Any], queries: Sequence[Go
     MAX_K, values in range, and thresholds only on tags that some query has."""
     if not any(settings.get(key) for key in ("metrics", "gate", "thresholds", "max_drop")):
         return
-    from .gate import AllowanceError, make_threshold, parse_allowance
+    from .limits import AllowanceError, make_threshold, parse_allowance
     from .metrics import parse_metric
 
     for key in ("metrics", "gate"):

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, repeat
+from types import MappingProxyType
 from typing import cast
 
 import numpy as np
@@ -55,68 +56,14 @@ JUDGE_METRICS_VERSION = 2
 #: 0-3 scale's "would satisfy the searcher"; ``--retrieval-judge-relevance-level``)
 DEFAULT_RELEVANCE_LEVEL = 2
 
-#: metric family -> one-line definition (shown by the README and error messages)
-FAMILIES: dict[str, str] = {
-    "recall": "relevant docs in the top k / all relevant docs",
-    "precision": "relevant docs in the top k / k",
-    "hit_rate": "1 if any relevant doc is in the top k, else 0",
-    "mrr": "1 / rank of the first relevant doc in the top k, else 0",
-    "ndcg": "DCG@k / ideal DCG@k, gain = grade, discount = log2(rank + 1)",
-    "ndcg_exp": "as ndcg with gain = 2**grade - 1",
-    "map": "sum of precision@rank at each relevant rank <= k / all relevant docs",
-    "judged": "docs with a golden judgment (any grade, 0 included) in the top k / "
-    "min(k, docs returned); ir_measures' Judged@k",
-    "otr": "on-topic rate: hits the LLM judge found on topic in the top k / graded slots "
-    "(k less the hits it could not grade)",
-    "llm_precision": "precision on the LLM judge's 0-3 grades: grade >= the relevance level "
-    "(default 2) in the top k / graded slots",
-    "llm_mrr": "mrr on the LLM judge's 0-3 grades (grade >= the relevance level, default 2), "
-    "ungraded hits removed",
-    "llm_ndcg": "ndcg on the LLM judge's 0-3 grades of the returned hits (gain = grade), "
-    "ungraded hits removed",
-    "erag_precision": "precision on downstream (eRAG) labels (label >= 0.5 relevant)",
-    "erag_hit_rate": "hit_rate on downstream (eRAG) labels",
-    "erag_mrr": "mrr on downstream (eRAG) labels",
-    "erag_ndcg": "ndcg on downstream (eRAG) labels, gain = label in [0, 1]",
-}
-
-#: the label source of each family: "golden" (the golden set's judgments), "on_topic"
-#: (the judge's binary verdicts), "llm_grade" (its 0-3 grades), "downstream" (eRAG labels,
-#: binarised at 0.5) or "downstream_gain" (eRAG labels as graded gains)
-LABELS: dict[str, str] = {
-    "otr": "on_topic",
-    "llm_precision": "llm_grade",
-    "llm_mrr": "llm_grade",
-    "llm_ndcg": "llm_grade",
-    "erag_precision": "downstream",
-    "erag_hit_rate": "downstream",
-    "erag_mrr": "downstream",
-    "erag_ndcg": "downstream_gain",
-}
-
 #: the label sources of the LLM judge: NaN labels (ungraded hits) are left out of these
 JUDGED: tuple[str, ...] = ("on_topic", "llm_grade")
 
 #: the share of the top k the golden set has judged (ir_measures' Judged@k; trec_eval has none)
 JUDGED_FAMILY = "judged"
 
-#: the families scored on the golden set's own judgments that trec_eval can check (judged@k,
-#: also on the golden judgments, is checked against ir_measures instead)
-GOLDEN_FAMILIES: tuple[str, ...] = tuple(
-    f for f in FAMILIES if f not in LABELS and f != JUDGED_FAMILY
-)
-
-#: the kernel a labelled family runs (on its own labels instead of the golden judgments)
-_KERNEL_OF: dict[str, str] = {
-    "otr": "precision",
-    "llm_precision": "precision",
-    "llm_mrr": "mrr",
-    "llm_ndcg": "ndcg",
-    "erag_precision": "precision",
-    "erag_hit_rate": "hit_rate",
-    "erag_mrr": "mrr",
-    "erag_ndcg": "ndcg",
-}
+#: the metric families are :data:`FAMILIES`, one :class:`Family` record each, below the
+#: formulas they name
 
 #: the largest cutoff k anywhere (golden files, options, markers): a grade matrix holds
 #: queries x k cells, so a k of 10**12 must be an error, not a MemoryError
@@ -142,16 +89,16 @@ class Metric:
     @property
     def labels(self) -> str:
         """Which labels it is computed on: "golden", or a judge/downstream source."""
-        return LABELS.get(self.family, "golden")
+        return FAMILIES[self.family].labels
 
     @property
     def kernel(self) -> str:
-        return _KERNEL_OF.get(self.family, self.family)
+        return FAMILIES[self.family].kernel
 
     @property
     def sort_key(self) -> tuple[int, int]:
         """Display order: the families in FAMILIES order, then by k."""
-        return list(FAMILIES).index(self.family), self.k
+        return _ORDER[self.family], self.k
 
 
 def parse_metric(name: str) -> Metric:
@@ -490,24 +437,183 @@ def _judged(m: GradeMatrix, k: int) -> FloatArray:
     return m.judged_cells.share(k)
 
 
-_KERNELS: dict[str, Callable[[GradeMatrix, int], FloatArray]] = {
-    "recall": _recall,
-    "precision": _precision,
-    "hit_rate": _hit_rate,
-    "mrr": _mrr,
-    "ndcg": _ndcg,
-    "ndcg_exp": _ndcg_exp,
-    "map": _map,
-    "judged": _judged,
-}
-assert set(_KERNELS) | set(_KERNEL_OF) == set(FAMILIES)
+# ---------------------------------------------------------------------------- the families
+
+_IIR = "Manning, Raghavan & Schütze, Introduction to Information Retrieval (2008), ch. 8"
+_JUDGE = "this plugin's LLM judge; ungraded hits left out as Sakai's condensed lists (SIGIR 2007)"
+_ERAG = (
+    "Salemi & Zamani, Evaluating Retrieval Quality in Retrieval-Augmented Generation (SIGIR 2024)"
+)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One metric family, all that is known of it in one record (as ir_measures' measures
+    are): what it means, trec_eval's name for it, the labels it is scored on, the formula it
+    runs, and where its definition comes from."""
+
+    name: str
+    #: one line, shown by error messages (the README's table says the same)
+    definition: str
+    citation: str
+    #: trec_eval's measure, which the conformance tests compare with (None: trec_eval has none)
+    trec_eval: str | None = None
+    #: "golden" (the golden set's judgments), "on_topic" (the judge's binary verdicts),
+    #: "llm_grade" (its 0-3 grades), "downstream" (eRAG labels, binarised at 0.5) or
+    #: "downstream_gain" (eRAG labels as graded gains)
+    labels: str = "golden"
+    #: the family whose formula it runs, on its own labels (None: its own ``formula``)
+    like: str | None = None
+    #: its formula on a grade matrix, per query at cutoff k
+    formula: Callable[[GradeMatrix, int], FloatArray] | None = None
+
+    @property
+    def kernel(self) -> str:
+        """The family whose formula scores it: its own name, or the one it runs ``like``."""
+        return self.like or self.name
+
+
+def _registry(*families: Family) -> Mapping[str, Family]:
+    """Name -> record, read-only; each family has a formula or runs one that has."""
+    found = {family.name: family for family in families}
+    for family in families:
+        runs = found.get(family.kernel)
+        if runs is None or runs.formula is None or (family.like and family.formula):
+            raise TypeError(
+                f"metric family {family.name}: give it either a formula or the name of a family "
+                "with one to run like"
+            )
+    return MappingProxyType(found)
+
+
+#: every metric family, in display order: the one registry (:class:`Family`)
+FAMILIES: Mapping[str, Family] = _registry(
+    Family(
+        "recall",
+        "relevant docs in the top k / all relevant docs",
+        _IIR,
+        trec_eval="recall",
+        formula=_recall,
+    ),
+    Family("precision", "relevant docs in the top k / k", _IIR, trec_eval="P", formula=_precision),
+    Family(
+        "hit_rate",
+        "1 if any relevant doc is in the top k, else 0",
+        "trec_eval's success@k",
+        trec_eval="success",
+        formula=_hit_rate,
+    ),
+    Family(
+        "mrr",
+        "1 / rank of the first relevant doc in the top k, else 0",
+        "Voorhees, The TREC-8 Question Answering Track Report (1999)",
+        trec_eval="recip_rank (of the list cut at k)",
+        formula=_mrr,
+    ),
+    Family(
+        "ndcg",
+        "DCG@k / ideal DCG@k, gain = grade, discount = log2(rank + 1)",
+        "Järvelin & Kekäläinen, Cumulated gain-based evaluation of IR techniques (ACM TOIS 2002)",
+        trec_eval="ndcg_cut",
+        formula=_ndcg,
+    ),
+    Family(
+        "ndcg_exp",
+        "as ndcg with gain = 2**grade - 1",
+        "Burges et al., Learning to rank using gradient descent (ICML 2005)",
+        trec_eval="ndcg_cut (on grades rewritten to 2**grade - 1)",
+        formula=_ndcg_exp,
+    ),
+    Family(
+        "map",
+        "sum of precision@rank at each relevant rank <= k / all relevant docs",
+        _IIR,
+        trec_eval="map_cut",
+        formula=_map,
+    ),
+    Family(
+        "judged",
+        "docs with a golden judgment (any grade, 0 included) in the top k / "
+        "min(k, docs returned); ir_measures' Judged@k",
+        "MacAvaney, Macdonald & Ounis, Streamlining Evaluation with ir-measures (ECIR 2022)",
+        formula=_judged,
+    ),
+    Family(
+        "otr",
+        "on-topic rate: hits the LLM judge found on topic in the top k / graded "
+        "slots (k less the hits it could not grade)",
+        _JUDGE,
+        labels="on_topic",
+        like="precision",
+    ),
+    Family(
+        "llm_precision",
+        "precision on the LLM judge's 0-3 grades: grade >= the relevance "
+        "level (default 2) in the top k / graded slots",
+        _JUDGE,
+        labels="llm_grade",
+        like="precision",
+    ),
+    Family(
+        "llm_mrr",
+        "mrr on the LLM judge's 0-3 grades (grade >= the relevance level, "
+        "default 2), ungraded hits removed",
+        _JUDGE,
+        labels="llm_grade",
+        like="mrr",
+    ),
+    Family(
+        "llm_ndcg",
+        "ndcg on the LLM judge's 0-3 grades of the returned hits (gain = "
+        "grade), ungraded hits removed",
+        _JUDGE,
+        labels="llm_grade",
+        like="ndcg",
+    ),
+    Family(
+        "erag_precision",
+        "precision on downstream (eRAG) labels (label >= 0.5 relevant)",
+        _ERAG,
+        labels="downstream",
+        like="precision",
+    ),
+    Family(
+        "erag_hit_rate",
+        "hit_rate on downstream (eRAG) labels",
+        _ERAG,
+        labels="downstream",
+        like="hit_rate",
+    ),
+    Family("erag_mrr", "mrr on downstream (eRAG) labels", _ERAG, labels="downstream", like="mrr"),
+    Family(
+        "erag_ndcg",
+        "ndcg on downstream (eRAG) labels, gain = label in [0, 1]",
+        _ERAG,
+        labels="downstream_gain",
+        like="ndcg",
+    ),
+)
+
+_ORDER = {name: position for position, name in enumerate(FAMILIES)}
+
+#: the families scored on the golden set's own judgments that trec_eval can check (judged@k,
+#: also on the golden judgments, is checked against ir_measures instead)
+GOLDEN_FAMILIES: tuple[str, ...] = tuple(
+    f.name for f in FAMILIES.values() if f.labels == "golden" and f.trec_eval is not None
+)
 
 
 def compute_from_matrix(matrix: GradeMatrix, metrics: Sequence[Metric]) -> dict[str, FloatArray]:
     """Per-query values of every metric on an already built grade matrix."""
     if metrics and max(m.k for m in metrics) > matrix.depth:
         raise ValueError(f"grade matrix depth {matrix.depth} is below the largest cutoff")
-    return {m.name: _KERNELS[m.kernel](matrix, m.k) for m in metrics}
+    return {m.name: _formula(m.kernel)(matrix, m.k) for m in metrics}
+
+
+def _formula(kernel: str) -> Callable[[GradeMatrix, int], FloatArray]:
+    formula = FAMILIES[kernel].formula
+    assert formula is not None  # _registry: a kernel is a family with a formula
+    return formula
 
 
 @dataclass(frozen=True)
@@ -601,11 +707,12 @@ def compute(
 
     ``runs[i]`` is the ranked doc-id list returned for query ``i`` and ``qrels[i]`` its
     judgments ``{doc_id: grade}`` (grade >= 1 relevant, 0 judged not relevant). Judge and
-    downstream metrics take their per-query labels from ``labels[source]`` instead (see
-    :data:`LABELS`); a query none of whose hits is labelled relevant scores 0 there, since
-    those labels only ever cover what came back. A judge label of NaN is a hit the judge
-    could not grade: it is left out (see the module docstring), and a query with nothing
-    graded has no value (NaN). llm_precision and llm_mrr count a grade >= ``relevance_level``.
+    downstream metrics take their per-query labels from ``labels[source]`` instead (the
+    source is :attr:`Family.labels`); a query none of whose hits is labelled relevant scores
+    0 there, since those labels only ever cover what came back. A judge label of NaN is a
+    hit the judge could not grade: it is left out (see the module docstring), and a query
+    with nothing graded has no value (NaN). llm_precision and llm_mrr count a grade >=
+    ``relevance_level``.
 
     Also takes the pytrec_eval / ranx form: ``runs = {qid: {doc_id: score}}`` and
     ``qrels = {qid: {doc_id: grade}}`` (both dicts; ``labels[source]`` then by qid too). Each

@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from functools import cached_property
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -22,15 +23,22 @@ from numpy.typing import NDArray
 from ._internal.gc import paused_gc
 from ._internal.io import relative
 from .hits import NOT_ANSWERED, NUL, Ranking, error_key
-from .metrics import DEFAULT_RELEVANCE_LEVEL, Metric, parse_metric
-from .verdicts import REGRESSION, UNDECIDED, Reason, Verdict
+from .limits import Threshold
+from .metrics import DEFAULT_RELEVANCE_LEVEL, parse_metric
+from .verdicts import REGRESSION, UNDECIDED, GateOutcome, Reason, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-LATENCY = "latency_p95"
 HIT_DETAIL = 10  # hits per query whose text and score a report keeps
 HIT_TEXT = 200  # characters of a hit's text a report keeps
+
+#: former methods of EvaluationResult -> the function to call instead
+_MOVED = {
+    "assert_thresholds": "assert_thresholds(result, thresholds=None)",
+    "assert_no_regression": "assert_no_regression(result)",
+    "with_metrics": "with_metrics(result, names)",
+}
 
 
 # ---------------------------------------------------------------------------- per query
@@ -464,46 +472,59 @@ class ShortResults:
         }
 
 
-# ---------------------------------------------------------------------------- thresholds
+# ---------------------------------------------------------------------------- comparisons
 
 
-@dataclass(frozen=True)
-class Threshold:
-    """``metric`` (over the queries with ``tag``, or all) must be at least ``minimum``."""
+class ChangeStatus(str, Enum):
+    """What a metric's change against the reference means (:attr:`MetricChange.verdict`).
 
-    metric: Metric
-    minimum: float
-    tag: str | None = None
-    source: str = ""
+    A ``str`` whose value the JSON report writes, so reports read as before; a member, not a
+    literal, in the code, so a misspelt status is an error rather than a silent "not a
+    regression". (``enum.StrEnum`` is 3.11+; ``__str__`` and ``__format__`` make it one.)
+    """
+
+    #: gated: dropped beyond the allowance, significantly (fails the gate)
+    REGRESSED = "regressed"
+    #: dropped (a latency: rose) beyond the allowance, not significantly
+    WITHIN_NOISE = "within noise"
+    #: gated: rose beyond the allowance, significantly
+    IMPROVED = "improved"
+    #: not gated: beyond the allowance with unadjusted p < alpha; never fails
+    DROPPED = "dropped"
+    ROSE = "rose"
+    OK = "ok"
+    #: no query has a value on both sides (nothing graded)
+    NA = "n/a"
+    NOT_IN_BASELINE = "not in baseline"
+    #: a judge metric whose judge settings changed: not comparable
+    JUDGE_CHANGED = "judge changed"
+    #: asked for, and nothing to test it on (a latency gate without timings)
+    NOT_TESTED = "not tested"
+    #: in an A/B table, instead of REGRESSED / IMPROVED
+    WORSE = "worse"
+    BETTER = "better"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @classmethod
+    def _missing_(cls, value: object) -> ChangeStatus:
+        known = ", ".join(repr(status.value) for status in cls)
+        raise ValueError(f"{value!r} is not a metric change status (one of {known})")
 
     @property
-    def key(self) -> str:
-        return f"{self.metric.name}[{self.tag}]" if self.tag else self.metric.name
-
-
-@dataclass(frozen=True)
-class GateOutcome:
-    """One threshold checked against one evaluation."""
-
-    threshold: Threshold
-    value: float
-    ci: tuple[float, float] | None
-    passed: bool
-
-
-# ---------------------------------------------------------------------------- comparisons
+    def compared(self) -> bool:
+        """The metric was compared (else: missing from the reference, or not comparable)."""
+        return self not in (self.NOT_IN_BASELINE, self.JUDGE_CHANGED, self.NOT_TESTED)
 
 
 @dataclass(frozen=True)
 class MetricChange:
-    """One metric against the reference: values, the paired test, and what it means.
-
-    ``verdict``: "regressed" (gated: dropped beyond the allowance, significantly), "within
-    noise" (dropped beyond the allowance, not significantly), "improved" (gated: rose beyond
-    the allowance, significantly), "dropped" / "rose" (not gated: beyond the allowance with
-    unadjusted p < alpha; never fails), "ok", "not in baseline", "judge changed", "not
-    tested"; in an A/B table "worse" / "better" replace "regressed" / "improved".
-    """
+    """One metric against the reference: values, the paired test, and what it means
+    (``verdict``, a :class:`ChangeStatus`; a string is made one)."""
 
     metric: str
     baseline: float
@@ -511,8 +532,12 @@ class MetricChange:
     allowed: float
     p_value: float | None = None  # raw one-sided p in the direction of the change
     p_adjusted: float | None = None  # Holm-Bonferroni over the gated metrics (gated only)
-    verdict: str = "ok"
+    verdict: ChangeStatus = ChangeStatus.OK
     gated: bool = False
+
+    def __post_init__(self) -> None:
+        """A status read from a report (a string) is the member it names."""
+        object.__setattr__(self, "verdict", ChangeStatus(self.verdict))
 
     @property
     def delta(self) -> float:
@@ -762,11 +787,15 @@ class Comparison:
 
     @property
     def regressed(self) -> list[MetricChange]:
-        return [c for c in self.changes if c.verdict in ("regressed", "worse")]
+        return [
+            c for c in self.changes if c.verdict in (ChangeStatus.REGRESSED, ChangeStatus.WORSE)
+        ]
 
     @property
     def improved(self) -> list[MetricChange]:
-        return [c for c in self.changes if c.verdict in ("improved", "better")]
+        return [
+            c for c in self.changes if c.verdict in (ChangeStatus.IMPROVED, ChangeStatus.BETTER)
+        ]
 
     @property
     def drifted(self) -> bool:
@@ -1040,25 +1069,17 @@ class EvaluationResult:
         """Queries without golden judgments (scored by the judge or downstream labels only)."""
         return sum(1 for relevant in self.table.relevant if not relevant)
 
-    def assert_thresholds(self, thresholds: Mapping[str, float] | None = None) -> None:
-        """Raise AssertionError with the gate table when the verdict failed on a threshold,
-        failed calls or judge coverage. ``thresholds`` (``{"recall@10": 0.8}``) replaces the
-        evaluation's own; metrics it names that were not computed are computed here."""
-        from .evaluation import assert_thresholds
+    if not TYPE_CHECKING:  # hidden from mypy, which would take any attribute name else
 
-        assert_thresholds(self, thresholds)
-
-    def assert_no_regression(self) -> None:
-        """Raise AssertionError with the regression table when a gated metric regressed."""
-        from .evaluation import assert_no_regression
-
-        assert_no_regression(self)
-
-    def with_metrics(self, names: Sequence[str]) -> EvaluationResult:
-        """A copy with more metrics, from the stored rankings (no retriever calls)."""
-        from .evaluation import with_metrics
-
-        return with_metrics(self, names)
+        def __getattr__(self, name: str) -> Any:
+            """The assertions that were methods name the function that replaced them."""
+            moved = _MOVED.get(name)
+            if moved is None:
+                raise AttributeError(f"'EvaluationResult' object has no attribute {name!r}")
+            raise AttributeError(
+                f"EvaluationResult.{name}() is no method any more: call "
+                f"pytest_retrieval.{moved} instead (from pytest_retrieval import {name})"
+            )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EvaluationResult:

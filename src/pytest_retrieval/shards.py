@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
     from .finish import GateSettings, Whole
     from .golden import GoldenSet
+    from .limits import Threshold
     from .plugin.session import SessionState
-    from .results import EvaluationResult, Threshold
+    from .results import EvaluationResult
 
 
 def shard_of(query_id: str, count: int) -> int:
@@ -144,8 +145,8 @@ def stamp(
     set's size and each query's position in it, and the gate's settings. Its verdict keeps
     only failed retriever calls (the whole has them too); thresholds, regressions and label
     coverage are decided on the whole."""
+    from .gate import part_verdict
     from .results import Part
-    from .verdicts import RETRIEVER_ERRORS, Verdict
 
     part = Part(
         index=shard.index,
@@ -156,9 +157,7 @@ def stamp(
         nodeid=nodeid,
         settings=settings.to_dict(),
     )
-    return replace(
-        result, part=part, verdict=Verdict(tuple(result.verdict.of_kind(RETRIEVER_ERRORS)))
-    )
+    return replace(result, part=part, verdict=part_verdict(result))
 
 
 def shard_settings(
@@ -302,9 +301,10 @@ def partial_report_of(path: Path) -> str | None:
 def read_partial(path: Path, document: Mapping[str, Any]) -> Partial:
     """A partial report (``--retrieval-shard ... --retrieval-report``), checked: it holds
     evaluations, each a part of one shard, and its session failed for no other reason."""
+    from .gate import session_verdict
     from .render.json import REPORT_VERSION
     from .results import result_from_dict
-    from .verdicts import PARTIAL_RUN, session_verdict
+    from .verdicts import PARTIAL_RUN
 
     version = document.get("version")
     if type(version) is not int or version != REPORT_VERSION:

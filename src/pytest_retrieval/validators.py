@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .errors import ConfigError
 
 if TYPE_CHECKING:
-    from .gate import Allowance
-    from .results import Threshold
+    from .limits import Allowance, Threshold
 
 N = TypeVar("N", int, float)
 
@@ -31,7 +30,7 @@ def _argument() -> Iterator[None]:
 
 def threshold_arg(text: str, source: str = "--retrieval-threshold") -> Threshold:
     """``METRIC=VALUE``: the threshold (``source``: the flag, as its messages name it)."""
-    from .gate import parse_assignment
+    from .limits import parse_assignment
 
     with _argument():
         return parse_assignment(text, source)
@@ -46,7 +45,7 @@ def metric_arg(text: str) -> str:
 
 def max_drop_arg(text: str, source: str = "--retrieval-max-drop") -> Allowance:
     """``METRIC=DROP``: the allowance (``source``: the flag, as its messages name it)."""
-    from .gate import parse_allowance_assignment
+    from .limits import parse_allowance_assignment
 
     with _argument():
         return parse_allowance_assignment(text, source)

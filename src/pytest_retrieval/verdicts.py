@@ -2,7 +2,8 @@
 the session controller can hold reasons before anything is evaluated.
 
 Computed once per evaluation (:func:`pytest_retrieval.gate.decide`) and once per session
-(:func:`session_verdict`); every output renders it and none re-derives it.
+(:func:`pytest_retrieval.gate.session_verdict`); every output renders it and none
+re-derives it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ._internal.scrub import scrub
 
 if TYPE_CHECKING:
-    from .results import EvaluationResult, GateOutcome
+    from .limits import Threshold
 
 
 #: kinds of reason; failed retriever calls come first in every verdict (:func:`causes_first`),
@@ -48,6 +49,16 @@ class Reason:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "message": self.message, "metric": self.metric}
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """One threshold checked against one evaluation."""
+
+    threshold: Threshold
+    value: float
+    ci: tuple[float, float] | None
+    passed: bool
 
 
 @dataclass(frozen=True)
@@ -88,21 +99,6 @@ class Verdict:
 
 #: the verdict of a result nothing has decided yet: fails safe
 UNDECIDED = Verdict(reasons=(Reason("undecided", "no verdict was computed"),), decided=False)
-
-
-def session_verdict(
-    results: Sequence[EvaluationResult], own: Sequence[Reason], warned: Sequence[Reason] = ()
-) -> Verdict:
-    """The session's verdict: its own reasons (a baseline not written, an output that could
-    not be written, ...) and warnings, and each evaluation's, named by golden set and
-    retriever."""
-    reasons = list(own)
-    warnings: list[Reason] = list(warned)
-    for result in results:
-        label = f"{result.golden_name} [{result.retriever_id}]: "
-        reasons += [Reason(r.kind, label + r.message, r.metric) for r in result.verdict.reasons]
-        warnings += [Reason(r.kind, label + r.message, r.metric) for r in result.verdict.warnings]
-    return Verdict(causes_first(reasons), tuple(warnings))
 
 
 def causes_first(reasons: Sequence[Reason]) -> tuple[Reason, ...]:

@@ -115,7 +115,7 @@ def _compared(
 
     from ..baseline import entry_key
     from ..compare import compare_to_baseline, entry_from_result
-    from ..gate import merge_allowances
+    from ..limits import merge_allowances
 
     report_a, report_b = args.report_a, args.report_b
     reference = _counterpart(result, earlier, report_a)
@@ -145,16 +145,12 @@ def _compared(
     return (result, comparison) if why is None else why
 
 
-#: MetricChange verdicts of a metric that was not compared
-UNCOMPARED = ("not in baseline", "judge changed", "not tested")
-
-
 def _nothing_compared(
     result: EvaluationResult, comparison: Comparison, report_a: Path
 ) -> str | None:
     """Why the comparison compared no gated metric (None: it compared some): no query in
     common, other metric definitions, a judge that changed, gated metrics only one report has."""
-    from ..results import LATENCY
+    from ..limits import LATENCY
 
     if comparison.n_common == 0:
         return (
@@ -164,7 +160,7 @@ def _nothing_compared(
         )
     if comparison.stale:
         return str(comparison.stale).replace("the baseline", str(report_a))
-    compared = [c for c in comparison.changes if c.verdict not in UNCOMPARED]
+    compared = [c for c in comparison.changes if c.verdict.compared]
     if any(c.gated for c in compared if c.metric != LATENCY) or (not result.gated and compared):
         return None
     return f"none of the gated metrics ({', '.join(result.gated)}) is in {report_a}"

@@ -55,9 +55,9 @@ def run(args: argparse.Namespace) -> int:
     from ..evaluation import JUDGE_ADVICE, evaluate
     from ..finish import GateSettings, Whole
     from ..formats import corpus_input, golden_inputs
-    from ..gate import from_mapping, merge, merge_allowances, parse_allowance
     from ..golden import load_golden
     from ..inifile import unread_gate_settings
+    from ..limits import from_mapping, merge, merge_allowances, parse_allowance
     from ..runfile import missing_queries, read_run, runs_for, ties_warning
 
     outputs = offline_outputs(

@@ -703,7 +703,7 @@ def retrieval_eval(request: pytest.FixtureRequest) -> Callable[..., EvaluationRe
 
     result = retrieval_eval(my_search, golden="golden.json")
     assert result.metrics["recall@10"] > 0.8
-    result.assert_thresholds({"mrr@5": 0.6})
+    assert_thresholds(result, {"mrr@5": 0.6})  # from pytest_retrieval import assert_thresholds
     """
     state = request.config.stash[STATE]
     marker = request.node.get_closest_marker("retrieval")

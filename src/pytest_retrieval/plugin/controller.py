@@ -166,7 +166,7 @@ class Reporter:
         """The session's verdict: the golden-set evaluations' reasons, a reason for each of
         them that failed before it produced a result, and the session's own. (What a test
         does with a ``retrieval_eval`` result is that test's decision: its outcome counts.)"""
-        from ..verdicts import session_verdict
+        from ..gate import session_verdict
 
         return session_verdict(
             self.results(self.golden_ids()), [*self.stopped(), *self.reasons], self._unrun_shard()
@@ -598,7 +598,9 @@ def startup_failed(
     import): no evaluation, a failed verdict whose one reason is ``message``, the words the
     terminal shows. ``given``: the options parsed so far, when ``config.option`` is not
     filled yet. Returns an output reason for each file that could not be written."""
-    verdict = Verdict((Reason(USAGE, message),))
+    from ..gate import session_verdict
+
+    verdict = session_verdict([], [Reason(USAGE, message)])
     goldens = _named_goldens(config, given)
     return write_outputs(config, output_paths(config, given), [], verdict, goldens=goldens)
 

@@ -39,8 +39,7 @@ from ..validators import (
 )
 
 if TYPE_CHECKING:
-    from ..gate import Allowance
-    from ..results import Threshold
+    from ..limits import Allowance, Threshold
     from ..validators import Shard
 
 
@@ -233,13 +232,13 @@ def settings_from_config(config: pytest.Config) -> Settings:
 
 
 def _threshold(text: str, source: str) -> Threshold:
-    from ..gate import parse_assignment
+    from ..limits import parse_assignment
 
     return parse_assignment(text, source)
 
 
 def _allowance(text: str, source: str) -> Allowance:
-    from ..gate import parse_allowance_assignment
+    from ..limits import parse_allowance_assignment
 
     return parse_allowance_assignment(text, source)
 
@@ -251,7 +250,7 @@ def _ini_layer(
     lines = list(config.getini(name))
     if not lines:  # the common case: no import of the gate (and numpy) at start-up
         return ()
-    from ..gate import AllowanceError, ThresholdError
+    from ..limits import AllowanceError, ThresholdError
 
     try:
         return tuple(parse(line, f"ini {name}") for line in lines)

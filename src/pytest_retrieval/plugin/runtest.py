@@ -32,7 +32,8 @@ from .session import (
 
 if TYPE_CHECKING:
     from ..golden import GoldenSet
-    from ..results import EvaluationResult, Threshold
+    from ..limits import Threshold
+    from ..results import EvaluationResult
     from ..runfile import Run
     from ..verdicts import Reason
 
@@ -64,7 +65,7 @@ def run_evaluation(
     parts, then compares and decides). ``rerun``: the command that runs this evaluation
     again, when it is not the golden set's own (a ``retrieval_eval`` test)."""
     from ..evaluation import evaluate
-    from ..gate import ThresholdError
+    from ..limits import ThresholdError
     from ..metrics import JUDGED_FAMILY
     from ..runfile import Run, missing_queries, runs_for
 

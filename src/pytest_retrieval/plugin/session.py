@@ -25,9 +25,8 @@ from .options import Settings
 
 if TYPE_CHECKING:
     from ..baseline import BaselineEntry
-    from ..gate import Allowance
     from ..golden import GoldenSet
-    from ..results import Threshold
+    from ..limits import Allowance, Threshold
 
 #: where a worker leaves the golden items it collected, for the controller (xdist)
 EXPECTED_KEY = "retrieval_expected"
@@ -227,7 +226,7 @@ def layered_allowances(
     settings: Settings, golden: GoldenSet, marker: Mapping[str, object] | None = None
 ) -> dict[str, Allowance]:
     """Allowed drops: golden file < ini < marker < command line, metric by metric."""
-    from ..gate import AllowanceError, merge_allowances, parse_allowance
+    from ..limits import AllowanceError, merge_allowances, parse_allowance
 
     def layer(pairs: Iterable[tuple[str, object]], source: str) -> list[Allowance]:
         return [parse_allowance(metric, value, source) for metric, value in pairs]
@@ -250,7 +249,7 @@ def layered_thresholds(
 ) -> list[Threshold]:
     """golden file (checked when it was loaded) < ini < marker < ``retrieval_eval(
     thresholds=...)`` < command line, key by key; each threshold names its source."""
-    from ..gate import ThresholdError, from_mapping, merge
+    from ..limits import ThresholdError, from_mapping, merge
 
     layers = [from_mapping(golden.thresholds, f"{golden.source} thresholds")]
     layers.append(list(settings.ini_thresholds))
@@ -285,7 +284,7 @@ def check_tags(chosen: Iterable[Threshold], golden: GoldenSet, where: str) -> No
 def check_marker(options: Mapping[str, Any], where: str, golden: GoldenSet | None) -> None:
     """The settings of one ``@pytest.mark.retrieval(...)``: types, names, values and, when its
     golden set is known, the tags its thresholds name. Any mistake is a usage error."""
-    from ..gate import AllowanceError, ThresholdError, from_mapping, parse_allowance
+    from ..limits import AllowanceError, ThresholdError, from_mapping, parse_allowance
     from ..metrics import MAX_K, MetricNameError, parse_metric
 
     k = options.get("k")

@@ -41,7 +41,8 @@ from ..validators import Shard
 
 if TYPE_CHECKING:
     from ..golden import GoldenSet
-    from ..results import EvaluationResult, Threshold
+    from ..limits import Threshold
+    from ..results import EvaluationResult
     from ..verdicts import Reason
     from .session import SessionState
 

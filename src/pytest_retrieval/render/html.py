@@ -21,6 +21,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
+from ..results import ChangeStatus
 from ..verdicts import REGRESSION
 from .charts import Series, baseline_curve, current_curve, histogram, line_chart
 from .rows import (
@@ -478,9 +479,13 @@ def _changed_block(index: int, result: EvaluationResult, against: _Compared) -> 
             values = '<td class="n"></td>' * 4 + "<td></td>"
         else:
             p = change.p_adjusted if change.gated else change.p_value
-            status = {"regressed": "fail", "worse": "fail", "within noise": "warn"}.get(
-                change.verdict, "pass" if change.verdict in ("improved", "better") else ""
-            )
+            status = {
+                ChangeStatus.REGRESSED: "fail",
+                ChangeStatus.WORSE: "fail",
+                ChangeStatus.WITHIN_NOISE: "warn",
+                ChangeStatus.IMPROVED: "pass",
+                ChangeStatus.BETTER: "pass",
+            }.get(change.verdict, "")
             verdict = _badge(status, change.verdict) if status else _e(change.verdict)
             values = (
                 f'<td class="n">{num(change.baseline)}</td><td class="n">{num(change.current)}'

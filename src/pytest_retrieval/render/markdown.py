@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..results import LATENCY
+from ..limits import LATENCY
 from .rows import (
     CHANGED_SHOWN,
     Cell,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .._internal.io import relative
 from ..metrics import parse_metric
+from ..results import ChangeStatus
 from ..verdicts import DOWNSTREAM_LABELS, JUDGE_COVERAGE, Reason, Verdict
 from .text import ci, command, delta, judge_options, metric_value, ms, num, p_value, short
 
@@ -22,13 +23,13 @@ if TYPE_CHECKING:
     from ..results import (
         Comparison,
         EvaluationResult,
-        GateOutcome,
         HitMove,
         MetricChange,
         QueryChange,
         QueryResult,
         QueryShifts,
     )
+    from ..verdicts import GateOutcome
 
 #: a status tag for a cell part or a note: "" plain, "code", "pass", "fail", "warn"
 Status = str
@@ -379,14 +380,14 @@ def _metric_row(
 
 def _change_marks(change: MetricChange) -> Cell:
     status = {
-        "regressed": "fail",
-        "worse": "fail",
-        "within noise": "warn",
-        "judge changed": "warn",
-        "improved": "pass",
-        "better": "pass",
+        ChangeStatus.REGRESSED: "fail",
+        ChangeStatus.WORSE: "fail",
+        ChangeStatus.WITHIN_NOISE: "warn",
+        ChangeStatus.JUDGE_CHANGED: "warn",
+        ChangeStatus.IMPROVED: "pass",
+        ChangeStatus.BETTER: "pass",
     }.get(change.verdict, "")
-    if change.verdict == "ok":
+    if change.verdict is ChangeStatus.OK:
         return []
     return [(status, change.verdict + ("" if change.gated else " (not gated)"))]
 
@@ -422,7 +423,9 @@ def ab_rows(group: ABGroup) -> list[list[Cell]]:
             status = (
                 ""
                 if change is None
-                else {"worse": "fail", "better": "pass"}.get(change.verdict, "")
+                else {ChangeStatus.WORSE: "fail", ChangeStatus.BETTER: "pass"}.get(
+                    change.verdict, ""
+                )
             )
             shift = delta(theirs - value, 4)
             row += [

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .._internal.io import relative
 from ..metrics import parse_metric
+from ..results import ChangeStatus
 from ..verdicts import REGRESSION
 from .rows import (
     CHANGED_SHOWN,
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ..compare import ABGroup
-    from ..results import Comparison, ErrorGroup, EvaluationResult, GateOutcome, QueryResult
+    from ..results import Comparison, ErrorGroup, EvaluationResult, QueryResult
+    from ..verdicts import GateOutcome
 
 
 def metric_table(result: EvaluationResult) -> list[str]:
@@ -295,9 +297,9 @@ def ab_lines(groups: Sequence[ABGroup]) -> list[str]:
     return lines
 
 
-def _mark(verdict: str) -> str:
+def _mark(verdict: ChangeStatus) -> str:
     """A/B: "better"/"worse" only when significant after Holm (see compare.judge_changes)."""
-    return {"better": " better", "worse": " worse"}.get(verdict, "")
+    return f" {verdict}" if verdict in (ChangeStatus.BETTER, ChangeStatus.WORSE) else ""
 
 
 def describe_query(query: QueryResult, metric: str) -> list[str]:
