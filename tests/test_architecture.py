@@ -138,7 +138,6 @@ KNOWN: frozenset[tuple[str, str]] = frozenset(
         ("builder.review_server", "cli"),
         ("builder.synth", "cli"),
         ("cli", "plugin.ini_check"),
-        ("finish", "_pytest"),
         ("shards", "pytest"),
         ("shards", "plugin.session"),
         ("shards", "plugin.runtest"),

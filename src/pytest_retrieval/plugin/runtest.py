@@ -190,8 +190,8 @@ def record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> 
     """Metrics as JUnit ``<property>`` elements (``--junitxml``), like ``record_property``;
     ``user_properties`` travel with the report, so this works under xdist too. The same
     properties as ``pytest-retrieval combine --junit-xml`` writes
-    (:func:`.offline.junit_properties`)."""
-    from ..finish import junit_properties
+    (:func:`~..render.junit.junit_properties`)."""
+    from ..render.junit import junit_properties
 
     node.user_properties.extend(junit_properties(result, nth))
 
