@@ -479,7 +479,7 @@ def _evaluation_function(
                 run_part(request, fixtures[fixture], golden_path, chosen, state, fixtures[PART_ARG])
                 return
             if state.settings.shard is not None:  # a part: `combine` gates the whole
-                from ..shards import run_shard
+                from .shard import run_shard
 
                 result = run_shard(request, fixtures[fixture], golden, chosen, state)
             else:

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 from .._internal.io import relative
-from ..shards import Shard, evaluate_part, shard_of
+from ..shards import Shard, shard_of
+from .shard import evaluate_part
 
 if TYPE_CHECKING:
     from ..golden import GoldenSet
