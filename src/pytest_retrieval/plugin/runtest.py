@@ -23,12 +23,12 @@ from .session import (
     AS_ERROR,
     STATE,
     SessionState,
-    is_worker,
     layered_allowances,
     load,
     warn_at_start,
     warned,
 )
+from .xdist import is_worker
 
 if TYPE_CHECKING:
     from ..golden import GoldenSet

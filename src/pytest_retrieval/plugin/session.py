@@ -21,6 +21,7 @@ import pytest
 from .._internal.io import relative
 from ..errors import ConfigError, made_an_error, warning_made_error
 from .options import JudgeSettings, Settings
+from .xdist import is_worker
 
 if TYPE_CHECKING:
     from ..baseline import BaselineEntry
@@ -28,9 +29,6 @@ if TYPE_CHECKING:
     from ..golden import GoldenSet
     from ..results import Threshold
 
-#: where a worker leaves the golden items it collected, for the controller (xdist)
-EXPECTED_KEY = "retrieval_expected"
-USAGE_KEY = "retrieval_usage"  # usage errors an xdist worker found, for the controller
 MARKER = "retrieval"
 MARKER_KEYS = {"golden", "thresholds", "metrics", "k", "max_drop", "gate"}
 
@@ -398,7 +396,3 @@ def as_test_failure() -> Iterator[None]:
         yield
     except ConfigError as exc:  # "from None": no "during handling of" chain in the report
         raise pytest.fail.Exception(str(exc), pytrace=False) from None
-
-
-def is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
