@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
 
 class Reporter:
-    """Collects evaluation payloads from test reports (local or from xdist workers) and,
-    on the controller only, prints the summary, records baselines, writes the outputs."""
+    """The controller's role (registered on the main process or the xdist controller, never
+    on a worker): collects evaluation payloads from test reports (local, or a worker's:
+    :mod:`.xdist`), prints the summary, records baselines, writes the outputs."""
 
     def __init__(self, config: pytest.Config, state: SessionState) -> None:
         self.config = config

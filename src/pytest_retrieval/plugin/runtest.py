@@ -1,9 +1,9 @@
 """One evaluation inside a pytest test: the retriever's doc texts and labels, progress on the
 terminal, the baseline comparison and verdict, and JUnit properties.
 
-Called from the golden-set test body and the ``retrieval_eval`` fixture (:mod:`.plugin`);
-the decisions it hands on are made by pure modules (:mod:`.evaluation`, :mod:`.compare`,
-:mod:`.gate`).
+Called from the golden-set test body (:mod:`.collect`) and the ``retrieval_eval`` fixture
+(:mod:`.fixtures`); the decisions it hands on are made by pure modules (:mod:`.evaluation`,
+:mod:`.compare`, :mod:`.gate`).
 """
 
 from __future__ import annotations
