@@ -137,10 +137,6 @@ KNOWN: frozenset[tuple[str, str]] = frozenset(
         ("builder.pool", "cli"),
         ("builder.review_server", "cli"),
         ("builder.synth", "cli"),
-        ("finish", "_pytest"),
-        ("shards", "pytest"),
-        ("shards", "plugin.session"),
-        ("shards", "plugin.runtest"),
     ]
 )
 

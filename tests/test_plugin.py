@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from helpers import GOLDEN, KEYWORD_RETRIEVER, PROC_FD, held_open, opened_since, write_golden
@@ -397,6 +398,16 @@ def test_plugin_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_hook_module_stays_thin() -> None:
+    """Issue 40: ``plugin/__init__.py`` holds pytest's hooks, each delegating; collection,
+    scheduling, xdist payloads and state live in modules of their own under ``plugin/``."""
+    import pytest_retrieval.plugin as plugin
+
+    assert plugin.__file__ is not None
+    lines = Path(plugin.__file__).read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 350, f"{plugin.__file__} has {len(lines)} lines (at most 350)"
 
 
 def test_a_run_without_retrieval_options_imports_nothing_heavy(

@@ -873,12 +873,12 @@ def test_a_failing_ini_check_leaves_the_conftest_import_error_shown(
 ) -> None:
     """The ini check runs half way through pytest's start-up when a conftest fails to
     import: if it breaks there, the user still sees the import error, not a traceback."""
-    import pytest_retrieval.plugin as plugin
+    import pytest_retrieval.plugin.start as start
 
     def broken(config: pytest.Config) -> None:
         raise RuntimeError("replay broke")
 
-    monkeypatch.setattr(plugin, "check_ini_read", broken)
+    monkeypatch.setattr(start, "check_ini_read", broken)
     pytester.makeconftest("import not_a_module_here\n")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -11,9 +11,7 @@ gate and a pytest run cannot disagree. Nothing here imports pytest.
 from __future__ import annotations
 
 import os
-import platform
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -569,6 +567,8 @@ def write_outputs(
 
         renderers.append((outputs.html, page))
     if outputs.junit is not None:
+        from .render.junit import junit_xml
+
         cases = outputs.cases
         renderers.append(
             (outputs.junit, lambda: junit_xml(results, verdict, cases, created, outputs.report))
@@ -617,113 +617,6 @@ def _output_failed(path: Path, exc: OSError) -> Reason:
         f"could not write {path}: {exc.strerror or exc}; check the folder exists and is writable"
     )
     return Reason(OUTPUT, message)
-
-
-def junit_properties(result: EvaluationResult, nth: int) -> list[tuple[str, object]]:
-    """An evaluation's metrics, baseline verdicts and reasons as JUnit ``<property>``
-    pairs (``nth``: its place among its test's evaluations; the first has no number)."""
-    prefix = "retrieval." if nth == 1 else f"retrieval.{nth}."
-    properties: list[tuple[str, object]] = [
-        (prefix + "golden", result.golden_name),
-        (prefix + "retriever", result.retriever_id),
-        (prefix + "queries", len(result.queries)),
-    ]
-    properties += [(prefix + name, _value(value)) for name, value in result.metrics.items()]
-    for change in result.comparison.changes if result.comparison else []:
-        properties.append((f"{prefix}{change.metric}.baseline", _value(change.baseline)))
-        properties.append((f"{prefix}{change.metric}.verdict", change.verdict.value))
-    if result.latency_p95_ms == result.latency_p95_ms:  # NaN when no call answered
-        properties.append((prefix + "latency_p95_ms", round(result.latency_p95_ms, 3)))
-    properties.append((prefix + "passed", result.verdict.passed))
-    for reason in result.verdict.reasons:
-        properties.append((prefix + "reason", f"{reason.kind}: {reason.message}"))
-    return properties
-
-
-def _value(value: float) -> object:
-    """A metric as a JUnit property: rounded, or "n/a" (a judge metric nothing graded)."""
-    return "n/a" if value != value else round(value, 6)
-
-
-def _xml(value: object) -> str:
-    """``value`` as pytest's JUnit writer puts it in XML: characters XML 1.0 cannot hold
-    (and DEL) shown as ``#x01``."""
-    from _pytest.junitxml import bin_xml_escape
-
-    return bin_xml_escape(value)
-
-
-def _message(text: str) -> str:
-    """A failure's ``message`` attribute as the pytest that is installed writes it: the
-    whole text, cut to about 500 characters from pytest 9.2 (the element text keeps it)."""
-    import _pytest.junitxml
-
-    shorten: Callable[[str], str] = getattr(_pytest.junitxml, "shorten_message", str)
-    return _xml(shorten(text))
-
-
-def junit_xml(
-    results: Sequence[EvaluationResult],
-    verdict: Verdict,
-    cases: Sequence[str],
-    created: str,
-    report: Path | None = None,
-) -> str:
-    """The JUnit file a pytest run's ``--junitxml`` would hold for these evaluations: one
-    test case each (named from ``cases``, the pytest node ids), with its properties and, when
-    its verdict failed, the failure text leading with the reason; the session's verdict as
-    suite properties. A gate that could not run (refused inputs: no evaluation) is one test
-    case in error, so that a CI test viewer shows it red, not an empty passing suite."""
-    from .render.terminal import failure_text
-
-    failed = sum(not r.verdict.passed for r in results)
-    refused = not results and not verdict.passed
-    suite = ET.Element(
-        "testsuite",
-        name="pytest",
-        errors=str(int(refused)),
-        failures=str(failed),
-        skipped="0",
-        tests=str(len(results) or int(refused)),
-        time="0.000",
-        timestamp=created,
-        hostname=platform.node(),
-    )
-    session: list[tuple[str, object]] = [("retrieval.passed", verdict.passed)]
-    session += [("retrieval.reason", f"{r.kind}: {r.message}") for r in verdict.reasons]
-    _properties(suite, session)
-    for result, nodeid in zip(results, cases, strict=True):
-        *path, name = _address(nodeid)
-        case = ET.SubElement(suite, "testcase", classname=".".join(path), name=_xml(name))
-        case.set("time", "0.000")
-        _properties(case, junit_properties(result, 1))
-        if not result.verdict.passed:
-            text = failure_text(result, kept_in=kept_in(report))
-            # as pytest writes a pytest.fail(): the whole text, which CI viewers show
-            failure = ET.SubElement(case, "failure", message=_message(f"Failed: {text}"))
-            failure.text = _xml(text)
-    if refused:
-        case = ET.SubElement(suite, "testcase", classname="pytest-retrieval", name="gate")
-        case.set("time", "0.000")
-        text = "\n".join(f"{r.kind}: {r.message}" for r in verdict.reasons)
-        error = ET.SubElement(case, "error", message=_xml(text.splitlines()[0]))
-        error.text = _xml(text)
-    root = ET.Element("testsuites", name="pytest tests")
-    root.append(suite)
-    return '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(root, encoding="unicode")
-
-
-def _properties(parent: ET.Element, pairs: Sequence[tuple[str, object]]) -> None:
-    if pairs:
-        node = ET.SubElement(parent, "properties")
-        for name, value in pairs:
-            ET.SubElement(node, "property", name=name, value=_xml(value))
-
-
-def _address(nodeid: str) -> list[str]:
-    """A node id as pytest's JUnit writer names it: the file as a dotted path, then names."""
-    path, *names = nodeid.split("::")
-    return [re.sub(r"\.py$", "", path.replace("/", ".")), *names]
 
 
 def refused(

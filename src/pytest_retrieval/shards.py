@@ -15,7 +15,10 @@ needs (:class:`~.results.Part`): the whole set's fingerprint and size, each quer
 in it, and the gate's settings. ``combine`` refuses partial reports that do not make one
 whole -- a shard missing or given twice, another golden set, retriever, option or commit --
 merges each evaluation's parts (:func:`~.evaluation.merge_parts`: every number computed again
-over the union, in golden order) and gates them with :mod:`.offline`.
+over the union, in golden order) and gates them with :mod:`.finish`.
+
+Nothing here imports pytest: the test that evaluates a shard's part is ``plugin/shard.py``;
+``combine`` is the CLI's.
 """
 
 from __future__ import annotations
@@ -35,12 +38,8 @@ from ._internal.json import loads
 from .validators import Shard
 
 if TYPE_CHECKING:
-    import pytest
-
     from .finish import GateSettings, Whole
     from .golden import GoldenSet
-    from .limits import Threshold
-    from .plugin.session import SessionState
     from .results import EvaluationResult
 
 
@@ -52,7 +51,7 @@ def shard_of(query_id: str, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count
 
 
-# ---------------------------------------------------------------------------- a shard run
+# ---------------------------------------------------------------------------- a shard's part
 
 
 def cut(golden: GoldenSet, shard: Shard) -> tuple[GoldenSet, tuple[int, ...]]:
@@ -66,69 +65,6 @@ def cut(golden: GoldenSet, shard: Shard) -> tuple[GoldenSet, tuple[int, ...]]:
     fields = {name: getattr(golden, name) for name in type(golden).model_fields}
     fields["queries"] = tuple(golden.queries[row] for row in positions)
     return type(golden).model_construct(**fields), positions  # not model_copy: cached hashes
-
-
-def run_shard(
-    request: pytest.FixtureRequest,
-    retriever: Any,
-    golden: GoldenSet,
-    thresholds: list[Threshold],
-    state: SessionState,
-) -> EvaluationResult:
-    """The golden-set test under ``--retrieval-shard``: this shard's queries evaluated and
-    stamped as a part of ``golden`` (:func:`stamp`). Thresholds are not applied to a part,
-    only recorded; the metrics they name are computed."""
-    from .plugin.runtest import RESULTS
-
-    shard = state.settings.shard
-    assert shard is not None  # the plugin calls this only under --retrieval-shard
-    result, positions = evaluate_part(request, retriever, golden, shard, thresholds, state)
-    stamped = stamp(
-        result,
-        shard,
-        total=len(golden),
-        positions=positions,
-        golden=shard_name(Path(golden.source), request.config.invocation_params.dir),
-        nodeid=request.node.nodeid,
-        settings=shard_settings(
-            request.config.invocation_params.dir, golden, thresholds, state, result.retriever_id
-        ),
-    )
-    results = request.node.stash[RESULTS]
-    results[next(i for i, r in enumerate(results) if r is result)] = stamped
-    # not the part's metrics under the gate's test name: CI dashboards read those as the gate
-    assert stamped.part is not None
-    described = f"{stamped.part.described} (gated by pytest-retrieval combine)"
-    request.node.user_properties.append(("retrieval.part", described))
-    return stamped
-
-
-def evaluate_part(
-    request: pytest.FixtureRequest,
-    retriever: Any,
-    golden: GoldenSet,
-    shard: Shard,
-    thresholds: list[Threshold],
-    state: SessionState,
-    retriever_id: str | None = None,
-) -> tuple[EvaluationResult, tuple[int, ...]]:
-    """``shard``'s queries of ``golden`` evaluated, and their positions in it: the
-    thresholds' metrics computed, the thresholds not applied -- a part decides nothing (the
-    whole is decided once merged), and a tag they name may have no query in it."""
-    from .plugin.runtest import run_evaluation
-
-    part, positions = cut(golden, shard)
-    result = run_evaluation(
-        request,
-        retriever,
-        part,
-        [],
-        state,
-        metrics=[t.metric.name for t in thresholds],
-        retriever_id=retriever_id,
-        part_of=golden,
-    )
-    return result, positions
 
 
 def stamp(
@@ -158,39 +94,6 @@ def stamp(
         settings=settings.to_dict(),
     )
     return replace(result, part=part, verdict=part_verdict(result))
-
-
-def shard_settings(
-    start: Path,
-    golden: GoldenSet,
-    thresholds: Sequence[Threshold],
-    state: SessionState,
-    retriever_id: str,
-) -> GateSettings:
-    """The gate's settings of a golden-set evaluation, as :func:`~.runtest.attach_baseline`
-    would apply them to the whole (paths relative to ``start``, where pytest started), and
-    whether the baseline holds its entry."""
-    from .baseline import find, golden_key
-    from .finish import GateSettings
-    from .plugin.runtest import chosen_gate
-    from .plugin.session import layered_allowances, warnings_fail
-
-    settings = state.settings
-    path = state.baseline_path(golden)
-    key = golden_key(golden.source, path)
-    entry = find(state.baseline_entries(path), key, golden.name, retriever_id)
-    return GateSettings(
-        thresholds=tuple(thresholds),
-        allowances=layered_allowances(settings, golden),
-        gate=chosen_gate(state, golden, {}),
-        alpha=settings.alpha,
-        strict_baseline=settings.strict_baseline,
-        baseline=shard_name(path, start),
-        baseline_key=key,
-        compare_to=settings.compare_to,
-        baseline_seen=entry is not None,
-        stale_fails=warnings_fail(f"stale baseline {relative(path)}"),
-    )
 
 
 def shard_name(path: Path, start: Path) -> str:

@@ -19,15 +19,17 @@ import pytest
 from .._internal.io import counted, relative
 from ..verdicts import CALIBRATION, NO_RESULT, PARTIAL_RUN, USAGE, Reason, Verdict
 from .options import Outputs, output_paths
-from .session import EXPECTED_KEY, USAGE_KEY, SessionState, layered_allowances
+from .session import SessionState, layered_allowances
+from .xdist import receive_collected, received
 
 if TYPE_CHECKING:
     from ..results import EvaluationResult
 
 
 class Reporter:
-    """Collects evaluation payloads from test reports (local or from xdist workers) and,
-    on the controller only, prints the summary, records baselines, writes the outputs."""
+    """The controller's role (registered on the main process or the xdist controller, never
+    on a worker): collects evaluation payloads from test reports (local, or a worker's:
+    :mod:`.xdist`), prints the summary, records baselines, writes the outputs."""
 
     def __init__(self, config: pytest.Config, state: SessionState) -> None:
         self.config = config
@@ -57,16 +59,7 @@ class Reporter:
         if str(report.outcome) == "rerun" or report.nodeid in self.rerun:  # rerunfailures
             self._drop_attempt(report)
             return
-        wired = getattr(report, "retrieval", None) or []  # a worker's, as JSON text
-        if wired:
-            from ..results import from_wire
-
-            wired = list(map(from_wire, wired))
-        payloads: list[EvaluationResult | dict[str, Any]] = [
-            *wired,
-            # taken off the report, which pytest keeps till the end: this holds them now
-            *(vars(report).pop("retrieval_results", None) or []),
-        ]
+        payloads, order = received(report, self.state)
         self.reported.add(report.nodeid)
         if report.failed and not payloads:  # e.g. the retriever fixture raised in setup
             # (a crashed xdist worker's report has "???" for when: no phase to name)
@@ -76,9 +69,6 @@ class Reporter:
             return
         if payloads:
             self.broken.pop(report.nodeid, None)
-            order = getattr(report, "retrieval_order", None)
-            if order is None:
-                order = self.state.order.get(report.nodeid, len(self.state.order))
             self.received[report.nodeid] = (order, payloads)
             self._results = None
         elif report.nodeid in self.received:  # a rerun that evaluated nothing
@@ -126,16 +116,7 @@ class Reporter:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist: the golden items each worker collected, for the partial-run check, and the
         usage errors it found (a bad marker: found where items are collected)."""
-        output = getattr(node, "workeroutput", {}) or {}
-        for path, ids in output.get(EXPECTED_KEY, {}).items():
-            self.state.expected.setdefault(Path(path), set()).update(ids)
-        for message in output.get(USAGE_KEY, []):
-            if message not in self.state.usage:
-                self.state.usage.append(message)
-        if self.state.anchors:
-            from .split import receive
-
-            receive(self.config, output)
+        receive_collected(self.config, self.state, node)
 
     def close(self) -> None:
         """Let go of the evaluations once the outputs are written: results kept alive cost
@@ -565,7 +546,7 @@ def write_outputs(
     corpora: Mapping[str, str | None] | None = None,
     shard: str | None = None,
 ) -> list[Reason]:
-    """The session's outputs (:func:`.offline.write_outputs`: JSON, Markdown and the GitHub
+    """The session's outputs (:func:`..finish.write_outputs`: JSON, Markdown and the GitHub
     step summary unless not ``step_summary``, HTML), paths relative to where pytest started.
     Returns an output reason for each file that could not be written."""
     from .. import finish as offline

@@ -1,9 +1,9 @@
 """One evaluation inside a pytest test: the retriever's doc texts and labels, progress on the
 terminal, the baseline comparison and verdict, and JUnit properties.
 
-Called from the golden-set test body and the ``retrieval_eval`` fixture (:mod:`.plugin`);
-the decisions it hands on are made by pure modules (:mod:`.evaluation`, :mod:`.compare`,
-:mod:`.gate`).
+Called from the golden-set test body (:mod:`.collect`) and the ``retrieval_eval`` fixture
+(:mod:`.fixtures`); the decisions it hands on are made by pure modules (:mod:`.evaluation`,
+:mod:`.compare`, :mod:`.gate`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from .session import (
     AS_ERROR,
     STATE,
     SessionState,
-    is_worker,
     layered_allowances,
     load,
     warn_at_start,
     warned,
 )
+from .xdist import is_worker
 
 if TYPE_CHECKING:
     from ..golden import GoldenSet
@@ -191,8 +191,8 @@ def record_properties(node: pytest.Item, result: EvaluationResult, nth: int) -> 
     """Metrics as JUnit ``<property>`` elements (``--junitxml``), like ``record_property``;
     ``user_properties`` travel with the report, so this works under xdist too. The same
     properties as ``pytest-retrieval combine --junit-xml`` writes
-    (:func:`.offline.junit_properties`)."""
-    from ..finish import junit_properties
+    (:func:`~..render.junit.junit_properties`)."""
+    from ..render.junit import junit_properties
 
     node.user_properties.extend(junit_properties(result, nth))
 
@@ -344,7 +344,7 @@ def attach_baseline(
     marker: Mapping[str, Any],
 ) -> EvaluationResult:
     """The result compared with its stored baseline (unless this run records one), with the
-    gated set, the power of the gate and its verdict (:func:`.offline.compare_with_baseline`,
+    gated set, the power of the gate and its verdict (:func:`..finish.compare_with_baseline`,
     which ``pytest-retrieval combine`` and ``eval`` use too)."""
     from ..baseline import golden_key
     from ..finish import REFRESH, compare_with_baseline, stale_as_error

@@ -22,15 +22,13 @@ from .._internal.io import relative
 from ..errors import ConfigError, made_an_error, warning_made_error
 from ..settings import JudgeConfig
 from .options import Settings
+from .xdist import is_worker
 
 if TYPE_CHECKING:
     from ..baseline import BaselineEntry
     from ..golden import GoldenSet
     from ..limits import Allowance, Threshold
 
-#: where a worker leaves the golden items it collected, for the controller (xdist)
-EXPECTED_KEY = "retrieval_expected"
-USAGE_KEY = "retrieval_usage"  # usage errors an xdist worker found, for the controller
 MARKER = "retrieval"
 MARKER_KEYS = {"golden", "thresholds", "metrics", "k", "max_drop", "gate"}
 
@@ -376,7 +374,3 @@ def as_test_failure() -> Iterator[None]:
         yield
     except ConfigError as exc:  # "from None": no "during handling of" chain in the report
         raise pytest.fail.Exception(str(exc), pytrace=False) from None
-
-
-def is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")

@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 from .._internal.io import relative
-from ..shards import evaluate_part, shard_of
+from ..shards import shard_of
 from ..validators import Shard
+from .shard import evaluate_part
 
 if TYPE_CHECKING:
     from ..golden import GoldenSet
@@ -329,13 +330,13 @@ def _last_failed_key(lastfailed: Mapping[Any, bool]) -> Callable[[str], Any]:
 
 
 def junit_merged(config: pytest.Config, received: Received) -> None:
-    """Each merged evaluation's properties (:func:`~.offline.junit_properties`) on its first
-    part's JUnit test case (``--junitxml``), where a run without ``-n`` has them on its golden
+    """Each merged evaluation's properties (:func:`~..render.junit.junit_properties`) on its
+    first part's JUnit test case (``--junitxml``), where a run without ``-n`` has them on its golden
     set's: CI dashboards read metrics there. pytest's JUnit writer closed that test case at
     its teardown, before the merge, so they go into the element it keeps for its file."""
     from _pytest.junitxml import bin_xml_escape, mangle_test_address, xml_key
 
-    from ..finish import junit_properties
+    from ..render.junit import junit_properties
 
     items, xml = config.stash.get(_PARTS, None), config.stash.get(xml_key, None)
     if not items or xml is None:

@@ -9,7 +9,10 @@
 - ``markdown``: the GitHub-flavoured summary (PR comment, ``$GITHUB_STEP_SUMMARY``).
 - ``html``: the self-contained HTML page; ``charts`` draws its SVG curves and histograms.
 - ``json``: the JSON report (``schema/report.schema.json``), compact and written atomically.
+- ``junit``: the JUnit XML of ``combine`` and ``eval``, and the ``<property>`` pairs the
+  plugin gives its tests, as the installed pytest's ``--junitxml`` writes them.
 
-Dependencies point one way: ``text <- rows <- terminal, markdown, html``, ``charts <- html``;
-``json`` stands alone. Nothing here imports pytest, the session or the plugin.
+Dependencies point one way: ``text <- rows <- terminal, markdown, html``, ``charts <- html``,
+``terminal <- junit`` (its failure text); ``json`` stands alone. Nothing here imports pytest,
+the session or the plugin.
 """
