@@ -133,10 +133,6 @@ def cycles(edges: Mapping[str, set[str]]) -> list[list[str]]:
 KNOWN: frozenset[tuple[str, str]] = frozenset(
     (f"{PACKAGE}.{importer}", imported if imported in ONLY_IN else f"{PACKAGE}.{imported}")
     for importer, imported in [
-        ("builder.apply", "cli"),
-        ("builder.pool", "cli"),
-        ("builder.review_server", "cli"),
-        ("builder.synth", "cli"),
         ("cli", "plugin.ini_check"),
         ("finish", "_pytest"),
         ("shards", "pytest"),

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._internal.io import leads_out, relative
 from ._internal.json import loads
+from .errors import RetrievalError
 
 if TYPE_CHECKING:
     import pytest
@@ -234,7 +235,7 @@ def shard_notes(results: Sequence[EvaluationResult], report: Path | None) -> lis
 # ---------------------------------------------------------------------------- combine
 
 
-class ShardError(ValueError):
+class ShardError(RetrievalError, ValueError):
     """Partial reports that do not make one whole; the message names the files, what is
     wrong and the fix."""
 
