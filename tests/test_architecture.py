@@ -132,12 +132,7 @@ def cycles(edges: Mapping[str, set[str]]) -> list[list[str]]:
 #: an entry that no longer matches an import fails :func:`test_the_known_breaks_still_exist`
 KNOWN: frozenset[tuple[str, str]] = frozenset(
     (f"{PACKAGE}.{importer}", imported if imported in ONLY_IN else f"{PACKAGE}.{imported}")
-    for importer, imported in [
-        ("builder.apply", "cli"),
-        ("builder.pool", "cli"),
-        ("builder.review_server", "cli"),
-        ("builder.synth", "cli"),
-    ]
+    for importer, imported in []
 )
 
 

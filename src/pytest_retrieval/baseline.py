@@ -31,6 +31,7 @@ from ._internal.io import BASELINE_SUFFIX, atomic_write, locked, relative
 from ._internal.json import JsonProblem, loads
 from ._version import __version__
 from .errors import BaselineError as BaselineError
+from .errors import RetrievalError
 from .formats import default_qrels, has_surrogate_escape, lone_surrogate
 from .metrics import DEFINITIONS_VERSION
 
@@ -258,7 +259,7 @@ def _foreign(path: Path, problem: str) -> BaselineError:
 _MISSING = object()
 
 
-class _Invalid(Exception):
+class _Invalid(RetrievalError):
     """A field of the file that is missing or has a bad value; ``pointer`` names it."""
 
     def __init__(self, pointer: str, problem: str) -> None:

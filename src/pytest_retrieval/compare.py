@@ -24,6 +24,7 @@ import numpy as np
 
 from . import stats
 from .baseline import BaselineEntry, BaselineQuery
+from .errors import RetrievalError
 from .limits import LATENCY, Allowance, default_allowance
 from .metrics import (
     DEFINITIONS_VERSION,
@@ -780,7 +781,7 @@ class ABGroup:
     others: list[tuple[EvaluationResult, Comparison]]
 
 
-class UnknownReference(ValueError):
+class UnknownReference(RetrievalError, ValueError):
     """``--retrieval-compare-to`` names a retriever that did not run."""
 
 

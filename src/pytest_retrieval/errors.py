@@ -1,9 +1,24 @@
 """The project's errors, in one leaf module so every other module can raise them.
 
-``RetrievalError`` is the root; ``ConfigError`` is a bad input or setting of the user's (a
-golden set, a baseline file, an option), shown as a pytest usage error with what to fix,
-never a traceback. Nothing here imports from the package, so no module that raises these
-pulls in another's dependencies.
+``RetrievalError`` is the root: every exception class of the package derives from it, so one
+``except RetrievalError`` catches all of ours (the command line's ``main`` does, mapping each
+family to an exit status). Its families:
+
+- ``ConfigError``: a bad input or setting of the user's (a golden set, a baseline file, a run
+  file, an option's value), shown as a pytest usage error with what to fix, never a traceback;
+- ``UsageError``: a bad command line found after parsing it (an output path that is a folder,
+  an option no value of which fits the others): pytest's ``UsageError`` in a test session,
+  argparse's usage and exit status 2 on the command line. Named as pytest's because it means
+  what pytest's means; it is apart from ``ConfigError`` so that no ``except ConfigError``
+  words a bad command line as a bad input;
+- ``InputError``: a file a command reads or writes that it cannot use (not readable, not what
+  it should be, not writable), said in one line naming it;
+- ``RetrieverError``: the retriever under test misbehaved (returned no ranked hits);
+- ``JudgeError``: the LLM judge cannot run or its API refused a call.
+
+Built-in bases that callers' ``except`` clauses rely on are kept beside the root
+(``ConfigError`` is a ``ValueError``, a lock that cannot be had an ``OSError``). Nothing here
+imports from the package, so no module that raises these pulls in another's dependencies.
 """
 
 from __future__ import annotations
@@ -24,6 +39,25 @@ class RetrievalError(Exception):
 class ConfigError(RetrievalError, ValueError):
     """A bad input or setting of the user's: a usage error naming it and the fix (a
     ``ValueError`` too, as the library API raised before this hierarchy)."""
+
+
+class UsageError(RetrievalError):
+    """A bad command line found only after parsing it: an option's value that does not fit
+    (a folder for an output file, a port out of range, a query id the report does not hold).
+    The plugin raises it as ``pytest.UsageError``, the command line as argparse's error."""
+
+
+class InputError(RetrievalError):
+    """A file a command reads or writes that it cannot use -- not readable, not what it
+    should be (a report, a state file), not writable -- in one line naming it and the fix."""
+
+
+class RetrieverError(RetrievalError):
+    """The retriever under test misbehaved: its answer is not a ranked list of hits."""
+
+
+class JudgeError(RetrievalError):
+    """The LLM judge cannot run as configured, or its API refused a call."""
 
 
 class OverwriteError(ConfigError):

@@ -14,6 +14,7 @@ import numpy as np
 from . import gate, limits, stats
 from . import metrics as kernels
 from ._internal.gc import frozen_heap, paused_gc
+from .errors import RetrievalError
 from .golden import GoldenQuery, GoldenSet, check_texts, load_golden
 from .hits import NOT_RETURNED, QueryRun, error_key
 from .limits import Threshold
@@ -61,7 +62,7 @@ def with_metrics(result: EvaluationResult, names: Sequence[str]) -> EvaluationRe
     )
 
 
-class PartsMismatch(ValueError):
+class PartsMismatch(RetrievalError, ValueError):
     """Evaluations that are not disjoint parts of one evaluation (another golden set,
     retriever, k, metric list or thresholds, or a query in two parts)."""
 

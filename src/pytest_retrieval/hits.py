@@ -23,6 +23,7 @@ from types import GeneratorType
 from typing import Any, overload
 
 from ._internal.scrub import scrub
+from .errors import RetrieverError
 
 #: longest error message kept (an HTTP error can carry a whole response body)
 MAX_ERROR = 1000
@@ -41,7 +42,7 @@ def read_limit(k: int) -> int:
     return k + max(k, LOOKAHEAD)
 
 
-class HitError(ValueError):
+class HitError(RetrieverError, ValueError):
     """The retriever returned something that is not a ranked list of hits (its message
     quotes what came back: scrubbed of secrets, as every error text is)."""
 

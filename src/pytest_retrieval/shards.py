@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._internal.io import leads_out, relative
 from ._internal.json import loads
+from .errors import RetrievalError
 from .validators import Shard
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def shard_notes(results: Sequence[EvaluationResult], report: Path | None) -> lis
 # ---------------------------------------------------------------------------- combine
 
 
-class ShardError(ValueError):
+class ShardError(RetrievalError, ValueError):
     """Partial reports that do not make one whole; the message names the files, what is
     wrong and the fix."""
 

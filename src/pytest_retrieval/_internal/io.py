@@ -20,10 +20,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..errors import RetrievalError
+
 STRAY_AFTER_S = 60  # a writer's temp file this old is left over from a killed process
 
 
-class LockError(OSError):
+class LockError(RetrievalError, OSError):
     """The lock for writing a file cannot be had: the message says which folder and the fix
     (an ``OSError``, so every writer's "cannot write" handling reports it)."""
 
@@ -97,7 +99,7 @@ def locked(path: Path, timeout: float = -1) -> Iterator[None]:
         ) from None
 
 
-class OutsideLinkError(OSError):
+class OutsideLinkError(RetrievalError, OSError):
     """Writing a file would go through a symlink to a place outside the project; the message
     names the link, its target and the fix (an ``OSError``: writers say "NOT written")."""
 

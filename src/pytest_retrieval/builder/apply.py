@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._internal.io import counted
 from .._internal.json import loads
+from ..errors import InputError, RetrievalError, UsageError
 
 if TYPE_CHECKING:
     from ..golden import GoldenSet
@@ -402,31 +403,25 @@ def edit_jsonl(text: str, labels_by_query: Mapping[str, Sequence[Label]]) -> str
 
 def run(args: argparse.Namespace) -> int:
     """Check the review file against the golden set, plan, edit, check, write, summarise."""
-    from ..cli import CliError
-    from ..golden import GoldenError, load_golden
+    from ..golden import load_golden
     from .pool import mismatches
-    from .review_file import ReviewFileError, read_review
+    from .review_file import read_review
 
     golden_path: Path = args.golden
     if golden_path.is_dir() or golden_path.suffix not in {".json", ".jsonl"}:
-        raise CliError(
+        raise InputError(
             f"{golden_path}: apply edits JSON and JSONL golden sets (BEIR folders and TREC "
             "qrels have no room for provenance); convert it first: pytest-retrieval convert "
             f"{golden_path} -o golden.json, then pool and apply with golden.json"
         )
     output: Path = args.output or golden_path
     if output.suffix != golden_path.suffix:
-        from ..cli import UsageError
-
         raise UsageError(f"-o {output}: give a {golden_path.suffix} file, as {golden_path} is")
-    try:
-        review = read_review(args.review)
-        golden = load_golden(golden_path, require_relevant=False)
-    except (ReviewFileError, GoldenError) as exc:
-        raise CliError(str(exc)) from None
+    review = read_review(args.review)
+    golden = load_golden(golden_path, require_relevant=False)
     problems = mismatches(review, golden, limit=20)
     if problems:
-        raise CliError(
+        raise InputError(
             f"{args.review} was made for another golden set than {golden_path}: "
             + "; ".join(problems)
             + f"; pool {golden_path} again to make its review file"
@@ -457,7 +452,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             atomic_write(output, new_text)
         except OSError as exc:
-            raise CliError(f"cannot write {output} ({exc.strerror or exc})") from None
+            raise InputError(f"cannot write {output} ({exc.strerror or exc})") from None
     _summary(args, output, decided.counts, len(by_query))
     if decided.refused:
         refused = len(decided.refused)
@@ -476,7 +471,6 @@ def _check(before: GoldenSet, text: str, output: Path, changed: set[str]) -> Non
     import os
     import tempfile
 
-    from ..cli import CliError
     from ..golden import GoldenError, load_golden
 
     folder = output.parent if output.parent.exists() else Path(".")
@@ -486,7 +480,7 @@ def _check(before: GoldenSet, text: str, output: Path, changed: set[str]) -> Non
             stream.write(text)
         after = load_golden(name, require_relevant=False)
     except GoldenError as exc:  # named by the output and the place, never the temp file
-        raise CliError(
+        raise RetrievalError(
             f"internal error, nothing written to {output}: the edited golden set would not "
             f"load ({exc.where or 'the file'}: {exc.problem})"
         ) from None
@@ -495,7 +489,7 @@ def _check(before: GoldenSet, text: str, output: Path, changed: set[str]) -> Non
     old, new = before.query_fingerprints, after.query_fingerprints
     moved = {q for q in new if old.get(q) != new[q]} | (set(old) - set(new))
     if moved != changed:
-        raise CliError(
+        raise RetrievalError(
             f"internal error, nothing written: queries {sorted(moved ^ changed)} would change "
             "unexpectedly"
         )

@@ -26,7 +26,7 @@ from typing import Any
 
 from .._internal.io import text_lines
 from .._internal.json import JsonProblem, loads
-from ..errors import RetrievalError
+from ..errors import InputError
 
 _ID_KEYS = ("_id", "id", "doc_id")
 _TEXT_KEYS = ("text", "contents")
@@ -34,7 +34,7 @@ _OWN_KEYS = frozenset({*_ID_KEYS, *_TEXT_KEYS, "title", "metadata"})
 _EXAMPLE = '{"_id": "doc-1", "title": "...", "text": "...", "metadata": {"source": "..."}}'
 
 
-class CorpusError(RetrievalError):
+class CorpusError(InputError):
     """A corpus that cannot be read: which file, where, what is wrong, how to fix it."""
 
     def __init__(self, source: Path, where: str, problem: str, fix: str) -> None:

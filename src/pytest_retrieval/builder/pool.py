@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._internal.json import JsonProblem, loads
+from ..errors import InputError, JudgeError, UsageError
 from .review_file import Proposal, Review, ReviewFileError, read_review, write_review
 
 if TYPE_CHECKING:
@@ -116,23 +117,22 @@ class Pool:
 
 
 def read_report(path: Path) -> list[Mapping[str, Any]]:
-    """The evaluations of a ``--retrieval-report`` file; CliError naming the fix."""
-    from ..cli import CliError
+    """The evaluations of a ``--retrieval-report`` file; InputError naming the fix."""
 
     try:
         data = loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise CliError(f"{path}: cannot read the report ({exc.strerror})") from None
+        raise InputError(f"{path}: cannot read the report ({exc.strerror})") from None
     except UnicodeDecodeError:
-        raise CliError(f"{path}: not a JSON report (not UTF-8 text)") from None
+        raise InputError(f"{path}: not a JSON report (not UTF-8 text)") from None
     except JsonProblem as exc:
         what = f"not JSON ({exc.where})" if exc.problem.startswith("invalid JSON") else str(exc)
-        raise CliError(
+        raise InputError(
             f"{path}: {what}; give a report written by pytest --retrieval-report"
         ) from None
     evaluations = data.get("evaluations") if isinstance(data, dict) else None
     if not isinstance(evaluations, list):
-        raise CliError(
+        raise InputError(
             f"{path}: not a pytest-retrieval report (no 'evaluations' list); give a file "
             "written by pytest --retrieval-report"
         )
@@ -149,7 +149,6 @@ def pool_reports(
     ``add``, with ``removals`` judged-relevant ones as ``remove``. Evaluations of another
     golden set (by name) are left out with a note; a query the golden set lacks, or whose
     text differs, is an error (the report was made for another version of the set)."""
-    from ..cli import CliError
 
     by_id = {q.id: q for q in golden.queries}
     found: dict[tuple[str, str], Pooled] = {}
@@ -162,7 +161,7 @@ def pool_reports(
                 retriever = str(evaluation["retriever"])
                 queries = evaluation["queries"]
             except (KeyError, TypeError):
-                raise CliError(
+                raise InputError(
                     f"{label}: evaluation {number} is not a pytest-retrieval report entry "
                     "(no golden name, retriever or queries)"
                 ) from None
@@ -193,17 +192,15 @@ def _pool_query(
     removals: bool,
     found: dict[tuple[str, str], Pooled],
 ) -> None:
-    from ..cli import CliError
-
     query_id = str(entry.get("id"))
     query = by_id.get(query_id)
     if query is None:
-        raise CliError(
+        raise InputError(
             f"{label}: query {query_id!r} is not in the golden set; pool reports made with "
             "this golden set (or pass the golden set they were made with)"
         )
     if entry.get("query") != query.query:
-        raise CliError(
+        raise InputError(
             f"{label}: query {query_id!r} reads {entry.get('query')!r} in the report but "
             f"{query.query!r} in the golden set; run the retriever again on this golden set"
         )
@@ -236,19 +233,15 @@ def _pool_query(
 
 def run(args: argparse.Namespace) -> int:
     """Pool, judge, and write (or resume) the review file; or submit a Batch API job."""
-    from ..cli import CliError
-    from ..golden import GoldenError, load_golden
+    from ..golden import load_golden
 
-    try:
-        golden = load_golden(args.golden, require_relevant=False)
-    except GoldenError as exc:
-        raise CliError(str(exc)) from None
+    golden = load_golden(args.golden, require_relevant=False)
     reports = [(str(path), read_report(path)) for path in args.reports]
     pool = pool_reports(golden, reports, args.k, args.propose_removals)
     for note in pool.left_out:
         print(note, file=sys.stderr)
     if not pool.evaluations:
-        raise CliError(
+        raise InputError(
             f"no evaluation of golden set {golden.name!r} in "
             f"{', '.join(str(p) for p in args.reports)}; pool reports made with {args.golden}"
         )
@@ -258,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     todo, texts, no_text, cut = _to_judge(pool.items, kept, corpus)
     asked = len(todo) + len(no_text)
     if asked and len(todo) / asked < args.min_coverage:
-        raise CliError(
+        raise InputError(
             f"{len(no_text)} of the {asked} pairs to judge have no text ({_listed(no_text)}), "
             f"so at most {len(todo) / asked:.0%} could be graded, below --min-coverage "
             f"{args.min_coverage:.0%}; nothing judged or written to {args.output}. "
@@ -273,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
     graded = sum(1 for v in verdicts if v.error is None)
     coverage = graded / asked if asked else 1.0
     if coverage < args.min_coverage:
-        raise CliError(_not_covered(args, judge, graded, asked, len(no_text)))
+        raise JudgeError(_not_covered(args, judge, graded, asked, len(no_text)))
     fresh: list[Proposal] = []
     ungraded = 0
     for item, text, verdict in zip(todo, texts, verdicts, strict=True):
@@ -288,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         write_review(args.output, header, proposals)
     except OSError as exc:
-        raise CliError(f"cannot write {args.output} ({exc.strerror or exc})") from None
+        raise InputError(f"cannot write {args.output} ({exc.strerror or exc})") from None
     _print_summary(
         args,
         pool,
@@ -348,21 +341,19 @@ def _listed(names: Sequence[str]) -> str:
 
 def _previous(path: Path, golden: GoldenSet) -> Review | None:
     """The review file to resume, checked against the golden set (None: a new file)."""
-    from ..cli import CliError
-
     if not path.exists():
         return None
     if path.is_dir():
-        raise CliError(f"{path} is a folder; give -o a file name such as review.jsonl")
+        raise InputError(f"{path} is a folder; give -o a file name such as review.jsonl")
     try:
         review = read_review(path)
     except ReviewFileError as exc:
-        raise CliError(
+        raise InputError(
             f"{exc} (pool resumes an existing -o review file; give another -o to start anew)"
         ) from None
     problems = mismatches(review, golden)
     if problems:
-        raise CliError(
+        raise InputError(
             f"{path} was made for another golden set than {golden.source}: "
             + "; ".join(problems)
             + "; give another -o to start a new review file"
@@ -413,14 +404,10 @@ def _kept_decisions(previous: Review | None, golden: GoldenSet) -> tuple[list[Pr
 
 
 def _corpus(args: argparse.Namespace, golden: GoldenSet) -> Mapping[str, str]:
-    from ..cli import CliError
-    from ..golden import GoldenError, corpus_file, load_corpus
+    from ..golden import corpus_file, load_corpus
 
-    try:
-        path = args.corpus or (None if golden.corpus is None else corpus_file(golden))
-        return {} if path is None else load_corpus(path)
-    except GoldenError as exc:
-        raise CliError(str(exc)) from None
+    path = args.corpus or (None if golden.corpus is None else corpus_file(golden))
+    return {} if path is None else load_corpus(path)
 
 
 def _to_judge(
@@ -449,13 +436,9 @@ def _to_judge(
 
 
 def _judge(args: argparse.Namespace) -> Judge:
-    from ..cli import CliError
-    from ..judge import JudgeConfigError, judge_from_args
+    from ..judge import judge_from_args
 
-    try:
-        return judge_from_args(args, scale="0-3")
-    except JudgeConfigError as exc:
-        raise CliError(str(exc)) from None
+    return judge_from_args(args, scale="0-3")
 
 
 def _pair(item: Pooled, text: str) -> JudgePair:
@@ -528,7 +511,6 @@ def _submit(args: argparse.Namespace, judge: Judge, pairs: Sequence[JudgePair]) 
     """Send the uncached pairs as Batch API jobs; the state file is ``judge-batch``'s."""
     from urllib.parse import urlsplit
 
-    from ..cli import CliError, UsageError
     from ..judge.batch import BatchAPIError, save_state, submit
 
     if args.base_url and urlsplit(args.base_url).password:
@@ -539,9 +521,9 @@ def _submit(args: argparse.Namespace, judge: Judge, pairs: Sequence[JudgePair]) 
     try:
         submitted = submit(judge, pairs)
     except BatchAPIError as exc:
-        raise CliError(f"Batch API: {exc}") from None
+        raise JudgeError(f"Batch API: {exc}") from None
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise JudgeError(str(exc)) from None
     if not submitted.batch_ids:
         print(f"nothing to submit: all {submitted.cached} pairs are in the cache; run pool")
         return 0
@@ -558,7 +540,7 @@ def _submit(args: argparse.Namespace, judge: Judge, pairs: Sequence[JudgePair]) 
     try:
         save_state(args.batch_submit, submitted, {"judge": settings})
     except OSError as exc:
-        raise CliError(
+        raise InputError(
             f"cannot write {args.batch_submit} ({exc.strerror or exc}); the batches were "
             f"submitted: {', '.join(submitted.batch_ids)}"
         ) from None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._internal.json import JsonProblem, loads
-from ..errors import RetrievalError
+from ..errors import InputError
 
 REVIEW_VERSION = 1
 KINDS = ("add", "remove")
@@ -29,7 +29,7 @@ HEADER_KEY = "pytest_retrieval_review"
 REMAKE = "fix that line, or make the file again with 'pytest-retrieval pool'"
 
 
-class ReviewFileError(RetrievalError):
+class ReviewFileError(InputError):
     """A review file that cannot be read or updated; the message names file, line and fix."""
 
 

@@ -52,6 +52,7 @@ from pytest_retrieval.builder.review_file import (
     read_review,
     record_decision,
 )
+from pytest_retrieval.errors import InputError, RetrievalError, UsageError
 
 #: the action a POST sends to clear a proposal's decision (the others are the file's)
 UNDO = "undo"
@@ -73,7 +74,7 @@ CONNECTION_LIMIT = 60.0
 DROPPED = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 
 
-class RequestError(Exception):
+class RequestError(RetrievalError):
     """A request this server refuses: the status and the one-line reason sent back."""
 
     def __init__(self, status: HTTPStatus, message: str) -> None:
@@ -103,8 +104,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the file, serve the page until Ctrl-C; 0 on a clean stop."""
-    from pytest_retrieval.cli import CliError, UsageError
-
     bind = loopback_host(args.host)
     if bind is None:
         raise UsageError(
@@ -115,14 +114,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--port {args.port}: not a port number (0-65535; 0 picks a free one)")
     try:
         review = read_review(args.review)
-    except ReviewFileError as exc:
-        raise CliError(str(exc)) from exc
     except OSError as exc:
-        raise CliError(f"{args.review}: cannot read ({exc.strerror or exc})") from exc
+        raise InputError(f"{args.review}: cannot read ({exc.strerror or exc})") from exc
     try:
         server = ReviewServer(args.review, bind, args.port, by=args.by or reviewer_name())
     except OSError as exc:
-        raise CliError(
+        raise RetrievalError(
             f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
             "pass --port 0 for a free port"
         ) from exc

@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._internal.io import relative
 from .._internal.json import loads
+from ..errors import InputError, JudgeError, RetrievalError, RetrieverError, UsageError
 from ..settings import add_judge_arguments
 from ..validators import positive_int
 
@@ -173,8 +174,6 @@ class Settings:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from ..cli import UsageError
-
     styles = tuple(s.strip() for s in args.styles.split(",") if s.strip())
     unknown = [s for s in styles if s not in STYLES]
     if unknown or not styles:
@@ -198,8 +197,6 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def parse_quota(text: str) -> dict[str, float]:
     """``easy=0.3,medium=0.4,hard=0.3`` -> shares that add up to 1 (a level left out: 0)."""
-    from ..cli import UsageError
-
     shares: dict[str, float] = dict.fromkeys(DIFFICULTIES, 0.0)
     for part in text.split(","):
         name, _, value = part.partition("=")
@@ -278,8 +275,6 @@ class Task:
 def check_stratify_by(documents: Sequence[Document], by: str | None, corpus: Path) -> None:
     """A metadata field no document has would put every document in one stratum, silently:
     a usage error listing the fields the documents do have."""
-    from ..cli import UsageError
-
     if by is None or by in ("length", "source") or any(by in d.metadata for d in documents):
         return
     fields = sorted({name for d in documents for name in d.metadata})
@@ -411,7 +406,7 @@ class Counts:
     strata: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-class Submitted(Exception):
+class Submitted(RetrievalError):
     """``--batch submit`` sent a step's requests: the run stops here."""
 
 
@@ -529,14 +524,12 @@ class Pipeline:
 
     def covered(self, asked: int, answered: int, step: str) -> None:
         """Fail (nothing written) when the judge answered less than its min coverage."""
-        from ..cli import CliError
-
         if asked == 0 or answered / asked >= self.judge.min_coverage:
             return
         causes = self.judge.causes.most_common(1)
         cause = causes[0][0] if causes else "no answer"
         cached = self.judge.counts["cached_ungraded"]
-        raise CliError(
+        raise JudgeError(
             f"{step}: the LLM answered {answered} of {asked} requests "
             f"({answered / asked:.0%}), below --min-coverage {self.judge.min_coverage:g}; "
             f"most common cause: {cli_words(cause)}. Nothing was written to -o; the answers "
@@ -596,7 +589,6 @@ def difficulty_of(rank: int | None) -> str:
 def ranks_from_retriever(spec: str, candidates: Sequence[Candidate]) -> list[int | None]:
     """The source document's rank in ``module:function``'s top RANK_DEPTH for each query.
     A function without required arguments is a factory: called once for the retriever."""
-    from ..cli import CliError, UsageError
     from ..golden import GoldenQuery
     from ..retrieval import run_retriever
     from ..retrieval.adapters import adapt
@@ -609,7 +601,7 @@ def ranks_from_retriever(spec: str, candidates: Sequence[Candidate]) -> list[int
     try:
         function = getattr(importlib.import_module(module_name), name)
     except (ImportError, AttributeError) as exc:
-        raise CliError(f"--retriever {spec}: cannot load it ({exc})") from None
+        raise RetrieverError(f"--retriever {spec}: cannot load it ({exc})") from None
     try:
         factory = not any(
             p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
@@ -622,10 +614,10 @@ def ranks_from_retriever(spec: str, candidates: Sequence[Candidate]) -> list[int
     try:
         runs = run_retriever(retriever, queries, RANK_DEPTH)
     except TypeError as exc:
-        raise CliError(f"--retriever {spec}: {exc}") from None
+        raise RetrieverError(f"--retriever {spec}: {exc}") from None
     failed = [run for run in runs if run.error is not None]
     if failed:
-        raise CliError(
+        raise RetrieverError(
             f"--retriever {spec}: {len(failed)} of {len(runs)} queries failed "
             f"(first: {failed[0].error})"
         )
@@ -639,14 +631,12 @@ def ranks_from_report(path: Path, candidates: Sequence[Candidate]) -> list[int |
     """The source document's rank in a report's first evaluation, by query id ("unknown"
     for a query the report does not hold). A query whose text differs is an error: the
     report is of another synth run (another seed, corpus or model)."""
-    from ..cli import CliError
-
     try:
         report = loads(path.read_text(encoding="utf-8"))
         evaluation = report["evaluations"][0]
         found = {str(q["id"]): q for q in evaluation["queries"]}
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-        raise CliError(
+        raise InputError(
             f"--difficulty-report {path}: not a pytest-retrieval JSON report ({exc!r}); "
             "write one with pytest --retrieval-golden CANDIDATES --retrieval-report FILE"
         ) from None
@@ -657,7 +647,7 @@ def ranks_from_report(path: Path, candidates: Sequence[Candidate]) -> list[int |
             ranks.append("unknown")
             continue
         if entry.get("query") != candidate.query:
-            raise CliError(
+            raise InputError(
                 f"--difficulty-report {path}: query {candidate.task.query_id} reads "
                 f"{entry.get('query')!r} there but {candidate.query!r} now; run synth with the "
                 "same corpus, seed, styles, model and cache as the candidates file it ranked"
@@ -835,7 +825,6 @@ def sidecar(counts: Counts, settings: Settings, args: argparse.Namespace) -> dic
 def run(args: argparse.Namespace) -> int:
     """Read, sample, write, filter, tag, pick; write the golden set and its summary."""
     from .._internal.io import atomic_write
-    from ..cli import CliError, UsageError
     from ..judge import JudgeConfigError, judge_from_args
     from .corpus import CorpusError, read_corpus
 
@@ -845,13 +834,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         judge = judge_from_args(args, "0-3")
     except JudgeConfigError as exc:
-        raise CliError(cli_words(str(exc))) from None
+        raise JudgeConfigError(cli_words(str(exc))) from None
     if args.batch == "collect":
         return collect(judge, args.batch_state)
-    try:
-        documents = read_corpus(args.corpus)
-    except CorpusError as exc:
-        raise CliError(str(exc)) from None
+    documents = read_corpus(args.corpus)
     usable = [d for d in documents if d.text.strip()]
     if not usable:
         empty = (
@@ -859,23 +845,19 @@ def run(args: argparse.Namespace) -> int:
             if len(documents) == 1
             else f"all {len(documents)} documents are empty"
         )
-        raise CliError(
-            str(
-                CorpusError(
-                    args.corpus,
-                    "",
-                    f"{empty} (no text, no title)",
-                    f"give {'it' if len(documents) == 1 else 'the documents'} their text (BEIR: "
-                    'the "text" field; a folder: the files\' contents)',
-                )
-            )
+        raise CorpusError(
+            args.corpus,
+            "",
+            f"{empty} (no text, no title)",
+            f"give {'it' if len(documents) == 1 else 'the documents'} their text (BEIR: "
+            'the "text" field; a folder: the files\' contents)',
         )
     check_stratify_by(usable, args.stratify_by, args.corpus)
     existing, sources = existing_queries(args.golden)
     strata = dict(zip((d.id for d in usable), strata_of(usable, args.stratify_by), strict=True))
     order = [d for d in sample_order(usable, args.stratify_by, args.seed) if d.id not in sources]
     if not order:  # every usable document already has a query of --golden
-        raise CliError(
+        raise InputError(
             f"all {len(usable)} usable documents of {args.corpus} are already sources of "
             f"{args.golden} (its queries' metadata.source_doc): nothing is left to sample; "
             "use a larger corpus, or leave out --golden. Nothing was written"
@@ -899,7 +881,7 @@ def run(args: argparse.Namespace) -> int:
     if args.stratify_by is not None:  # "in the output": the survivors, if too few
         counts.strata = strata_counts(usable, sampled, pool, args.stratify_by)
     if len(pool) < args.queries:
-        raise CliError(
+        raise RetrievalError(
             f"only {len(pool)} of the {args.queries} queries asked for survive the filters "
             f"from the {len(order)} documents of {args.corpus} open to sampling (see the "
             "counts below); ask for fewer with --queries, or more per document with --per-doc. "
@@ -922,7 +904,7 @@ def run(args: argparse.Namespace) -> int:
             json.dumps(sidecar(counts, settings, args), indent=2, ensure_ascii=False) + "\n",
         )
     except OSError as exc:
-        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     for line in summary_lines(counts, settings, args.queries, args.stratify_by, args.golden):
         print(line)
     usage = judge.summary()
@@ -971,15 +953,11 @@ def tag_difficulty(args: argparse.Namespace, pool: list[Candidate], counts: Coun
 def existing_queries(path: Path | None) -> tuple[list[str], set[str]]:
     """The ``--golden`` set's query texts (no near-duplicates of them) and the documents its
     queries were written from (``metadata.source_doc``: no new query from them)."""
-    from ..cli import CliError
-    from ..golden import GoldenError, load_golden
+    from ..golden import load_golden
 
     if path is None:
         return [], set()
-    try:
-        queries = load_golden(path, require_relevant=False).queries
-    except GoldenError as exc:
-        raise CliError(str(exc)) from None
+    queries = load_golden(path, require_relevant=False).queries
     sources = {str(q.metadata["source_doc"]) for q in queries if "source_doc" in q.metadata}
     return [q.query for q in queries], sources
 
@@ -988,17 +966,16 @@ def batch_submitter(judge: Judge, state: Path) -> Callable[[dict[str, dict[str, 
     """Send a step's requests as Batch API jobs and write their ids to ``state``."""
 
     def send(requests: dict[str, dict[str, Any]], step: str) -> None:
-        from ..cli import CliError
         from ..judge.batch import BatchAPIError, save_state, submit_requests
 
         try:
             submitted = submit_requests(judge, requests)
         except (BatchAPIError, ValueError) as exc:
-            raise CliError(str(exc)) from None
+            raise JudgeError(str(exc)) from None
         try:
             save_state(state, submitted, {"step": step})
         except OSError as exc:
-            raise CliError(
+            raise InputError(
                 f"cannot write {state} ({exc.strerror or exc}); the batches were submitted: "
                 f"{', '.join(submitted.batch_ids)}"
             ) from None
@@ -1009,14 +986,13 @@ def batch_submitter(judge: Judge, state: Path) -> Callable[[dict[str, dict[str, 
             "nothing is left to submit, then without --batch"
         )
         if submitted.error is not None:
-            raise CliError(f"{submitted.error}; {submitted.unsent} requests not sent")
+            raise JudgeError(f"{submitted.error}; {submitted.unsent} requests not sent")
 
     return send
 
 
 def collect(judge: Judge, state_path: Path) -> int:
     """Store the answers of every batch in the state file; 3 while one is still running."""
-    from ..cli import CliError
     from ..judge.batch import BatchAPIError, batch_ids
     from ..judge.batch import collect as collect_batch
 
@@ -1024,13 +1000,13 @@ def collect(judge: Judge, state_path: Path) -> int:
         state = loads(state_path.read_text(encoding="utf-8"))
         ids = batch_ids(state)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CliError(f"--batch-state {state_path}: not a batch state file ({exc})") from None
+        raise InputError(f"--batch-state {state_path}: not a batch state file ({exc})") from None
     running = 0
     for batch_id in ids:
         try:
             outcome = collect_batch(judge, batch_id)
         except (BatchAPIError, ValueError) as exc:
-            raise CliError(str(exc)) from None
+            raise JudgeError(str(exc)) from None
         if outcome.running:
             running += 1
             print(f"batch {batch_id}: still {outcome.status}; collect again later")

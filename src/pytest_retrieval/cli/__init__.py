@@ -15,22 +15,25 @@ import argparse
 import io
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .._version import __version__
-from ..errors import ConfigError, RetrievalError
+from ..errors import ConfigError, RetrievalError, UsageError
 
 Command = Callable[[argparse.Namespace], int]
 
 
-class CliError(RetrievalError):
-    """A problem to report in one line (no traceback), exit status 1."""
+#: the exit status of each of the library's errors, found by the error's nearest class here:
+#: a bad command line found after parsing is argparse's 2, shown with the usage; any other
+#: (a bad input or setting, a file that does not read, the judge or the retriever failing)
+#: is 1, in one line naming the command, never a traceback
+EXIT_STATUS: Mapping[type[RetrievalError], int] = {UsageError: 2, RetrievalError: 1}
 
 
-class UsageError(Exception):
-    """A bad command line found only after parsing (an output path that is a folder, a query
-    id the report does not hold): argparse's usage and message, exit status 2."""
+def exit_status(error: RetrievalError) -> int:
+    """``error``'s exit status: that of the first of its classes (nearest first) listed."""
+    return next(EXIT_STATUS[cls] for cls in type(error).__mro__ if cls in EXIT_STATUS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,14 +47,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_links(args)
         return command(args)
-    except UsageError as exc:
-        sub: argparse.ArgumentParser = args.parser
-        sub.print_usage(sys.stderr)
-        print(f"{sub.prog}: error: {exc}", file=sys.stderr)
-        return 2
-    except (CliError, ConfigError) as exc:  # ConfigError: a cache warning -W error raises
-        print(f"pytest-retrieval {args.command_name}: {exc}", file=sys.stderr)
-        return 1
+    except RetrievalError as exc:  # the library's errors, each class to its exit status
+        status = exit_status(exc)
+        if isinstance(exc, UsageError):  # as argparse says it
+            sub: argparse.ArgumentParser = args.parser
+            sub.print_usage(sys.stderr)
+            print(f"{sub.prog}: error: {exc}", file=sys.stderr)
+        else:
+            print(f"pytest-retrieval {args.command_name}: {exc}", file=sys.stderr)
+        return status
     except BrokenPipeError:  # `show ... | head` closed the pipe: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._internal.io import counted, relative
-from . import CliError, UsageError
+from ..errors import InputError, UsageError
 from .common import check_inputs, command_line, readable, report_data
 from .offline import (
     OFFLINE_STATUS,
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(exc, SettingsDiffer):  # a setting of the wrong type: edited
                 raise _edited_settings(documents) or exc from None
             raise (exc if isinstance(exc, ShardError) else _malformed(documents, exc)) from None
-    except (ShardError, CliError, UsageError) as exc:  # none over a file the shards name
+    except (ShardError, InputError, UsageError) as exc:  # none over a file the shards name
         return refuse(args, outputs, str(exc), named_by(readable(args.partial), start))
     check_overwrites(  # the golden sets and baselines the shards named, found only now
         args,

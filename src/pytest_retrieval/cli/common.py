@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._internal.json import JsonProblem, loads
-from . import CliError, UsageError
+from ..errors import InputError, UsageError
 
 if TYPE_CHECKING:
     from ..results import EvaluationResult
@@ -71,16 +71,16 @@ def readable(paths: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:
     for path in paths:
         try:
             found.append((path, report_data(path)))
-        except (CliError, OSError):
+        except (InputError, OSError):
             continue
     return found
 
 
 def report_data(path: Path) -> dict[str, Any]:
-    """A JSON report's document, or one clear CliError (not JSON, not a report)."""
+    """A JSON report's document, or one clear InputError (not JSON, not a report)."""
     data = json_object(path)
     if not isinstance(data.get("evaluations"), list):
-        raise CliError(f"{path}: not a pytest-retrieval report (no 'evaluations' list)")
+        raise InputError(f"{path}: not a pytest-retrieval report (no 'evaluations' list)")
     return data
 
 
@@ -105,7 +105,7 @@ def read_report(path: Path, data: dict[str, Any] | None = None) -> list[Evaluati
     try:
         results = [result_from_dict(entry) for entry in evaluations]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise CliError(f"{path}: a malformed evaluation entry ({exc!r})") from None
+        raise InputError(f"{path}: a malformed evaluation entry ({exc!r})") from None
     for index, result in enumerate(results):
         _check_metric_names(path, index, result)
     return results
@@ -123,42 +123,42 @@ def _check_metric_names(path: Path, index: int, result: EvaluationResult) -> Non
         try:
             parse_metric(name)
         except MetricNameError as exc:
-            raise CliError(f"{where}/metrics: {exc}; {fix}") from None
+            raise InputError(f"{where}/metrics: {exc}; {fix}") from None
     for tag, means in result.per_tag.items():  # a report writes every metric's mean per tag
         missing = [name for name in result.metrics if name not in means]
         if missing:
-            raise CliError(
+            raise InputError(
                 f"{where}/per_tag/{tag}/metrics: no mean of {missing[0]!r}, a metric of the "
                 f"evaluation; {fix}"
             )
 
 
 def json_object(path: Path) -> dict[str, Any]:
-    """A JSON file holding an object (a report, a batch state), or one clear CliError."""
+    """A JSON file holding an object (a report, a batch state), or one clear InputError."""
     try:
         text = path.read_text(encoding="utf-8")
         data = loads(text)
     except OSError as exc:
-        raise CliError(f"{path}: cannot read it ({exc.strerror})") from None
+        raise InputError(f"{path}: cannot read it ({exc.strerror})") from None
     except UnicodeDecodeError:
-        raise CliError(f"{path}: not JSON (not UTF-8 text)") from None
+        raise InputError(f"{path}: not JSON (not UTF-8 text)") from None
     except JsonProblem as problem:
         if not is_syntax_error(problem):  # too deep, a key twice: not a file we wrote
             fix = "give the file as pytest-retrieval wrote it"
-            raise CliError(f"{path}, {problem}; {fix}") from None
+            raise InputError(f"{path}, {problem}; {fix}") from None
         syntax = decode_error(text)
         where = problem.where
         if syntax is not None and cut_short(syntax):
-            raise CliError(
+            raise InputError(
                 f"{path}: ends before its JSON does ({where}); give the file as "
                 "pytest-retrieval wrote it (one cut short by an interrupted run, write or "
                 "upload: run that job again)"
             ) from None
-        raise CliError(
+        raise InputError(
             f"{path}: not JSON ({where}); give a file pytest-retrieval wrote (a JSON report)"
         ) from None
     if not isinstance(data, dict):
-        raise CliError(f"{path}: not a JSON object")
+        raise InputError(f"{path}: not a JSON object")
     return data
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import CliError
+from ..errors import InputError
 from .common import check_inputs, output_file
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             golden = load_golden(source)
     except GoldenError as exc:
-        raise CliError(str(exc)) from None
+        raise InputError(str(exc)) from None
     document: dict[str, Any] = {"name": args.name or golden.name, "k": args.k or golden.k}
     document["queries"] = [_entry(q) for q in golden.queries]
     text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         output.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(output, text)
     except OSError as exc:
-        raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
     print(f"wrote {output}: {len(golden.queries)} queries (fingerprint {golden.fingerprint})")
     return 0
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._internal.io import counted
-from . import CliError
+from ..errors import InputError
 from .common import check_inputs, read_report, report_data, why_empty
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def _counterpart(
         wanted = (getattr(result, field), result.retriever_id)
         found = [r for r in earlier if (getattr(r, field), r.retriever_id) == wanted]
         if len(found) > 1:
-            raise CliError(
+            raise InputError(
                 f"{path}: {len(found)} evaluations of {result.golden_source} "
                 f"[{result.retriever_id}]; compare reports with one evaluation each"
             )
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     documents = [report_data(args.report_a), report_data(args.report_b)]
     for path, document in zip((args.report_a, args.report_b), documents, strict=True):
         if not document["evaluations"]:
-            raise CliError(
+            raise InputError(
                 f"nothing to compare: {path} holds no evaluation, its session stopped "
                 f"before any ran ({why_empty(document)}); fix that run and write it again"
             )
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     for path, results in ((args.report_a, earlier), (args.report_b, after)):
         part = next((r for r in results if r.part is not None), None)
         if part is not None and part.part is not None:
-            raise CliError(
+            raise InputError(
                 f"{path}: {part.golden_name} [{part.retriever_id}] is {part.part.described}, "
                 "not gated alone: combine every shard's report (pytest-retrieval combine ... "
                 "--report whole.json) and compare that"
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         failed += not result.verdict.passed
     if compared == 0:
         because = why_not[0] if len(why_not) == 1 else "see above"
-        raise CliError(
+        raise InputError(
             f"nothing compared between {args.report_a} and {args.report_b}: {because}. diff "
             "compares the evaluations both reports hold (same golden set and retriever) on "
             "their shared queries and gated metrics: write both reports from the same golden "

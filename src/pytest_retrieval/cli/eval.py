@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._internal.io import relative
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 from ..validators import retriever_id_arg
-from . import UsageError
 from .common import check_inputs, command_line
 from .offline import (
     OFFLINE_STATUS,

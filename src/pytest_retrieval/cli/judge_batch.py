@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import CliError, UsageError
+from ..errors import InputError, UsageError
 from .common import check_inputs, json_object, output_file, report_data
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def _batch_judge(settings: dict[str, Any]) -> Any:
             )
         )
     except JudgeConfigError as exc:
-        raise CliError(str(exc)) from None
+        raise InputError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,11 +102,11 @@ def _batch_submit(args: argparse.Namespace) -> int:
     try:
         pairs = pairs_from_report(report, _batch_corpus(args, report))
     except (KeyError, TypeError, AttributeError) as exc:
-        raise CliError(f"{args.source}: not a pytest-retrieval report ({exc!r})") from None
+        raise InputError(f"{args.source}: not a pytest-retrieval report ({exc!r})") from None
     try:
         submitted = submit(_batch_judge(settings), pairs)
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise InputError(str(exc)) from None
     if not submitted.batch_ids:
         print(f"nothing to submit: all {submitted.cached} hits are in the cache")
         return 0
@@ -114,7 +114,7 @@ def _batch_submit(args: argparse.Namespace) -> int:
         args.state.parent.mkdir(parents=True, exist_ok=True)
         save_state(args.state, submitted, {"report": str(args.source), "judge": settings})
     except OSError as exc:
-        raise CliError(
+        raise InputError(
             f"cannot write {args.state} ({exc.strerror or exc}); the batches were submitted: "
             f"{', '.join(submitted.batch_ids)}"
         ) from None
@@ -141,12 +141,12 @@ def _batch_collect(args: argparse.Namespace) -> int:
 
     state = json_object(args.source)
     if isinstance(state.get("evaluations"), list):
-        raise CliError(f"{args.source} is a report; collect reads the state file of submit -o")
+        raise InputError(f"{args.source} is a report; collect reads the state file of submit -o")
     try:
         ids = batch_ids(state)
         judge = _batch_judge(state["judge"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise CliError(f"{args.source}: not a judge-batch state file ({exc})") from None
+        raise InputError(f"{args.source}: not a judge-batch state file ({exc})") from None
     stored = never_run = 0
     failed: Counter[str] = Counter()
     running = ended_early = 0
@@ -230,8 +230,8 @@ def _batch_corpus(args: argparse.Namespace, report: dict[str, Any]) -> dict[str,
         for source in sources:
             golden = load_golden(source, require_relevant=False)
             if golden.corpus is None:
-                raise CliError(f"{source} names no corpus; pass --corpus")
+                raise InputError(f"{source} names no corpus; pass --corpus")
             corpus.update(load_corpus(corpus_file(golden)))
         return corpus
     except GoldenError as exc:
-        raise CliError(str(exc)) from None
+        raise InputError(str(exc)) from None

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._internal.io import relative
-from ..errors import ConfigError
-from . import UsageError
+from ..errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     pass

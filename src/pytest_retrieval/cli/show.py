@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._internal.io import BASELINE_SUFFIX
 from .._internal.json import JsonProblem, loads
+from ..errors import InputError, UsageError
 from ..validators import metric_arg, positive_int
-from . import CliError, UsageError
 from .common import (
     check_inputs,
     cut_short,
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         text = path.read_text(encoding="utf-8")
         data: Any = loads(text)
     except OSError as exc:
-        raise CliError(f"{path}: cannot read it ({exc.strerror})") from None
+        raise InputError(f"{path}: cannot read it ({exc.strerror})") from None
     except (UnicodeDecodeError, JsonProblem) as exc:
         if path.name.endswith(BASELINE_SUFFIX):
             return _show_baseline(args)  # the baseline reader says what is wrong with it
@@ -140,7 +140,7 @@ def _show_baseline(args: argparse.Namespace) -> int:
     try:
         entries = read(args.file)
     except BaselineError as exc:
-        raise CliError(str(exc)) from None
+        raise InputError(str(exc)) from None
     print("\n".join(baseline_lines(args.file, entries)))
     return 0
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from .._internal.io import text_lines
 from .._internal.json import loads
+from ..errors import JudgeError
 from .client import Judge, JudgePair, is_transport_error, scrub
 from .generate import is_completion_key
 
@@ -35,7 +36,7 @@ RUNNING = frozenset({"validating", "in_progress", "finalizing", "cancelling"})
 ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
-class BatchAPIError(Exception):
+class BatchAPIError(JudgeError):
     """The Batch API refused a call or could not be reached; the message is the server's
     own, scrubbed of secrets. ``status`` is the HTTP status (None: no answer at all)."""
 

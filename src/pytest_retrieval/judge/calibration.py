@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from .._internal.json import JsonProblem, loads
-from ..errors import ConfigError
+from ..errors import ConfigError, JudgeError
 from .client import Judge, JudgePair
 
 
-class LabelsError(ConfigError):
+class LabelsError(ConfigError, JudgeError):
     """A labels file that cannot be used; names the file and the JSON pointer."""
 
 

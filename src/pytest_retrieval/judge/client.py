@@ -37,7 +37,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .._internal.cache import JsonCache, folder_problem
 from .._internal.loop import run_private
-from ..errors import ConfigError
+from ..errors import ConfigError, JudgeError
 from ..settings import JudgeConfig, judge_config
 from .answers import (
     Observation,
@@ -83,7 +83,7 @@ BREAKER_GROUPS = 3
 KEY_VERSION = 2
 
 
-class JudgeConfigError(ConfigError):
+class JudgeConfigError(ConfigError, JudgeError):
     """The judge cannot run as configured (no credentials, unreadable prompt file...)."""
 
 

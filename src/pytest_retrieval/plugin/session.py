@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._internal.io import relative
-from ..errors import ConfigError, made_an_error, warning_made_error
+from ..errors import ConfigError, UsageError, made_an_error, warning_made_error
 from ..settings import JudgeConfig
 from .options import Settings
 from .xdist import is_worker
@@ -354,12 +354,13 @@ def check_compare_to(compare_to: str, ids: set[str]) -> None:
 @contextmanager
 def usage_errors(state: SessionState | None = None) -> Iterator[None]:
     """Where a :class:`~.errors.ConfigError` (a bad golden set, baseline file, option, ini
-    line or marker setting) becomes a pytest usage error, outside tests (see
-    :func:`as_test_failure` for inside): its message, which names the place and the fix, never
-    a traceback. With ``state``, the message is kept for the outputs written at the end."""
+    line or marker setting) or the library's :class:`~.errors.UsageError` becomes pytest's
+    usage error, outside tests (see :func:`as_test_failure` for inside): its message, which
+    names the place and the fix, never a traceback. With ``state``, the message is kept for
+    the outputs written at the end."""
     try:
         yield
-    except ConfigError as exc:
+    except (ConfigError, UsageError) as exc:
         if state is not None:
             state.usage.append(str(exc))
         raise pytest.UsageError(str(exc)) from None

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 from .._internal.io import relative
+from ..errors import RetrievalError
 from ..shards import shard_of
 from ..validators import Shard
 from .shard import evaluate_part
@@ -381,7 +382,7 @@ class Merged:
     failed: set[str] = field(default_factory=set)
 
 
-class Incomplete(ValueError):
+class Incomplete(RetrievalError, ValueError):
     """Parts that do not add up to their golden set."""
 
 
