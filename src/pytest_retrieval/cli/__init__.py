@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .._version import __version__
-from ..errors import ConfigError, RetrievalError, UsageError
+from ..errors import RetrievalError, UsageError
 
 Command = Callable[[argparse.Namespace], int]
 
