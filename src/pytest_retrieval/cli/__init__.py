@@ -1635,11 +1635,12 @@ def _eval(args: argparse.Namespace) -> int:
 
     from ..baseline import default_path, golden_key
     from ..baseline import default_path as baseline_of
-    from ..evaluation import JUDGE_ADVICE, evaluate
+    from ..evaluation import evaluate
     from ..finish import GateSettings, Whole
     from ..formats import corpus_input, golden_inputs
     from ..gate import from_mapping, merge, merge_allowances, parse_allowance, parse_assignment
     from ..golden import load_golden
+    from ..labels import JUDGE_ADVICE
     from ..plugin.ini_check import unread_gate_settings
     from ..runfile import missing_queries, read_run, runs_for, ties_warning
 
