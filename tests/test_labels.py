@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,3 +176,10 @@ def test_downstream_runner_is_a_label_source_like_any_other(
     assert len(erag) == 4 and named.erag == listed.erag and named.erag is not None
     assert [named.metrics[m] for m in erag] == [listed.metrics[m] for m in erag]
     assert named.metrics["erag_hit_rate@3"] == 1.0 and named.erag["calls"] == 9
+
+
+def test_the_protocol_imports_no_scoring_stack() -> None:
+    loaded = "sorted({'numpy', 'pydantic'} & set(sys.modules))"
+    code = f"import sys, pytest_retrieval.labels; print({loaded})"
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "[]"

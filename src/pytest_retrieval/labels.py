@@ -15,7 +15,8 @@ downstream kinds count it not relevant (trec_eval), the judge kinds leave a NaN 
 their slots (an ungraded hit is neither on nor off topic). ``holes`` says, where the source
 knows, why a doc it was asked about has no label.
 
-Importing this module imports no numpy: the pure-Python sources are read by the CLI too.
+Importing this module imports neither numpy nor pydantic: a source is written against it
+without loading the scoring stack.
 """
 
 from __future__ import annotations
