@@ -20,17 +20,20 @@ import hashlib
 import inspect
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._internal.cache import JsonCache
 from ._internal.loop import awaited
 from ._internal.scrub import scrub
-from .golden import GoldenQuery
-from .hits import QueryRun
+from .golden import GoldenQuery, GoldenSet, check_texts
+from .labels import Labelled, LabelRequest
+
+if TYPE_CHECKING:
+    from .metrics import Metric
 
 DownstreamFn = Callable[..., Any]
 
@@ -58,7 +61,11 @@ def function_version(fn: DownstreamFn) -> str:
 
 
 class DownstreamRunner:
-    """Labels every top-k hit with ``fn(query, doc, entry)``; see the module docstring."""
+    """Labels every top-k hit with ``fn(query, doc, entry)``; see the module docstring. A
+    label source (:class:`~.labels.LabelSource`) of the eRAG metrics."""
+
+    name = "downstream"
+    kinds = ("downstream", "downstream_gain")  # binarised at 0.5, and as graded gains
 
     def __init__(
         self,
@@ -114,16 +121,20 @@ class DownstreamRunner:
             self.cache.put(key, outcome)
         return outcome
 
-    def label(
-        self,
-        queries: Sequence[GoldenQuery],
-        runs: Sequence[QueryRun],
-        depth: int,
-        corpus: Mapping[str, str] | None,
-    ) -> list[dict[str, float]]:
+    def defaults(self, golden: GoldenSet, k: int) -> list[str]:
+        return [f"erag_{family}@{k}" for family in ("precision", "hit_rate", "mrr", "ndcg")]
+
+    def check(self, golden: GoldenSet, wanted: Sequence[Metric]) -> None:
+        check_texts(golden, "downstream labelling")
+
+    def label(self, request: LabelRequest) -> Labelled:
+        """A label for each top-``depth`` hit; one whose call failed has none (it counts as
+        not relevant), and the failure is kept for the report and the verdict."""
+        runs, depth, corpus = request.runs, request.depth, request.corpus
         labels: list[dict[str, float]] = [{} for _ in runs]
+        holes: list[dict[str, str]] = [{} for _ in runs]
         todo: list[tuple[int, GoldenQuery, Hit, str]] = []
-        for row, (query, run) in enumerate(zip(queries, runs, strict=True)):
+        for row, (query, run) in enumerate(zip(request.queries, runs, strict=True)):
             for rank, doc in enumerate(run.ids[:depth], 1):
                 text = run.texts.get(doc) or (corpus.get(doc) if corpus else None)
                 hit = Hit(doc, text, rank, run.scores.get(doc))
@@ -140,9 +151,15 @@ class DownstreamRunner:
         for (row, query, hit, _), outcome in zip(todo, outcomes, strict=True):
             if isinstance(outcome, str):
                 self.failures[f"{query.id} / {hit.id}"] = outcome
+                holes[row][hit.id] = outcome
             else:
                 labels[row][hit.id] = outcome
-        return labels
+        return Labelled(
+            labels={"downstream": labels},
+            holes=holes,
+            columns={"downstream": labels},
+            fields={"erag": self.summary()},
+        )
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, cast
 
 import numpy as np
 
@@ -15,8 +14,20 @@ from . import gate, limits, stats
 from . import metrics as kernels
 from ._internal.gc import frozen_heap, paused_gc
 from .errors import RetrievalError
-from .golden import GoldenQuery, GoldenSet, check_texts, load_golden
-from .hits import NOT_RETURNED, QueryRun, error_key
+from .golden import GoldenSet, check_texts, load_golden
+from .hits import QueryRun, error_key
+from .labels import (
+    NOT_COUNTERS,
+    GoldenLabels,
+    Judge,
+    Labelled,
+    LabelRequest,
+    LabelSource,
+    check_sources,
+    depth_of,
+    judge_labels,
+    label_sources,
+)
 from .limits import Threshold
 from .metrics import FloatArray
 from .results import (
@@ -26,7 +37,6 @@ from .results import (
     QueryColumns,
     QueryResult,
     QueryTable,
-    is_graded,
     shared_floats,
 )
 from .retrieval import (
@@ -37,9 +47,6 @@ from .retrieval import (
     run_retriever,
 )
 from .retrieval.adapters import adapt
-
-if TYPE_CHECKING:
-    from .downstream import DownstreamRunner
 
 DEFAULT_FAMILIES = ("recall", "precision", "hit_rate", "mrr", "ndcg", "map")
 
@@ -100,7 +107,6 @@ def merge_parts(
     if order is not None:
         position = {qid: i for i, qid in enumerate(order)}
         queries.sort(key=lambda q: position.get(q.id, len(position)))
-    merged = _rescore(first, queries, list(first.metrics))
     missing = {qid for part in parts for qid in part.run_missing}
     owner = {q.id: part for part in parts for q in part.queries}
     tracebacks: dict[str, str] = {}
@@ -110,8 +116,10 @@ def merge_parts(
             if text is not None:
                 tracebacks.setdefault(error_key(q.error), text)
     return gate.decide(
-        replace(
-            merged,
+        _rescore(
+            first,
+            queries,
+            list(first.metrics),
             gated=tuple(dict.fromkeys(m for part in parts for m in part.gated)),
             judge=_add_summaries([p.judge for p in parts]),
             erag=_add_summaries([p.erag for p in parts]),
@@ -143,7 +151,7 @@ def _add_summaries(summaries: Sequence[dict[str, Any] | None]) -> dict[str, Any]
                 isinstance(value, int | float)
                 and isinstance(old, int | float)
                 and not isinstance(value, bool)
-                and key not in _NOT_COUNTERS
+                and key not in NOT_COUNTERS
                 and key != "coverage"
             ):
                 total[key] = old + value
@@ -181,10 +189,10 @@ def evaluate(
     timeout: float | None = None,
     retriever_id: str = "retriever",
     progress: ProgressCallback | None = None,
-    judge: Judge | None = None,
+    labels: Sequence[LabelSource] = (),
     corpus: Mapping[str, str] | None = None,
-    judge_progress: ProgressCallback | None = None,
-    downstream: DownstreamRunner | None = None,
+    judge: Judge | None = None,
+    downstream: LabelSource | None = None,
     doc_id_key: str | None = None,
     gated: Iterable[str] | None = None,
     runs: Sequence[QueryRun] | None = None,
@@ -202,24 +210,31 @@ def evaluate(
     ``thresholds`` default to the golden file's; metrics default to the golden file's list or
     recall/precision/hit_rate/mrr/ndcg/map at its k, and judged@k (the share of the top k the
     golden set has judged: how far recall and nDCG can be trusted) is always added, not
-    gated. With a ``judge`` (see
-    :mod:`pytest_retrieval.judge`) the top-k hits are graded too and ``otr@k`` (and, on the 0-3
-    scale, ``llm_*@k``) added, over the hits it graded (a hit it could not grade is left out,
-    never counted off topic; ``label_coverage`` says how many slots were graded); hit texts
-    come from the hits or from ``corpus`` (id -> text).
-    With ``downstream`` (a :class:`~pytest_retrieval.downstream.DownstreamRunner`) each top-k
-    hit gets an eRAG label and ``erag_*@k`` are added. Open queries (no ``relevant``) need
-    one of the two.
+    gated.
+
+    ``labels``: where the labels of metrics other than the golden set's come from
+    (:class:`~pytest_retrieval.labels.LabelSource`; a source of golden labels replaces the
+    golden set's own). Each adds its metrics at k and labels the top hits; texts come from
+    the hits or from ``corpus`` (id -> text). ``judge`` (see :mod:`pytest_retrieval.judge`)
+    and ``downstream`` (a :class:`~pytest_retrieval.downstream.DownstreamRunner`) are two
+    such sources by name: the judge grades the top-k hits and adds ``otr@k`` (and, on the
+    0-3 scale, ``llm_*@k``), over the hits it graded (a hit it could not grade is left out,
+    never counted off topic; ``label_coverage`` says how many slots were graded); downstream
+    gives each hit an eRAG label and adds ``erag_*@k``. Open queries (no ``relevant``) need
+    a source.
     ``retriever`` may also be a LangChain, LlamaIndex or Haystack retriever object (see
     :mod:`.retrieval.adapters`); ``doc_id_key`` names the metadata key of its doc ids.
     ``gated`` names the metrics a baseline comparison may fail on (default: recall, mrr and
     ndcg at k, plus every metric with a threshold). The result carries its verdict.
     """
+    sources = label_sources(labels, judge=judge, downstream=downstream)
     golden_set = (
         golden
         if isinstance(golden, GoldenSet)
         else load_golden(  # texts: checked below, where something searches or grades it
-            golden, require_relevant=judge is None and downstream is None, require_texts=False
+            golden,  # an open query (no judgments) is labelled by another source, or an error
+            require_relevant=all(isinstance(s, GoldenLabels) for s in sources),
+            require_texts=False,
         )
     )
     if thresholds is None:
@@ -231,22 +246,11 @@ def evaluate(
     cutoff = k or golden_set.k
     for name in metrics:
         _check_name(name)
-    defaults: list[str] = []
-    if any(q.relevant for q in golden_set.queries):  # the summary's judged@k (cheap, not gated)
-        defaults.append(f"{kernels.JUDGED_FAMILY}@{cutoff}")
-    if judge is not None:
-        defaults.append(f"otr@{cutoff}")
-        if judge.graded:
-            defaults += [f"llm_{family}@{cutoff}" for family in ("precision", "mrr", "ndcg")]
-    if downstream is not None:
-        defaults += [f"erag_{f}@{cutoff}" for f in ("precision", "hit_rate", "mrr", "ndcg")]
+    defaults = [name for source in sources for name in source.defaults(golden_set, cutoff)]
     wanted = metric_names(golden_set, cutoff, [*defaults, *metrics], chosen)
-    _check_labels(golden_set, wanted, judge, downstream)
-    depth = max([cutoff, *(_check_name(name).k for name in wanted)])
-    if runs is None:  # TREC qrels without texts: it would be asked for "1"
-        check_texts(golden_set)
-    elif judge is not None or downstream is not None:
-        check_texts(golden_set, "the LLM judge" if judge is not None else "downstream labelling")
+    parsed = [_check_name(name) for name in wanted]
+    _check_labels(golden_set, parsed, sources, runs is None)
+    depth = max([cutoff, *(m.k for m in parsed)])
     if runs is None:
         if retriever is None:
             raise TypeError("evaluate() needs a retriever, or runs=")
@@ -266,181 +270,38 @@ def evaluate(
         raise ValueError(f"{len(runs)} runs for {len(golden_set.queries)} golden queries")
     else:  # a run file may hold more hits than the metrics read: cut as a retriever's are
         runs = [run if len(run.ids) <= depth else replace(run, ids=run.ids[:depth]) for run in runs]
-    label_depth = {
-        source: max(
-            (m.k for m in map(kernels.parse_metric, wanted) if m.labels in kinds), default=0
-        )
-        for source, kinds in (("judge", {"on_topic", "llm_grade"}), ("downstream", DOWNSTREAM))
-    }
-    judgments: list[dict[str, dict[str, Any]]] | None = None  # None: no judge
-    downstream_labels: list[dict[str, float]] | None = None
-    summary: dict[str, Any] | None = None
-    if judge is not None and label_depth["judge"]:
-        judgments, summary = _judge_hits(
-            judge, golden_set, runs, label_depth["judge"], corpus, judge_progress
-        )
-    if downstream is not None and label_depth["downstream"]:
-        downstream_labels = downstream.label(
-            golden_set.queries, runs, label_depth["downstream"], corpus
-        )
+    labelled = [
+        source.label(LabelRequest(golden_set.queries, runs, depth_of(source, parsed), corpus))
+        for source in sources
+    ]
     with paused_gc():
         result = _score(
             golden_set,
             runs,
-            retriever_id,
-            cutoff,
-            wanted,
-            chosen,
-            judgments,
-            downstream_labels,
-            kernels.DEFAULT_RELEVANCE_LEVEL if judge is None else judge.relevance_level,
-            depth if all_scores else HIT_DETAIL,
+            labelled,
+            retriever_id=retriever_id,
+            cutoff=cutoff,
+            wanted=wanted,
+            chosen=chosen,
+            gated=gated,
+            scored=depth if all_scores else HIT_DETAIL,
         )
-    result = replace(
-        result,
-        judge=summary,
-        erag=None if downstream is None else downstream.summary(),
-        gated=gate.gated_metrics(result.metrics, cutoff, chosen, {}, gated),
-    )
     return gate.decide(result)
 
 
-DOWNSTREAM = {"downstream", "downstream_gain"}
-
-
-class Judge(Protocol):
-    """What :func:`evaluate` needs of an LLM judge (``pytest_retrieval.judge.Judge``)."""
-
-    @property
-    def graded(self) -> bool:
-        """True on the 0-3 scale (adds llm_* metrics), False for binary verdicts."""
-
-    @property
-    def min_coverage(self) -> float: ...
-
-    @property
-    def relevance_level(self) -> int:
-        """The grade (0-3 scale) from which a hit counts as relevant and on topic."""
-
-    def judge(
-        self, pairs: Sequence[Any], progress: ProgressCallback | None = None
-    ) -> Sequence[Any]: ...
-
-    def pair(self, query: GoldenQuery, doc_id: str, text: str) -> Any: ...
-
-    def summary(self) -> dict[str, Any]: ...
-
-
-NO_TEXT = (
-    "no text to judge: the hit has no 'text' and no corpus has this id "
-    "(return hits with 'text', or give a corpus)"
-)
-
-
-def _judge_hits(
-    judge: Judge,
-    golden: GoldenSet,
-    runs: Sequence[QueryRun],
-    depth: int,
-    corpus: Mapping[str, str] | None,
-    progress: ProgressCallback | None,
-) -> tuple[list[dict[str, dict[str, Any]]], dict[str, Any]]:
-    """Ask the judge about every top-``depth`` hit; hits without text are ungraded."""
-    judgments: list[dict[str, dict[str, Any]]] = [{} for _ in runs]
-    pairs, where = [], []
-    no_text = 0
-    for row, (query, run) in enumerate(zip(golden.queries, runs, strict=True)):
-        for doc in run.ids[:depth]:
-            text = run.texts.get(doc)
-            if text is None and corpus is not None:
-                text = corpus.get(doc)
-            if text is None:
-                judgments[row][doc] = {
-                    "on_topic": None,
-                    "score": None,
-                    "grade": None,
-                    "reason": "",
-                    "error": NO_TEXT,
-                }
-                no_text += 1
-                continue
-            pairs.append(judge.pair(query, doc, text))
-            where.append((row, doc))
-    before = judge.summary()  # the judge counts for its whole process: keep only ours
-    verdicts = judge.judge(pairs, progress) if pairs else []
-    for (row, doc), verdict in zip(where, verdicts, strict=True):
-        judgments[row][doc] = verdict.to_dict()
-    summary = _since(before, judge.summary())
-    total = len(pairs) + no_text
-    graded = sum(1 for v in verdicts if v.error is None)
-    shares = [a for v in judgments for d in v.values() if (a := d.get("agreement")) is not None]
-    if shares:  # the judge's own average covers its whole process: this evaluation's
-        summary["agreement"] = sum(shares) / len(shares)
-    causes = dict(summary.get("causes") or {})
-    if no_text:
-        causes[NO_TEXT] = causes.get(NO_TEXT, 0) + no_text
-    summary.update(
-        pairs=total,
-        graded=graded,
-        ungraded=total - graded,
-        causes=causes,
-        coverage=graded / total if total else 1.0,
-        min_coverage=judge.min_coverage,
-        relevance_level=judge.relevance_level,
-    )
-    return judgments, summary
-
-
-#: numbers of the judge's summary that are settings or averages, not counters to difference
-_NOT_COUNTERS = frozenset(
-    {
-        "min_score",
-        "min_coverage",
-        "relevance_level",
-        "samples",
-        "text_budget",
-        "deadline",
-        "agreement",
-    }
-)
-
-
-def _since(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
-    """``after`` with its counters (numbers, and the causes tally) less ``before``."""
-    summary = dict(after)
-    for key, value in after.items():
-        old = before.get(key)
-        if isinstance(value, int | float) and isinstance(old, int | float):
-            if not isinstance(value, bool) and key not in _NOT_COUNTERS:
-                summary[key] = value - old
-        elif key == "causes" and isinstance(value, Mapping):
-            earlier = before.get("causes") or {}
-            summary[key] = {
-                c: n - earlier.get(c, 0) for c, n in value.items() if n > earlier.get(c, 0)
-            }
-    return summary
-
-
-#: how a judge metric gets its judge (``eval``, which has none, says otherwise)
-JUDGE_ADVICE = "run with --retrieval-judge"
-
-
 def _check_labels(
-    golden: GoldenSet, wanted: Sequence[str], judge: Judge | None, downstream: Any
+    golden: GoldenSet,
+    wanted: Sequence[kernels.Metric],
+    sources: Sequence[LabelSource],
+    searched: bool = False,
 ) -> None:
-    """A judge metric needs a judge, a downstream metric a labeller, an open query either."""
-    for name in wanted:
-        source = kernels.parse_metric(name).labels
-        if source in {"on_topic", "llm_grade"} and judge is None:
-            raise limits.ThresholdError(f"{name} needs an LLM judge: {JUDGE_ADVICE}")
-        if source == "llm_grade" and judge is not None and not judge.graded:
-            raise limits.ThresholdError(
-                f"{name} needs graded verdicts: add --retrieval-judge-scale 0-3"
-            )
-        if source in DOWNSTREAM and downstream is None:
-            raise limits.ThresholdError(
-                f"{name} needs downstream labels: define a retrieval_downstream fixture"
-            )
+    """Each wanted metric has a source of its labels that can label ``golden``; a golden
+    set a retriever will search (``searched``) has the query texts it is asked for."""
+    check_sources(wanted, sources)
+    if searched:  # TREC qrels without texts: it would be asked for "1"
+        check_texts(golden)
+    for source in sources:
+        source.check(golden, [m for m in wanted if m.labels in source.kinds])
 
 
 def _texts(run: QueryRun) -> dict[str, str]:
@@ -457,33 +318,39 @@ def _texts(run: QueryRun) -> dict[str, str]:
 def _score(
     golden_set: GoldenSet,
     runs: Sequence[QueryRun],
+    labelled: Sequence[Labelled],
+    *,
     retriever_id: str,
     cutoff: int,
     wanted: Sequence[str],
     chosen: Sequence[Threshold],
-    judgments: Sequence[dict[str, dict[str, Any]]] | None,
-    downstream: Sequence[dict[str, float]] | None,
-    level: int,
+    gated: Iterable[str] | None,
     scored: int,
 ) -> EvaluationResult:
-    """The scored evaluation, built column by column (:class:`QueryColumns`): no object per
-    query is made until something asks for one."""
+    """The scored evaluation, built once, column by column (:class:`QueryColumns`): no
+    object per query is made until something asks for one. Each source's labels feed the
+    metrics of their kinds; its columns and fields (summaries) go into the result as they
+    are."""
     queries = golden_set.queries
     n = len(queries)
     returned = list(map(_IDS, runs))
     latency_ms = np.fromiter(map(_LATENCY, runs), dtype=np.float64, count=n) * 1000.0
     errors = {row: run.error for row, run in enumerate(runs) if run.error is not None}
-    relevant = list(map(_RELEVANT, queries))
+    labels = {kind: values for made in labelled for kind, values in made.labels.items()}
+    stored = {name: values for made in labelled for name, values in made.columns.items()}
+    relevant = cast("Sequence[dict[str, int]]", labels.pop("golden"))  # grades: whole numbers
     tags = list(map(_TAGS, queries))
     columns = _Columns(
         returned=returned,
         relevant=relevant,
         tags=tags,
-        judgments=judgments,
-        downstream=downstream,
+        labels=labels,
         answered_latency_ms=np.delete(latency_ms, list(errors)) if errors else latency_ms,
     )
-    measured = _measure(columns, wanted, level, ranks=_found_ranks(queries, runs))
+    levels = [made.relevance_level for made in labelled if made.relevance_level is not None]
+    level = levels[0] if levels else kernels.DEFAULT_RELEVANCE_LEVEL
+    ranks = next((made.ranks for made in labelled if "golden" in made.labels), None)
+    measured = _measure(columns, wanted, level, ranks=ranks)
     fingerprints = golden_set.query_fingerprints
     ids = list(map(_ID, queries))
     criteria = list(map(_CRITERIA, queries))
@@ -499,14 +366,13 @@ def _score(
         duplicates={row: run.duplicates for row, run in enumerate(runs) if run.duplicates},
         fingerprints=list(map(fingerprints.__getitem__, ids)),
         criteria=criteria if any(c is not None for c in criteria) else None,
-        judgments=judgments,
-        downstream=downstream,
         texts=[_texts(run) if run.texts else _NOTHING for run in runs]
         if any(run.texts for run in runs)
         else None,
         scores=[_scores(run, scored) if run.scores else _NOTHING for run in runs]
         if any(run.scores for run in runs)
         else None,
+        **stored,
     )
     tracebacks: dict[str, str] = {}
     for run in runs:
@@ -522,41 +388,19 @@ def _score(
         queries=QueryTable(columns=table),
         sampled_from=golden_set.sampled_from,
         tracebacks=tracebacks,
+        gated=gate.gated_metrics(measured.metrics, cutoff, chosen, {}, gated),
+        **{name: value for made in labelled for name, value in made.fields.items()},
     )
 
 
 _IDS = attrgetter("ids")
 _LATENCY = attrgetter("latency")
-_ID, _QUERY, _RELEVANT, _TAGS, _CRITERIA = map(
-    attrgetter, ("id", "query", "relevant", "tags", "criteria")
-)
+_ID, _QUERY, _TAGS, _CRITERIA = map(attrgetter, ("id", "query", "tags", "criteria"))
 
 
 #: a query's judgments, labels, texts or scores when it has none: one dict shared by all,
 #: never written to (results are frozen), instead of four per query (0.25 GB a million)
 _NOTHING: dict[str, Any] = {}
-
-
-def _found_ranks(
-    queries: Sequence[GoldenQuery], runs: Sequence[QueryRun]
-) -> list[tuple[int, ...]] | None:
-    """Each query's judged ranks as the calls found them (:attr:`QueryRun.ranks`), in the
-    kernels' terms (an open query is scored on a placeholder judgment, never found); None
-    when a call did not find them (a run file: the kernels do)."""
-    found: list[tuple[int, ...]] = []
-    for query, run in zip(queries, runs, strict=True):
-        if not query.relevant:
-            found.append(_UNSEEN)
-        elif run.ranks is not None:
-            found.append(run.ranks)
-        elif not run.ids:  # a failed call: nothing came back
-            found.append((NOT_RETURNED,) * len(query.relevant))
-        else:
-            return None
-    return found
-
-
-_UNSEEN = (NOT_RETURNED,)
 
 
 def _scores(run: QueryRun, depth: int) -> dict[str, float]:
@@ -578,18 +422,26 @@ class _Columns:
     returned: Sequence[Sequence[str]]
     relevant: Sequence[Mapping[str, int]]
     tags: Sequence[tuple[str, ...]]
-    judgments: Sequence[Mapping[str, Mapping[str, Any]]] | None  # None: no judge
-    downstream: Sequence[Mapping[str, float]] | None  # None: no downstream labels
+    #: label kind -> one ``{doc_id: label}`` per query, for the metrics not on ``relevant``
+    labels: Mapping[str, Sequence[Mapping[str, float]]]
     answered_latency_ms: FloatArray  # of the calls that did not fail
 
     @classmethod
-    def of(cls, queries: Sequence[QueryResult]) -> _Columns:
+    def of(cls, queries: Sequence[QueryResult], kinds: Collection[str]) -> _Columns:
+        """The columns of stored queries, with the labels of ``kinds`` read back from what
+        a result keeps of them: the judge's verdicts and the downstream labels."""
+        returned = [q.returned for q in queries]
+        labels: dict[str, Sequence[Mapping[str, float]]] = {}
+        if any(kind in kernels.JUDGED for kind in kinds):  # every stored hit, as deep as any
+            deepest = max(map(len, returned), default=0)
+            labels.update(judge_labels(returned, [q.judgments for q in queries], deepest))
+        if any(kind.startswith("downstream") for kind in kinds):
+            labels["downstream"] = [q.downstream for q in queries]
         return cls(
-            returned=[q.returned for q in queries],
+            returned=returned,
             relevant=[q.relevant for q in queries],
             tags=[q.tags for q in queries],
-            judgments=[q.judgments for q in queries],
-            downstream=[q.downstream for q in queries],
+            labels=labels,
             answered_latency_ms=np.fromiter(
                 (q.latency_ms for q in queries if q.error is None), dtype=np.float64
             ),
@@ -643,12 +495,14 @@ class _Measured:
 
 
 def _rescore(
-    template: EvaluationResult, base: Sequence[QueryResult], wanted: Sequence[str]
+    template: EvaluationResult, base: Sequence[QueryResult], wanted: Sequence[str], **more: Any
 ) -> EvaluationResult:
     """``base``'s queries (their rankings and labels) scored again on ``wanted``, with the
     means, intervals, per-tag means and latencies: a fresh evaluation of ``template``'s
-    golden set, retriever, k and thresholds (merged parts, metrics added)."""
-    measured = _measure(_Columns.of(base), wanted, template.relevance_level)
+    golden set, retriever, k and thresholds (merged parts, metrics added), with ``more``
+    of its fields."""
+    kinds = {kernels.parse_metric(name).labels for name in wanted}
+    measured = _measure(_Columns.of(base, kinds), wanted, template.relevance_level)
     names = list(measured.values)
     rows = zip(*map(shared_floats, measured.values.values()), strict=True)
     scored = (dict(zip(names, row, strict=True)) for row in rows)
@@ -666,6 +520,7 @@ def _rescore(
         k=template.k,
         thresholds=template.thresholds,
         queries=queries,
+        **more,
     )
 
 
@@ -684,26 +539,22 @@ def _measure(
     runs = columns.returned
     n = len(runs)
     open_rows = np.fromiter((not r for r in columns.relevant), dtype=bool, count=n)
-    downstream = columns.downstream or [_NOTHING] * n
     with np.errstate(invalid="ignore", divide="ignore"):
         found = kernels.compute(
             others,
             runs,
             [r or _OPEN for r in columns.relevant],  # open queries: masked out just below
-            {"downstream": downstream} if any(m.labels != "golden" for m in others) else None,
+            columns.labels if any(m.labels != "golden" for m in others) else None,
             unique=True,  # every ranking is deduplicated (normalize_hits, stored reports)
             ranks=ranks,
         )
     coverage: dict[str, tuple[int, int]] = {}
     graded: dict[str, np.ndarray] = {}
-    if judged:
+    if judged:  # slots a source could not label (NaN) are left out, and counted
         depth = max(m.k for m in judged)
-        verdicts = columns.judgments or [_NOTHING] * n
-        for kind, labels in _judge_labels(runs, verdicts, depth).items():
+        for kind in dict.fromkeys(m.labels for m in judged):
             group = [m for m in judged if m.labels == kind]
-            if not group:
-                continue
-            slots = kernels.slot_matrix(runs, labels, depth)
+            slots = kernels.slot_matrix(runs, columns.labels[kind], depth)
             found.update(kernels.slot_values(group, slots, relevance_level))
             for m in group:
                 graded[m.name] = slots.graded(m.k)
@@ -757,24 +608,3 @@ def _mean(values: FloatArray) -> float:
     """Mean over the queries that have the metric (open queries have no golden metrics)."""
     finite = values[np.isfinite(values)]
     return float(finite.mean()) if finite.size else float("nan")
-
-
-def _judge_labels(
-    runs: Sequence[Sequence[str]], judgments: Sequence[Mapping[str, Mapping[str, Any]]], depth: int
-) -> dict[str, list[dict[str, float]]]:
-    """The judge's labels of each query's top ``depth`` hits, as the slot kernels take them:
-    on topic 1/0 and the 0-3 grade; NaN for a hit it did not grade (an error, or no verdict:
-    a deeper metric than the judge was asked about), which the judge metrics leave out."""
-    on_topic: list[dict[str, float]] = []
-    grades: list[dict[str, float]] = []
-    for returned, verdicts in zip(runs, judgments, strict=True):
-        binary, graded = {}, {}
-        for doc in returned[:depth]:
-            verdict = verdicts.get(doc) or {}
-            decided = is_graded(verdict)
-            grade = verdict.get("grade")
-            binary[doc] = float(verdict["on_topic"]) if decided else math.nan
-            graded[doc] = float(grade) if decided and isinstance(grade, int) else math.nan
-        on_topic.append(binary)
-        grades.append(graded)
-    return {"on_topic": on_topic, "llm_grade": grades}

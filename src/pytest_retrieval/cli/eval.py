@@ -51,11 +51,12 @@ def run(args: argparse.Namespace) -> int:
 
     from ..baseline import default_path, golden_key
     from ..baseline import default_path as baseline_of
-    from ..evaluation import JUDGE_ADVICE, evaluate
+    from ..evaluation import evaluate
     from ..finish import GateSettings, Whole
     from ..formats import corpus_input, golden_inputs
     from ..golden import load_golden
     from ..inifile import unread_gate_settings
+    from ..labels import JUDGE_ADVICE
     from ..limits import from_mapping, merge, merge_allowances, parse_allowance
     from ..runfile import missing_queries, read_run, runs_for, ties_warning
 

@@ -65,6 +65,7 @@ def run_evaluation(
     parts, then compares and decides). ``rerun``: the command that runs this evaluation
     again, when it is not the golden set's own (a ``retrieval_eval`` test)."""
     from ..evaluation import evaluate
+    from ..labels import label_sources
     from ..limits import ThresholdError
     from ..metrics import JUDGED_FAMILY
     from ..runfile import Run, missing_queries, runs_for
@@ -97,10 +98,12 @@ def run_evaluation(
             timeout=settings.timeout,
             retriever_id=chosen_id,
             progress=None if printer is None else printer.queries,
-            judge=judge,
+            labels=label_sources(
+                judge=judge,
+                judge_progress=None if printer is None or not judge else printer.judge_of(judge),
+                downstream=downstream,
+            ),
             corpus=corpus,
-            judge_progress=None if printer is None or judge is None else printer.judge_of(judge),
-            downstream=downstream,
             doc_id_key=settings.doc_id_key,
             runs=runs,
             all_scores=settings.export_run is not None,  # exported as the retriever gave them
