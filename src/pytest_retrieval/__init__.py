@@ -17,13 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
+#: what users name in code and ``except`` clauses, and the module each loads from (lazily:
+#: ``import pytest_retrieval`` imports none of them). Pinned by tests/test_public_api.py.
 _EXPORTS = {
     "load_golden": "golden",
     "GoldenSet": "golden",
     "GoldenQuery": "golden",
-    "GoldenError": "golden",
+    "read_run": "runfile",
+    "Run": "runfile",
     "evaluate": "evaluation",
     "with_metrics": "evaluation",
+    "batched": "retrieval.batches",
+    "compute": "metrics",
     "assert_thresholds": "asserts",
     "assert_no_regression": "asserts",
     "EvaluationResult": "results",
@@ -31,28 +36,58 @@ _EXPORTS = {
     "Comparison": "results",
     "ChangeStatus": "results",
     "Threshold": "limits",
-    "ThresholdError": "errors",
+    "Allowance": "limits",
     "Verdict": "verdicts",
     "Reason": "verdicts",
+    "LabelSource": "labels",
+    "LabelRequest": "labels",
+    "Labelled": "labels",
+    "GoldenLabels": "labels",
     "RetrievalError": "errors",
     "ConfigError": "errors",
-    "compute": "metrics",
-    "batched": "retrieval.batches",
+    "UsageError": "errors",
+    "InputError": "errors",
+    "RetrieverError": "errors",
+    "JudgeError": "errors",
+    "GoldenError": "errors",
+    "BaselineError": "errors",
+    "ThresholdError": "errors",
+    "AllowanceError": "errors",
+    "MetricNameError": "errors",
+    "OverwriteError": "errors",
+    "RunFileError": "runfile",
+    "HitError": "hits",
 }
 
 __all__ = [
+    "Allowance",
+    "AllowanceError",
+    "BaselineError",
     "ChangeStatus",
     "Comparison",
     "ConfigError",
     "EvaluationResult",
     "GoldenError",
+    "GoldenLabels",
     "GoldenQuery",
     "GoldenSet",
+    "HitError",
+    "InputError",
+    "JudgeError",
+    "LabelRequest",
+    "LabelSource",
+    "Labelled",
+    "MetricNameError",
+    "OverwriteError",
     "QueryResult",
     "Reason",
     "RetrievalError",
+    "RetrieverError",
+    "Run",
+    "RunFileError",
     "Threshold",
     "ThresholdError",
+    "UsageError",
     "Verdict",
     "__version__",
     "assert_no_regression",
@@ -61,18 +96,35 @@ __all__ = [
     "compute",
     "evaluate",
     "load_golden",
+    "read_run",
     "with_metrics",
 ]
 
 if TYPE_CHECKING:
     from .asserts import assert_no_regression, assert_thresholds
-    from .errors import ConfigError, RetrievalError, ThresholdError
+    from .errors import (
+        AllowanceError,
+        BaselineError,
+        ConfigError,
+        GoldenError,
+        InputError,
+        JudgeError,
+        MetricNameError,
+        OverwriteError,
+        RetrievalError,
+        RetrieverError,
+        ThresholdError,
+        UsageError,
+    )
     from .evaluation import evaluate, with_metrics
-    from .golden import GoldenError, GoldenQuery, GoldenSet, load_golden
-    from .limits import Threshold
+    from .golden import GoldenQuery, GoldenSet, load_golden
+    from .hits import HitError
+    from .labels import GoldenLabels, Labelled, LabelRequest, LabelSource
+    from .limits import Allowance, Threshold
     from .metrics import compute
     from .results import ChangeStatus, Comparison, EvaluationResult, QueryResult
     from .retrieval.batches import batched
+    from .runfile import Run, RunFileError, read_run
     from .verdicts import Reason, Verdict
 
 

@@ -1,4 +1,6 @@
-"""Issue 10, end to end: one pytester test per user-visible bug of the gate.
+"""The gate end to end, one pytester test per behaviour a user met: A/B references, the
+significance and allowance a regression needs, baselines keyed by golden set, latency, stale
+and hand-edited baselines.
 
 Each test asserts the new behaviour with real values, and says in a comment why the code
 before the fix (commit 9434b94) fails it. The retriever of every inner run is table-driven:

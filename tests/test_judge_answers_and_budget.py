@@ -1,5 +1,5 @@
-"""Issue 39, points 3-7: the LLM judge and synth's answers as users and attackers tried
-them, end to end (pytester runs and the ``synth`` command against tests/judge_server.py).
+"""The LLM judge's and synth's answers and budget as users and attackers tried them, end to
+end (pytester runs and the ``synth`` command against tests/judge_server.py).
 
 A bad document ungrades its own hit only; the token cap holds under concurrency, with or
 without the server's ``usage``; an answer naming a key twice is refused; refused and
