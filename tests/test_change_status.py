@@ -100,7 +100,7 @@ def test_junit_properties_hold_the_plain_string() -> None:
     a str subclass: a status there is its plain string."""
     from dataclasses import replace
 
-    from pytest_retrieval.finish import junit_properties
+    from pytest_retrieval.render.junit import junit_properties
     from pytest_retrieval.results import EvaluationResult
 
     change = MetricChange("recall@3", 0.9, 0.5, 0.01, verdict=ChangeStatus.REGRESSED)
