@@ -50,35 +50,66 @@ def modules(root: Path) -> dict[str, Path]:
 
 
 def imports(root: Path) -> list[Import]:
-    """Every import statement of every module, resolved to the module it loads."""
+    """Every import of every module, resolved to the module it loads: statements, and calls
+    of ``import_module``/``__import__``. A call whose name is computed (a command table, the
+    lazy exports) counts as importing every module the file names in a string."""
     known = modules(root)
     found = []
     for name, path in known.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    module = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    module = node.module or ""
-                submodules = [f"{module}.{a.name}" for a in node.names]
-                targets = [m for m in submodules if m in known]
-                if len(targets) < len(submodules):
-                    targets.append(module)
-            else:
-                continue
-            for target in targets:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            targets = _targets(node, package, known)
+            if targets is None and _dynamic_import(node):
+                targets = [
+                    f"{PACKAGE}.{c.value}" if f"{PACKAGE}.{c.value}" in known else c.value
+                    for c in ast.walk(tree)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                    if f"{PACKAGE}.{c.value}" in known or c.value in known
+                ]
+            for target in targets or ():
                 if target == PACKAGE or target.startswith(PACKAGE + "."):
                     while target not in known:
                         target = target.rpartition(".")[0]
                 else:
                     target = target.partition(".")[0]
                 if target != name:
-                    found.append(Import(name, target, node.lineno))
+                    found.append(Import(name, target, getattr(node, "lineno", 0)))
     return found
+
+
+def _targets(node: ast.AST, package: str, known: Mapping[str, Path]) -> list[str] | None:
+    """The modules an import statement, or an import call with a literal name, loads."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        module = _absolute(node.module or "", node.level, package)
+        submodules = [f"{module}.{a.name}" for a in node.names]
+        targets = [m for m in submodules if m in known]
+        return [*targets, module] if len(targets) < len(submodules) else targets
+    if isinstance(node, ast.Call) and _is_import_call(node) and node.args:
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            level = len(first.value) - len(first.value.lstrip("."))
+            return [_absolute(first.value[level:], level, package)]
+    return None
+
+
+def _absolute(module: str, level: int, package: str) -> str:
+    if not level:
+        return module
+    base = package.split(".")[: len(package.split(".")) - level + 1]
+    return ".".join(base + ([module] if module else []))
+
+
+def _is_import_call(node: ast.Call) -> bool:
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    return name in ("import_module", "__import__")
+
+
+def _dynamic_import(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _is_import_call(node) and _targets(node, "", {}) is None
 
 
 def component(module: str) -> str:
@@ -207,6 +238,22 @@ def test_the_graph_sees_function_local_and_type_checking_imports() -> None:
         ("results.py", "\nimport openai\n", "imports openai (only judge/ may)"),
         ("builder/corpus.py", "\nfrom ..cli import main\n", "front-end"),
         ("plugin/session.py", "\nfrom .. import cli\n", "front-end"),
+        (
+            "golden.py",
+            "\nimport importlib\nimportlib.import_module('pytest_retrieval.cli')\n",
+            "front-end",
+        ),
+        (
+            "stats.py",
+            "\nfrom importlib import import_module\nimport_module('.plugin', 'pytest_retrieval')\n",
+            "front-end",
+        ),
+        ("results.py", "\n__import__('openai')\n", "imports openai (only judge/ may)"),
+        (
+            "metrics.py",
+            "\nimport importlib\nNAME = 'plugin.session'\nimportlib.import_module(NAME)\n",
+            "front-end",
+        ),
         ("_internal/io.py", "\nfrom ..golden import GoldenSet\n", "floor"),
         ("metrics.py", "\nfrom pytest_retrieval import evaluate\n", "package root"),
     ],

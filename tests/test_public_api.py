@@ -32,7 +32,8 @@ PINNED = {
 LIGHT = {
     "RetrievalError", "ConfigError", "UsageError", "InputError", "RetrieverError", "JudgeError",
     "GoldenError", "BaselineError", "ThresholdError", "AllowanceError", "MetricNameError",
-    "OverwriteError", "HitError", "LabelSource", "LabelRequest", "Labelled", "GoldenLabels",
+    "OverwriteError", "HitError", "RunFileError",
+    "LabelSource", "LabelRequest", "Labelled", "GoldenLabels",
     "Verdict", "Reason", "__version__",
 }  # fmt: skip
 

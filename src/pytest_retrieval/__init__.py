@@ -55,7 +55,7 @@ _EXPORTS = {
     "AllowanceError": "errors",
     "MetricNameError": "errors",
     "OverwriteError": "errors",
-    "RunFileError": "runfile",
+    "RunFileError": "errors",
     "HitError": "hits",
 }
 
@@ -113,6 +113,7 @@ if TYPE_CHECKING:
         OverwriteError,
         RetrievalError,
         RetrieverError,
+        RunFileError,
         ThresholdError,
         UsageError,
     )
@@ -124,7 +125,7 @@ if TYPE_CHECKING:
     from .metrics import compute
     from .results import ChangeStatus, Comparison, EvaluationResult, QueryResult
     from .retrieval.batches import batched
-    from .runfile import Run, RunFileError, read_run
+    from .runfile import Run, read_run
     from .verdicts import Reason, Verdict
 
 

@@ -52,9 +52,9 @@ from .results import (
     UnjudgedHits,
     finite_or_none,
 )
+from .settings import DEFAULT_ALPHA
 from .shifts import Reference, changed_rows, query_shifts
 
-DEFAULT_ALPHA = 0.05
 POWER = 0.8
 TOLERANCE = 1e-9  # a drop of exactly the allowance is allowed, whatever the float rounding
 #: a refresh keeps the recorded latencies while the median moved less than this fraction or

@@ -125,3 +125,19 @@ def made_an_error(category: str = "pytest.PytestWarning") -> str:
         "(a warning, which the warning filters in force make an error: -W or filterwarnings; "
         f"fix its cause, or let it be a warning: -W default::{category})"
     )
+
+
+class RunFileError(ConfigError):
+    """A run file that cannot be used: which file, where, what is wrong, what to do."""
+
+    def __init__(self, path: str | Path, where: str, problem: str, fix: str = "") -> None:
+        self.path = str(path)
+        self.where = where
+        self.problem = problem
+        self.fix = fix
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        place = f"{self.path}, {self.where}" if self.where else self.path
+        text = f"run file {place}: {self.problem}"
+        return f"{text}\n  fix: {self.fix}" if self.fix else text

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._internal.io import relative
 from .errors import ConfigError
+from .settings import DEFAULT_ALPHA
 from .verdicts import OUTPUT, PARTIAL_RUN, USAGE, Reason, Verdict
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class GateSettings:
     thresholds: tuple[Threshold, ...] = ()
     allowances: dict[str, Allowance] = field(default_factory=dict)
     gate: tuple[str, ...] | None = None  # None: the default gated set
-    alpha: float = 0.05
+    alpha: float = DEFAULT_ALPHA
     strict_baseline: bool = False
     baseline: str = ""  # the baseline file, as the run named it
     baseline_key: str = ""  # the golden set's key in it (:func:`.baseline.golden_key`)

@@ -94,14 +94,14 @@ def golden_files(source: Path) -> list[Path]:
 
 
 def golden_inputs(golden: Path) -> list[tuple[str, Path | None]]:
-    """:func:`golden_files`, each named for :func:`~._io.overwrite_problem`'s message."""
+    """:func:`golden_files`, each named for :func:`~._internal.io.overwrite_problem`'s message."""
     first, *others = golden_files(golden)
     return [("the golden set", first), *((f"a file of the golden set {golden}", f) for f in others)]
 
 
 def corpus_input(golden: str, corpus: str | None) -> list[tuple[str, Path | None]]:
     """The corpus a JSON golden set names (its ``"corpus"``, known once it is loaded), named
-    for :func:`~._io.overwrite_problem`'s message (``golden``: the set as shown); none
+    for :func:`~._internal.io.overwrite_problem`'s message (``golden``: the set as shown); none
     without one."""
     if corpus is None:
         return []

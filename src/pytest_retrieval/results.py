@@ -25,6 +25,7 @@ from ._internal.io import relative
 from .hits import NOT_ANSWERED, NUL, Ranking, error_key
 from .limits import Threshold
 from .metrics import DEFAULT_RELEVANCE_LEVEL, parse_metric
+from .settings import DEFAULT_ALPHA
 from .verdicts import REGRESSION, UNDECIDED, GateOutcome, Reason, Verdict
 
 if TYPE_CHECKING:
@@ -777,7 +778,7 @@ class Comparison:
     #: gated metric -> how the shared queries moved on it (every changed query)
     shifts: dict[str, QueryShifts] = field(default_factory=dict)
     stale: str | None = None
-    alpha: float = 0.05
+    alpha: float = DEFAULT_ALPHA
     baseline_created: str = ""
     baseline_commit: str = ""
     #: judge setting -> [baseline's, this run's], when LLM-judged values are not comparable
@@ -845,7 +846,7 @@ class Part:
     positions: tuple[int, ...]  # each query's index in the whole set, in this part's order
     golden: str  # the golden set's path as the run named it (relative to where it started)
     nodeid: str  # the test item, so the combined JUnit names the same test case
-    settings: dict[str, Any]  # the gate's settings (``offline.GateSettings.to_dict``)
+    settings: dict[str, Any]  # the gate's settings (``finish.GateSettings.to_dict``)
 
     @property
     def described(self) -> str:

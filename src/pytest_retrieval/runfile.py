@@ -57,7 +57,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from ._internal.gc import paused_gc
 from ._internal.io import OutsideLinkError, link_problem, relative, text_lines
 from ._internal.json import MAX_DEPTH, depth_beyond
-from .errors import ConfigError
+from .errors import RunFileError
 from .formats import has_surrogate_escape, lone_surrogate
 from .hits import QueryRun
 from .metrics import trec_order
@@ -81,22 +81,6 @@ _JSONL_NAMES = (".jsonl", ".ndjson")
 JSON_NAMES = (".json", *_JSONL_NAMES)
 _FLOAT32 = struct.Struct("f")
 _SPACE = re.compile(r"\s")
-
-
-class RunFileError(ConfigError):
-    """A run file that cannot be used: which file, where, what is wrong, what to do."""
-
-    def __init__(self, path: str | Path, where: str, problem: str, fix: str = "") -> None:
-        self.path = str(path)
-        self.where = where
-        self.problem = problem
-        self.fix = fix
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        place = f"{self.path}, {self.where}" if self.where else self.path
-        text = f"run file {place}: {self.problem}"
-        return f"{text}\n  fix: {self.fix}" if self.fix else text
 
 
 @dataclass(frozen=True)
@@ -888,7 +872,7 @@ def write_trec(
 def _writing(path: Path, packed: bool) -> Iterator[IO[str]]:
     """``path`` opened for text, gzip-compressed when ``packed`` -- with no time stamp nor
     file name in its header, so the same run gives the same bytes. A symlink out of the
-    project is not written through (:func:`~._io.link_problem`)."""
+    project is not written through (:func:`~._internal.io.link_problem`)."""
     problem = link_problem("the export", path)
     if problem is not None:
         raise OutsideLinkError(problem)

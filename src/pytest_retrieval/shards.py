@@ -410,7 +410,7 @@ def malformed(documents: Iterable[tuple[Path, Mapping[str, Any]]]) -> ShardError
 
 def combine(partials: Sequence[Partial], *, baseline: Path | None, start: Path) -> list[Whole]:
     """Each evaluation's parts, one per shard, merged into the whole and made ready for the
-    gate (:func:`.offline.gate`): its settings, baseline file (``baseline``, else the one the
+    gate (:func:`.finish.gate`): its settings, baseline file (``baseline``, else the one the
     shards named, relative to ``start``) and key. Raises :class:`ShardError` unless the
     partial reports are exactly one of each shard of the same runs."""
     _check_shards(partials)

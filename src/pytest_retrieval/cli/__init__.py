@@ -2,7 +2,7 @@
 
 The subcommands are the rows of :data:`.commands.COMMANDS`, one module each (``cli/<name>.py``,
 or ``builder/`` for those that build a golden set); ``combine`` and ``eval`` gate through
-:mod:`.offline`. Exit status: 0 fine,
+:mod:`.gating`. Exit status: 0 fine,
 1 a problem found (invalid golden set, a regression, nothing to compare, an unreadable
 file), 2 bad command-line arguments (argparse's message, also for problems found after
 parsing: an output path that is a folder, an unknown query id; for ``combine`` and ``eval``
@@ -85,8 +85,9 @@ WRITTEN = {
 
 def _check_links(args: argparse.Namespace) -> None:
     """The project of a command is the working directory: an output that would be written
-    through a symlink out of it is a usage error before any work (:func:`~._io.link_problem`),
-    unless ``--allow-outside-links``; a file known only later is refused as it is written."""
+    through a symlink out of it is a usage error before any work
+    (:func:`~.._internal.io.link_problem`), unless ``--allow-outside-links``; a file known
+    only later is refused as it is written."""
     from .._internal.io import cache_outputs, link_problem, set_link_policy
 
     set_link_policy(Path.cwd(), bool(getattr(args, "allow_outside_links", False)), ALLOW_LINKS)

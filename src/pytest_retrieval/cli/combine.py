@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .._internal.io import counted, relative
 from ..errors import InputError, UsageError
 from .common import check_inputs, command_line, readable, report_data
-from .offline import (
+from .gating import (
     OFFLINE_STATUS,
     add_gate_options,
     check_overwrites,

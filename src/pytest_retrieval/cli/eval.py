@@ -12,7 +12,7 @@ from .._internal.io import relative
 from ..errors import ConfigError, UsageError
 from ..validators import retriever_id_arg
 from .common import check_inputs, command_line
-from .offline import (
+from .gating import (
     OFFLINE_STATUS,
     add_gate_options,
     check_overwrites,

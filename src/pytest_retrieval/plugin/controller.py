@@ -549,10 +549,10 @@ def write_outputs(
     """The session's outputs (:func:`..finish.write_outputs`: JSON, Markdown and the GitHub
     step summary unless not ``step_summary``, HTML), paths relative to where pytest started.
     Returns an output reason for each file that could not be written."""
-    from .. import finish as offline
+    from .. import finish
 
-    return offline.write_outputs(
-        offline.Outputs(
+    return finish.write_outputs(
+        finish.Outputs(
             outputs.report,
             outputs.markdown,
             outputs.html,

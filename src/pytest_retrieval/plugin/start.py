@@ -42,7 +42,7 @@ from .session import (
 from .xdist import is_worker
 
 REPORTER = "retrieval-reporter"
-#: the link policy before this session set its own (:func:`~._io.set_link_policy`)
+#: the link policy before this session set its own (:func:`~.._internal.io.set_link_policy`)
 LINK_POLICY = pytest.StashKey[LinkPolicy]()
 
 

@@ -8,13 +8,10 @@ import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._internal.io import relative
 from ..errors import ConfigError, UsageError
-
-if TYPE_CHECKING:
-    pass
 
 
 def add_gate_options(sub: argparse.ArgumentParser) -> None:
