@@ -81,3 +81,55 @@ def test_the_run_in_a_test_example(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_run=example("runs-in-a-test"))
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "test_run.py")
     result.assert_outcomes(passed=1)
+
+
+#: what the downstream example leaves to the reader: a RAG pipeline and a scorer, and a
+#: retriever whose hits carry their text
+DOWNSTREAM_KIT = '''
+import types
+
+DOCS = {"d1": "Paris is the capital of France", "d2": "Berlin is in Germany", "d3": "Lyon"}
+
+
+def answer(query, context):
+    return "Paris" if "Paris" in context[0] else "no idea"
+
+
+my_rag = types.SimpleNamespace(answer=answer)
+
+
+def exact_match(answer, expected):
+    return 1.0 if answer == expected else 0.0
+
+
+@pytest.fixture(scope="session")
+def retriever():
+    return lambda query, k: [{"id": d, "text": DOCS[d]} for d in sorted(DOCS)[:k]]
+'''
+
+
+def test_the_downstream_fixture_example(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(example("downstream-fixture") + DOWNSTREAM_KIT)
+    golden = {
+        "name": "capitals",
+        "k": 3,
+        "queries": [
+            {
+                "id": "fr",
+                "query": "capital of France",
+                "relevant": ["d1"],
+                "metadata": {"answer": "Paris"},
+            }
+        ],
+    }
+    (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--retrieval-golden", "golden.json",
+        "--retrieval-report", "report.json",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*downstream labels (retrieval_downstream rag-v3): 3 calls*"])
+    report = json.loads((pytester.path / "report.json").read_text(encoding="utf-8"))
+    metrics = report["evaluations"][0]["metrics"]
+    assert metrics["erag_precision@3"] == pytest.approx(1 / 3)  # only d1 helps the answer
+    assert metrics["erag_mrr@3"] == 1.0
