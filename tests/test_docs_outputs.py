@@ -85,7 +85,7 @@ def test_the_run_in_a_test_example(pytester: pytest.Pytester) -> None:
 
 #: what the downstream example leaves to the reader: a RAG pipeline and a scorer, and a
 #: retriever whose hits carry their text
-DOWNSTREAM_KIT = '''
+DOWNSTREAM_KIT = """
 import types
 
 DOCS = {"d1": "Paris is the capital of France", "d2": "Berlin is in Germany", "d3": "Lyon"}
@@ -105,7 +105,7 @@ def exact_match(answer, expected):
 @pytest.fixture(scope="session")
 def retriever():
     return lambda query, k: [{"id": d, "text": DOCS[d]} for d in sorted(DOCS)[:k]]
-'''
+"""
 
 
 def test_the_downstream_fixture_example(pytester: pytest.Pytester) -> None:
@@ -123,10 +123,8 @@ def test_the_downstream_fixture_example(pytester: pytest.Pytester) -> None:
         ],
     }
     (pytester.path / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
-    result = pytester.runpytest_inprocess(
-        "-p", "no:cacheprovider", "--retrieval-golden", "golden.json",
-        "--retrieval-report", "report.json",
-    )
+    options = ("--retrieval-golden", "golden.json", "--retrieval-report", "report.json")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *options)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*downstream labels (retrieval_downstream rag-v3): 3 calls*"])
     report = json.loads((pytester.path / "report.json").read_text(encoding="utf-8"))

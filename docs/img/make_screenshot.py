@@ -79,9 +79,7 @@ def main() -> None:
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, args=BROWSER_ARGS
-            )
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
             page = browser.new_page(viewport={"width": 1200, "height": 1500})
             page.goto(report.as_uri())
             page.screenshot(path=str(OUT))
