@@ -50,7 +50,7 @@ The picture
 How to run (from the repository root, venv active, ``pip install -e ".[example]"`` for
 ``bm25s`` and ``PyStemmer``)::
 
-    python benchmarks/bench_gate.py             # ~230 CPU s: ~2 minutes on 2 idle cores
+    python benchmarks/bench_gate.py             # ~35 CPU s of trials: about a minute on 2 cores
     python benchmarks/bench_gate.py --markdown  # also the table as Markdown
     python benchmarks/bench_gate.py --sizes 30 200 --trials 500 --seed 1 --jobs 1
     python benchmarks/bench_gate.py --sizes 30 50 100 200 1000 \
@@ -96,7 +96,7 @@ DROPS = tuple(m * DEFAULT_MAX_DROP for m in MULTIPLES)  # the default ``--drops`
 #: where the recall@k test alone is run, in multiples of the plugin's 80%-power drop
 FRACTIONS = (0.25, 0.375, 0.5, 0.75, 1.0, 1.5)
 TRIALS = 200
-#: sizes above this get ``--large-trials``: their p-values cost ~3 CPU seconds a trial
+#: sizes above this get ``--large-trials``: their p-values cost most (~0.4 CPU s a trial at 20,000)
 LARGE = 1_000
 LARGE_TRIALS = 50
 MAX_FALSE_ALARMS = 2.0  # x alpha, the internal check at drop 0
