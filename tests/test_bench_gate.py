@@ -119,3 +119,44 @@ def test_main_prints_the_table(bench: Any, capsys: pytest.CaptureFixture[str]) -
     assert "| queries | drop 0 | drop 0.005 | drop 0.01 | drop 0.02 | drop 0.05 |" in out
     assert "false alarms 0/4" in out
     assert "CHECK FAILED" not in out
+
+
+def test_the_chart_has_a_line_per_size(bench: Any) -> None:
+    """operating_svg on a made-up table: valid XML, one polyline per size (smallest first),
+    the allowance and the 80% line, labelled axes and a legend."""
+    import xml.etree.ElementTree as ET
+
+    series = {
+        200: [(0.0, 0.02), (0.01, 0.6), (0.02, 1.0)],
+        30: [(0.0, 0.0), (0.02, 0.3), (0.05, 0.95)],
+    }
+    svg = bench.operating_svg(series, 0.01)
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    assert root.get("width") == "700"
+    lines = root.findall(f".//{ns}polyline")
+    assert [line.findtext(f"{ns}title") for line in lines] == ["30 queries", "200 queries"]
+    assert [len(line.get("points", "").split()) for line in lines] == [3, 3]
+    texts = [t.text for t in root.iter(f"{ns}text")]
+    for label in ("true drop in mean recall@10", "sessions failed", "allowance 0.01", "80%"):
+        assert label in texts, label
+    assert "30 queries" in texts and "200 queries" in texts  # the legend
+    dashed = [
+        e.get("stroke-dasharray") for e in root.iter(f"{ns}line") if e.get("stroke-dasharray")
+    ]
+    assert len(dashed) == 2  # the allowance (dashed) and 80% (dotted)
+
+
+def test_main_takes_drops_and_draws_the_chart(
+    bench: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    chart = tmp_path / "oc.svg"
+    argv = ["--sizes", "30", "--trials", "2", "--jobs", "1", "--markdown"]
+    assert bench.main([*argv, "--drops", "0.03", "0.01", "--svg", str(chart)]) == 0
+    out = capsys.readouterr().out
+    assert "| queries | drop 0.01 | drop 0.03 | gate 80% at |" in out
+    assert "false alarms not measured (no drop 0)" in out
+    root = ET.fromstring(chart.read_text(encoding="utf-8"))
+    assert len(root.findall(".//{http://www.w3.org/2000/svg}polyline")) == 1
