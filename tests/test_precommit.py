@@ -1,10 +1,12 @@
 """Our two pre-commit hooks, run by the real ``pre-commit`` in scratch git repositories,
-configured the way the README tells users to (``repo:`` + ``rev:``, overrides in the config).
+configured the way docs/recipes.md tells users to (``repo:`` + ``rev:``, overrides in the
+config).
 
-The hook repository is a commit of this working tree (manifest, package, README), so the
-tests see uncommitted changes. For ``pytest-retrieval-validate`` pre-commit builds a virtualenv
-and pip-installs the package from PyPI: slow, so the hook repository and ``PRE_COMMIT_HOME``
-are built once and shared by the tests and by the xdist workers of one run."""
+The hook repository is a commit of this working tree (manifest, package, and the README its
+metadata names), so the tests see uncommitted changes. For ``pytest-retrieval-validate``
+pre-commit builds a virtualenv and pip-installs the package from PyPI: slow, so the hook
+repository and ``PRE_COMMIT_HOME`` are built once and shared by the tests and by the xdist
+workers of one run."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The README's recipes work as written: CI files and hook configs that GitHub, GitLab and
-pre-commit accept, commands whose every option exists, caches and baselines that line up
-between the steps that write and read them, and the CI commands themselves run end to end."""
+"""The recipes of ``docs/recipes.md`` work as written: CI files and hook configs that GitHub,
+GitLab and pre-commit accept, commands whose every option exists, caches and baselines that
+line up between the steps that write and read them, and the CI commands themselves run end to
+end in the layout the recipes assume (``tests/retrieval/golden.json``, the retriever fixture
+in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from docs_examples import DOCS, blocks_of, example
 from helpers import write_golden
 from judge_server import serve
 from packaging.requirements import Requirement
@@ -21,40 +24,22 @@ from test_judge_plugin import KEY, TEXT_RETRIEVER
 from pytest_retrieval.cli import _parser as cli_parser
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: the recipes page: its marked blocks are read with ``example(NAME)``, its prose for the
+#: commands and options it names (the fast local checks are a section of it)
+PAGE = DOCS / "recipes.md"
+RECIPES = PAGE.read_text(encoding="utf-8")
 HOOKS = ROOT / ".pre-commit-hooks.yaml"
 VALIDATE = next(h for h in load_manifest(str(HOOKS)) if h["id"] == "pytest-retrieval-validate")
 INSTALL = "pytest-retrieval @ git+https://github.com/OWNER/pytest-retrieval@REF"
 
 
-def section(text: str, heading: str) -> str:
-    """The text under ``heading`` up to the next heading of the same or a higher level."""
-    level = len(heading.split()[0])
-    lines = text[text.index(f"\n{heading}\n") + len(heading) + 2 :].splitlines(keepends=True)
-    fence = False
-    for number, line in enumerate(lines):
-        fence ^= line.startswith("```")  # a "# comment" in a code block is no heading
-        if not fence and re.match(rf"#{{1,{level}}} ", line):
-            return "".join(lines[:number])
-    return "".join(lines)
-
-
-def fenced(text: str, language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
-
-
-RECIPES = section(README, "## Recipes")
-FAST = section(README, "## Fast local checks")
-
-
-def only_yaml(heading: str) -> Any:
-    (block,) = fenced(section(RECIPES, heading), "yaml")
-    return yaml.safe_load(block)
+def example_yaml(name: str) -> Any:
+    return yaml.safe_load(example(name))
 
 
 def ini() -> dict[str, str]:
     """The recipes' ``[tool.pytest.ini_options]`` keys and raw values."""
-    (block,) = fenced(RECIPES, "toml")
+    block = example("recipes-pyproject")
     assert "[tool.pytest.ini_options]" in block
     return dict(re.findall(r"^(\w+) = (.+?)(?:\s+#.*)?$", block, re.MULTILINE))
 
@@ -64,14 +49,14 @@ def judge_cache_dir() -> str:
 
 
 def github_steps() -> list[dict[str, Any]]:
-    (job,) = only_yaml("### GitHub Actions")["jobs"].values()
+    (job,) = example_yaml("recipes-github-actions")["jobs"].values()
     steps: list[dict[str, Any]] = job["steps"]
     return steps
 
 
 def gitlab_jobs() -> dict[str, dict[str, Any]]:
     """GitLab's jobs with ``extends`` applied as GitLab does (hashes merged deeply)."""
-    document = only_yaml("### GitLab CI")
+    document = example_yaml("recipes-gitlab")
 
     def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         merged = dict(base)
@@ -96,7 +81,7 @@ def commands(program: str) -> list[list[str]]:
         lines += job["script"] + job.get("before_script", [])
     for hook in load_manifest(str(HOOKS)):
         lines.append(hook["entry"] + (" golden.json" if hook["pass_filenames"] else ""))
-    prose = re.sub(r"^```.*?^```", "", RECIPES + FAST, flags=re.MULTILINE | re.DOTALL)
+    prose = re.sub(r"^\s*```.*?^\s*```", "", RECIPES, flags=re.MULTILINE | re.DOTALL)
     lines += re.findall(r"`([^`]+)`", prose)
     found = []
     for line in lines:
@@ -107,14 +92,14 @@ def commands(program: str) -> list[list[str]]:
 
 
 def test_every_recipe_block_parses() -> None:
-    blocks = fenced(RECIPES, "yaml")
+    blocks = [block for block in blocks_of(PAGE) if block.language == "yaml"]
     assert len(blocks) >= 3
     for block in blocks:
-        assert isinstance(yaml.safe_load(block), dict), block
+        assert isinstance(yaml.safe_load(block.code), dict), block.where
 
 
 def test_github_workflow_has_the_shape_github_expects() -> None:
-    workflow = only_yaml("### GitHub Actions")
+    workflow = example_yaml("recipes-github-actions")
     triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
     assert set(triggers) == {"pull_request", "push", "schedule", "workflow_dispatch"}
     assert triggers["push"] == {"branches": ["main"]}
@@ -217,7 +202,7 @@ def test_installs_name_the_git_repository() -> None:
 
 def test_precommit_recipe_is_a_valid_config_of_our_hooks(tmp_path: Path) -> None:
     config = tmp_path / ".pre-commit-config.yaml"
-    config.write_text(fenced(section(RECIPES, "### pre-commit"), "yaml")[0], encoding="utf-8")
+    config.write_text(example("recipes-pre-commit"), encoding="utf-8")
     (repo,) = load_config(str(config))["repos"]  # pre-commit's own schema check
     assert repo["repo"] == "https://github.com/OWNER/pytest-retrieval" and repo["rev"] == "REF"
     ids = {hook["id"] for hook in load_manifest(str(HOOKS))}
@@ -235,7 +220,7 @@ def test_every_pytest_command_parses(pytester: pytest.Pytester) -> None:
 def test_every_retrieval_option_and_ini_key_exists(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     known = set(re.findall(r"--retrieval-[a-z-]*[a-z]", result.stdout.str()))
-    mentioned = set(re.findall(r"--retrieval-[a-z-]*[a-z]", RECIPES + FAST))
+    mentioned = set(re.findall(r"--retrieval-[a-z-]*[a-z]", RECIPES))
     assert mentioned and mentioned <= known, mentioned - known
     config = pytester.parseconfig()
     for key in ini():
@@ -320,14 +305,19 @@ def test_gitlab_runs_the_same_commands_as_github() -> None:
 def test_ci_commands_run_as_written(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, judge_env: str
 ) -> None:
-    """In a project configured with the README's ini block: main records the baseline and
-    fills the judge cache; a pull request without the secret is graded from that cache with a
-    warning and compared with the baseline; main without the secret stops with a usage error.
-    A failing unit test in the project never runs."""
-    (pytester.path / "pyproject.toml").write_text(fenced(RECIPES, "toml")[0], encoding="utf-8")
-    pytester.makeconftest(TEXT_RETRIEVER)
-    write_golden(pytester)
-    pytester.makepyfile(test_unit="def test_unit():\n    assert False\n")
+    """In a project configured with the recipes' ini block, in the layout they assume (the
+    golden set in tests/retrieval/, the fixture in tests/conftest.py): main records the
+    baseline and fills the judge cache; a pull request without the secret is graded from that
+    cache with a warning and compared with the baseline; main without the secret stops with a
+    usage error. A failing unit test in the project never runs."""
+    (pytester.path / "pyproject.toml").write_text(example("recipes-pyproject"), encoding="utf-8")
+    (golden,) = ini()["retrieval_golden"].strip("[]").split(",")
+    golden = golden.strip().strip('"')
+    assert golden == "tests/retrieval/golden.json"
+    (pytester.path / "tests" / "retrieval").mkdir(parents=True)
+    (pytester.path / "tests" / "conftest.py").write_text(TEXT_RETRIEVER, encoding="utf-8")
+    write_golden(pytester, name=golden)
+    pytester.makepyfile(**{"tests/test_unit": "def test_unit():\n    assert False\n"})
     record, gate = ci_commands("github")
 
     result = pytester.runpytest_subprocess(*record)

@@ -2,7 +2,7 @@
 queries whose id hashes to shard I and writes a partial report; ``pytest-retrieval combine``
 gates the union exactly as one run (numbers, CIs, paired tests, verdict, exit status,
 outputs), refuses partial reports that do not make one whole and never records a baseline
-from part of a golden set. The README's matrix recipe runs here as written."""
+from part of a golden set. The matrix recipe of ``docs/scale.md`` runs here as written."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from docs_examples import example
 from helpers import KEYWORD_RETRIEVER, write_golden
 from judge_server import serve
-from test_recipes import README, fenced, section
 
 from pytest_retrieval.cli import main
 from pytest_retrieval.shards import shard_of
@@ -937,15 +937,18 @@ def test_shards_of_different_versions_are_refused(
     )
 
 
-# ---------------------------------------------------------------------------- the README recipe
+# ---------------------------------------------------------------------------- the docs' recipe
 
-SHARDS = section(README, "## One golden set across CI jobs")
+
+def recipe_jobs() -> dict[str, Any]:
+    """The jobs of the matrix workflow in docs/scale.md."""
+    jobs: dict[str, Any] = yaml.safe_load(example("shards-github-actions"))["jobs"]
+    return jobs
 
 
 def recipe_commands() -> tuple[list[list[str]], list[str]]:
     """The recipe's shard command for each matrix value, and its combine command."""
-    (block,) = fenced(SHARDS, "yaml")
-    jobs = yaml.safe_load(block)["jobs"]
+    jobs = recipe_jobs()
     (shard_step,) = [s for s in jobs["shard"]["steps"] if "--retrieval-shard" in s.get("run", "")]
     (gate_step,) = [s for s in jobs["gate"]["steps"] if "combine" in s.get("run", "")]
     shards = [
@@ -955,9 +958,8 @@ def recipe_commands() -> tuple[list[list[str]], list[str]]:
     return shards, shlex.split(gate_step["run"])
 
 
-def test_the_readme_recipe_has_the_shape_github_expects() -> None:
-    (block,) = fenced(SHARDS, "yaml")
-    jobs = yaml.safe_load(block)["jobs"]
+def test_the_docs_recipe_has_the_shape_github_expects() -> None:
+    jobs = recipe_jobs()
     matrix = jobs["shard"]["strategy"]
     assert matrix["fail-fast"] is False  # one failing shard does not cancel the others
     assert jobs["gate"]["needs"] == "shard" and jobs["gate"]["if"] == "${{ !cancelled() }}"
@@ -976,14 +978,22 @@ def test_the_readme_recipe_has_the_shape_github_expects() -> None:
     assert [u["with"]["path"] for u in uploads] == ["partial-${{ matrix.shard }}.json"]
 
 
-def test_the_readme_recipe_runs_as_written(
+def test_the_docs_recipe_runs_as_written(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The recipe's commands, as the README writes them, in a project configured with the
-    recipes' ini (the golden set from retrieval_golden): shards pass, combine gates."""
-    make_project(pytester, size=60)
+    """The recipe's commands, as docs/scale.md writes them, in a project configured with the
+    recipes' ini block and laid out as the recipes assume (the golden set from
+    retrieval_golden in tests/retrieval/, the fixture in tests/conftest.py): shards pass,
+    combine gates."""
+    ini = example("recipes-pyproject")
+    golden = "tests/retrieval/golden.json"
+    assert f'retrieval_golden = ["{golden}"]' in ini
+    (pytester.path / "pyproject.toml").write_text(ini, encoding="utf-8")
+    (pytester.path / "tests" / "retrieval").mkdir(parents=True)
+    conftest = RETRIEVERS.replace('open("golden.json")', f'open("{golden}")')
+    (pytester.path / "tests" / "conftest.py").write_text(conftest, encoding="utf-8")
+    (pytester.path / golden).write_text(json.dumps(golden_set(60)), encoding="utf-8")
     monkeypatch.setenv("RETRIEVERS", "bm25")
-    pytester.makeini("[pytest]\nretrieval_golden = golden.json\n")
     shards, gate = recipe_commands()
     assert len(shards) == 3
     for words in shards:

@@ -1,10 +1,10 @@
-"""Issue 14's whole path on the Cranfield corpus, as the README's "Start from nothing" gives
-it, against the local OpenAI-compatible test server: ``synth`` 100 queries, run two BM25
-variants (recording their baselines), ``pool`` their top 10, accept a few proposals on the
-``review`` page in headless Chromium, ``apply``; then the golden set validates, the baseline
-comparison names exactly the accepted queries as re-judged, and judged@10 rises. (The
-README asks 300 queries; 100 take the same path, and pooling 300 took 40 of this test's 55 s.
-``test_synth`` writes 300 from the same corpus.)"""
+"""Issue 14's whole path on the Cranfield corpus, as docs/building.md gives it, against the
+local OpenAI-compatible test server: ``synth`` 100 queries, run two BM25 variants (recording
+their baselines), ``pool`` their top 10, accept a few proposals on the ``review`` page in
+headless Chromium, ``apply``; then the golden set validates, the baseline comparison names
+exactly the accepted queries as re-judged, and judged@10 rises. (The docs ask 300 queries;
+100 take the same path, and pooling 300 took 40 of this test's 55 s. ``test_synth`` writes
+300 from the same corpus.)"""
 
 from __future__ import annotations
 
