@@ -25,7 +25,7 @@ QUIET_PLUGINS = (
     *("-p", "no:randomly", "-p", "no:asyncio", "-p", "no:langsmith_plugin"),
     *("-p", "no:rerunfailures"),
 )
-#: and pytest processes the tests start themselves (pre-commit hooks, README commands):
+#: and pytest processes the tests start themselves (pre-commit hooks, the docs' commands):
 #: langsmith's plugin alone, which nothing here tests (pytester's own runs drop this variable)
 os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:langsmith_plugin"
 

@@ -1,6 +1,6 @@
 """Metric names and vectorised kernels, matching trec_eval on the same ranked lists.
 
-Semantics (README "Metrics"): the retriever's order is the ranking (never re-sorted by
+Semantics (docs/metrics.md): the retriever's order is the ranking (never re-sorted by
 score); a doc id repeated in one list counts at its first rank only; an empty list scores 0
 and still counts; precision divides by k; a query must have at least one relevant document.
 
@@ -453,7 +453,7 @@ class Family:
     runs, and where its definition comes from."""
 
     name: str
-    #: one line, shown by error messages (the README's table says the same)
+    #: one line, shown by error messages (docs/metrics.md's table says the same)
     definition: str
     citation: str
     #: trec_eval's measure, which the conformance tests compare with (None: trec_eval has none)

@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EXIT_STATUS
 
 
-#: apply's exit statuses (its --help epilog; the README quotes it)
+#: apply's exit statuses (its --help epilog; docs/building.md quotes it)
 EXIT_STATUS = (
     "exit status: 0 every decision applied, or left as the review file says (rejected, "
     "skipped, undecided, below --min-confidence; a query the judge graded all pooled "

@@ -46,7 +46,7 @@ COMMANDS = (
         "cli.eval",
         "gate a precomputed run (TREC, JSON or JSONL) on a golden set, without pytest",
     ),
-    # the commands that build a golden set ("Start from nothing" in the README)
+    # the commands that build a golden set (docs/building.md)
     Command("synth", "builder.synth", "generate a golden set's queries from a corpus with an LLM"),
     Command(
         "pool",

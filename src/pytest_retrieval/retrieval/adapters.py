@@ -5,7 +5,8 @@ retriever (or any Runnable giving Documents), a LlamaIndex retriever or a Haysta
 component: :func:`adapt` wraps it, once per evaluation, into a callable of that contract.
 Detection is by duck typing and nothing here imports a framework, so plugin start-up stays
 cheap and all three stay optional. A callable is returned untouched: the plain-function path
-pays one ``callable()`` test. README "LangChain, LlamaIndex, Haystack" has the user's view.
+pays one ``callable()`` test. The user's view: docs/retriever.md, "LangChain, LlamaIndex,
+Haystack".
 
 Decisions:
 
