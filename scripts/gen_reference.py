@@ -80,6 +80,8 @@ def options_page() -> str:
                     flag = code(f"{option.pytest_flag}[={option.metavar or option.const}]")
             ini = code(option.ini.key) if option.ini else ""
             help_text = option.help or (option.ini.help if option.ini else "")
+            if option.help and option.ini and option.ini.help not in option.help:
+                help_text += f" (ini: {option.ini.help})"
             commands = sorted(name for name in option.cli if name not in ("*", "builders"))
             if "*" in option.cli:
                 commands = ["every command"]

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +32,7 @@ else:  # pragma: no cover - mypy's own dependency on 3.10
     import tomli as tomllib
 
 TESTS = Path(__file__).resolve().parent
+README = ROOT / "README.md"
 SNIPPET = re.compile(r'^(?P<indent>\s*)--8<-- "(?P<path>[^"]+)"\s*$', re.MULTILINE)
 
 
@@ -69,15 +72,19 @@ def test_every_code_block_is_run_by_a_test_or_marked_illustrative() -> None:
 
 
 def test_every_named_example_is_asked_for_by_a_test() -> None:
-    sources = "\n".join(
-        path.read_text(encoding="utf-8")
+    """A name must be a string in a test's code (``example("NAME")``, or a table of names a
+    test passes to it), not only in a comment."""
+    strings = {
+        node.value
         for path in TESTS.glob("*.py")
         if path.name != "docs_examples.py"
-    )
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
     names = [block.name for block in all_blocks() if block.name]
     assert len(names) == len(set(names)), "an example name is marked twice"
-    unused = [name for name in names if f'"{name}"' not in sources]
-    assert not unused, f"examples no test runs (example({unused[0]!r}) appears in no test)"
+    unused = [name for name in names if name not in strings]
+    assert not unused, f"examples no test runs (no test's code names {unused})"
 
 
 @pytest.mark.parametrize("block", blocks("python", "py"), ids=ids(blocks("python", "py")))
@@ -154,10 +161,11 @@ def test_every_option_the_docs_name_exists() -> None:
         if block.language not in ("bash", "sh", "shell", "yaml", "yml"):
             continue
         text = re.sub(r"\\\n|>\n", " ", block.code)  # shell continuations, YAML's folded `>`
-        for match in re.finditer(r"pytest-retrieval\s+([a-z-]+)([^\n#&|;]*)", text):
+        for match in re.finditer(r"pytest-retrieval[ \t]+([a-z-]+)([^\n#&|;]*)", text):
             command, rest = match[1], match[2]
             if command not in commands:
-                continue  # the project's name in a URL or a path
+                unknown.append(f"{block.where}: pytest-retrieval {command} (no such command)")
+                continue
             for flag in re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", rest):
                 if flag not in commands[command]:
                     unknown.append(f"{block.where}: pytest-retrieval {command} {flag}")
@@ -233,12 +241,14 @@ def broken_tables(text: str, github: bool = True) -> list[int]:
     return broken
 
 
-@pytest.mark.parametrize(
-    "path", markdown_files(), ids=[str(p.relative_to(ROOT)) for p in markdown_files()]
-)
+#: the site's pages, and the files they include whole (the changelog, the architecture)
+TABLED = [*markdown_files(), ROOT / "CHANGELOG.md", ROOT / "ARCHITECTURE.md"]
+
+
+@pytest.mark.parametrize("path", TABLED, ids=[str(p.relative_to(ROOT)) for p in TABLED])
 def test_every_table_renders_as_a_table(path: Path) -> None:
     # the README is read on GitHub; the pages on the site (admonitions are not GitHub's)
-    broken = broken_tables(path.read_text(encoding="utf-8"), github=path.name == "README.md")
+    broken = broken_tables(path.read_text(encoding="utf-8"), github=path.parent == ROOT)
     assert not broken, (
         f"{path.relative_to(ROOT)}: table rows that render as text (line 0: on the site) at "
         f"lines {broken}: a table needs a blank line before it, no blank line inside, and a "
@@ -379,11 +389,6 @@ def test_record_on_main_then_a_pull_request_with_a_regression_fails(
     requests: an unchanged retriever passes; one that lost a third of its relevant documents
     fails, naming the regression and the queries."""
     gate_project(pytester)
-    (record,) = commands(example("gate-record"), "pytest")
-    recorded = pytester.runpytest_subprocess(*record)
-    recorded.assert_outcomes(passed=1)
-    assert (pytester.path / "tests/retrieval/golden.json.baseline.json").is_file()
-
     workflow = yaml.safe_load(example("gate-github-actions"))
     (job,) = workflow["jobs"].values()
     (gate,) = [
@@ -391,6 +396,16 @@ def test_record_on_main_then_a_pull_request_with_a_regression_fails(
         for step in job["steps"]
         if step.get("run", "").startswith("pytest")
     ]
+    # before main has a baseline, the job cannot compare: it fails rather than pass silently
+    missing = pytester.runpytest_subprocess(*gate)
+    missing.assert_outcomes(failed=1)
+    missing.stdout.fnmatch_lines(["*missing baseline*"])
+
+    (record,) = commands(example("gate-record"), "pytest")
+    recorded = pytester.runpytest_subprocess(*record)
+    recorded.assert_outcomes(passed=1)
+    assert (pytester.path / "tests/retrieval/golden.json.baseline.json").is_file()
+
     unchanged = pytester.runpytest_subprocess(*gate)
     unchanged.assert_outcomes(passed=1)
 
@@ -477,3 +492,108 @@ def test_the_library_example_runs_without_pytest(
     exec(compile(example("api-library"), "api.md", "exec"), {"search": search})
     printed = capsys.readouterr().out.split()
     assert printed[0] == "1.0" and printed[-1] == "True"
+
+
+# ---------------------------------------------------------------------------- links and facts
+
+
+def anchors(page: Path) -> set[str]:
+    """The ids the site gives ``page``'s headings (MkDocs' toc extension)."""
+    html = markdown.Markdown(
+        extensions=[
+            "toc",
+            "attr_list",
+            "tables",
+            "admonition",
+            "pymdownx.details",
+            "pymdownx.superfences",
+            "md_in_html",
+        ]
+    ).convert(SNIPPET.sub("", page.read_text(encoding="utf-8")))
+    return set(re.findall(r'id="([^"]+)"', html))
+
+
+def test_the_readme_links_resolve() -> None:
+    """The README is outside the site's build: its links to files and to headings of the
+    docs pages are checked here."""
+    text = "\n".join(line for _, line in _outside_fences(README.read_text(encoding="utf-8")))
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        page = ROOT / path
+        if not page.exists() or (anchor and anchor not in anchors(page)):
+            broken.append(target)
+    assert len(re.findall(r"\]\((docs/[^)]+)\)", text)) > 10
+    assert not broken, f"README links to nothing: {broken}"
+
+
+def test_a_broken_link_or_anchor_fails_the_ci_build(tmp_path: Path) -> None:
+    """``.ci/run``'s own mkdocs command, on a copy of the site with one anchor misspelt."""
+    (command,) = [
+        line
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if "mkdocs build" in line and not line.startswith("#")
+    ]
+    assert "--strict" in command and "--quiet" not in command
+    for name in ("mkdocs.yml", "README.md", "CHANGELOG.md", "ARCHITECTURE.md"):
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    shutil.copytree(DOCS, tmp_path / "docs")
+    schema = "src/pytest_retrieval/schema/report.schema.json"
+    (tmp_path / schema).parent.mkdir(parents=True)
+    (tmp_path / schema).write_bytes((ROOT / schema).read_bytes())
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+    def build() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+
+    intact = build()
+    assert intact.returncode == 0, intact.stderr[-3000:]
+    index = tmp_path / "docs" / "index.md"
+    index.write_text(index.read_text().replace("(gates.md)", "(gates.md#no-such-heading)"))
+    broken = build()
+    assert broken.returncode != 0
+    assert "no-such-heading" in broken.stderr
+
+
+def table_rows(text: str) -> list[list[str]]:
+    return [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for _, line in _outside_fences(text)
+        if re.match(r"\s*\|.*\|\s*$", line) and not re.match(r"\s*\|[\s:|-]+\|\s*$", line)
+    ]
+
+
+def test_the_metrics_page_names_trec_evals_measures_as_the_code_does() -> None:
+    from pytest_retrieval.metrics import FAMILIES
+
+    rows = {
+        match[1]: row
+        for row in table_rows((DOCS / "metrics.md").read_text(encoding="utf-8"))
+        if (match := re.match(r"\[`(\w+)@k`\]", row[0]))
+    }
+    for name, family in FAMILIES.items():
+        if family.labels != "golden":
+            continue
+        assert name in rows, f"metrics.md's table lacks {name}@k"
+        if family.trec_eval:
+            measure = family.trec_eval.split()[0]
+            assert f"`{measure}" in rows[name][2], (name, family.trec_eval, rows[name][2])
+
+
+def test_the_readme_size_table_is_the_measured_operating_characteristic() -> None:
+    """The README's sizes are the "fails 80% at" column of the gates page's measured table."""
+    readme = {
+        row[0].split()[0]: row[1].split()[0]
+        for row in table_rows(README.read_text(encoding="utf-8"))
+        if row[0].endswith("queries")
+    }
+    measured = {
+        row[0]: row[-1]
+        for row in table_rows((DOCS / "gates.md").read_text(encoding="utf-8"))
+        if row[0].replace(",", "").isdigit() and row[-1].startswith("~")
+    }
+    assert readme and readme.items() <= measured.items(), (readme, measured)

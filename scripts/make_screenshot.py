@@ -3,7 +3,7 @@
 Not run by CI. Re-run it from the repository root, in a venv with the ``example`` extra and
 playwright, with Debian's Chromium at /usr/bin/chromium (``apt-get install chromium``):
 
-    python docs/img/make_screenshot.py
+    python scripts/make_screenshot.py
 
 It copies example_golden/ to a scratch folder beside a conftest.py whose ``retriever`` is the
 example's BM25 (the root conftest.py) without the stemmer, runs pytest there against the
@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "img" / "html-report.png"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 #: as tests/helpers.py starts it: as root, with no network
