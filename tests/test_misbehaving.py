@@ -360,7 +360,9 @@ def test_a_blocked_loop_is_named_even_without_a_timeout() -> None:
             time.sleep(1.4)
         return ["d1"]
 
-    with pytest.warns(BlockingRetrieverWarning, match=r"search blocked the event loop for 1\.\d s"):
+    with pytest.warns(
+        BlockingRetrieverWarning, match=r"search blocked the event loop for \d+\.\d s"
+    ):
         runs = _run(search)
     assert [run.error for run in runs] == [None] * 4  # slow, not wrong
     # warnings as errors: one message with the way back, not the warning raised from here
@@ -941,7 +943,7 @@ def test_e2e_blocking_is_named_in_the_warnings_summary(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(
         [
             "*BlockingRetrieverWarning: the async retriever search blocked the event loop for "
-            "1.* s on query 'q1' at conftest.py:* in search*"
+            "* s on query 'q1' at conftest.py:* in search*"
         ]
     )
 
