@@ -22,6 +22,17 @@ from pathlib import Path
 
 import pytest
 
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """pyproject.toml sets pytest-asyncio's ``asyncio_default_fixture_loop_scope`` (else the
+    dev venv warns at every run); without the plugin (the example extra, or ``-p no:asyncio``)
+    the key is declared here, so that pytest does not warn of an unknown config option."""
+    if not pluginmanager.has_plugin("asyncio"):
+        parser.addini(
+            "asyncio_default_fixture_loop_scope", "read by pytest-asyncio (dev extra) only"
+        )
+
+
 CORPUS = Path(__file__).resolve().parent / "example_golden" / "cranfield" / "corpus.jsonl"
 
 Hit = dict[str, object]

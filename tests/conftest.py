@@ -41,6 +41,9 @@ def pytester(
     and never closes it: an xdist worker of this suite held about 600). test_compat.py runs
     them on purpose, marked ``keep_plugins``."""
     if request.node.get_closest_marker("keep_plugins"):
+        # pytest-asyncio's default loop scope said, as pyproject.toml says it, or every inner
+        # run warns (a test's own makeini replaces this file)
+        pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
         return pytester
     for name in ("runpytest_inprocess", "runpytest_subprocess"):
         run = getattr(pytester, name)

@@ -252,13 +252,14 @@ def test_retriever_fixture_not_callable(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*the retriever fixture returned a str, not a callable*"])
 
 
+@pytest.mark.timeout(120)  # a run that waited for the stuck call would take an hour
 def test_retriever_timeout(pytester: pytest.Pytester) -> None:
     result = _run_with(
         pytester,
         """
 def search(query, k):
     if query == "juice":
-        time.sleep(30)
+        time.sleep(3600)
     return ["d1"]
 return search
 """,
@@ -269,7 +270,6 @@ return search
     result.stdout.fnmatch_lines(
         ["*juice: the retriever did not answer within 0.3 s (--retrieval-timeout)*"]
     )
-    assert result.duration < 20
 
 
 def test_a_missing_golden_set_a_marker_names_says_where_to_look(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -73,24 +72,26 @@ def test_labels_are_cached_and_an_edit_invalidates_them(golden: Path, tmp_path: 
     assert edited_runner.calls == 12  # a different function: nothing reused
 
 
+@pytest.mark.timeout(60)
 def test_calls_run_concurrently(golden: Path) -> None:
-    in_flight, peak = 0, 0
-    lock = threading.Lock()
+    """Counted: the calls in flight at once. Each call waits for all 4 to be in flight (the
+    first few only: a run one call at a time gives up waiting, and fails)."""
+    in_flight, peak, waited = 0, 0, False
+    lock = threading.Condition()
 
     def slow(query: str, doc: Hit, entry: GoldenQuery) -> float:
-        nonlocal in_flight, peak
+        nonlocal in_flight, peak, waited
         with lock:
             in_flight += 1
             peak = max(peak, in_flight)
-        time.sleep(0.05)
-        with lock:
+            lock.notify_all()
+            if not waited:
+                waited = not lock.wait_for(lambda: peak >= 4, timeout=10)
             in_flight -= 1
         return 0.5
 
-    started = time.perf_counter()
     evaluate(search, golden, downstream=DownstreamRunner(slow, concurrency=4))
-    assert 2 <= peak <= 4
-    assert time.perf_counter() - started < 12 * 0.05  # faster than one at a time
+    assert peak == 4  # 4 at once, never more
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ nothing ran."""
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import replace
 
 import pytest
@@ -167,14 +166,11 @@ def session(
 
 def test_a_huge_session_fits_githubs_limit_with_the_detail_cut_first() -> None:
     results, groups, verdict = session()
-    started = time.perf_counter()
-    markdown = render_markdown(results, groups, verdict)
-    elapsed = time.perf_counter() - started
+    markdown = render_markdown(results, groups, verdict)  # timed by benchmarks/bench_outputs.py
     size = len(markdown.encode("utf-8"))
     assert MARKDOWN_BUDGET == 512 * 1024
     # GitHub rejects a step summary over 1 MiB; the budget is used, not cut to a stub
     assert 400 * 1024 < size <= MARKDOWN_BUDGET
-    assert elapsed < 10, elapsed
     check_gfm(markdown)
     # what matters is all there: every verdict, the regression, the changed queries, tables
     assert markdown.startswith("## Retrieval evaluation: ❌ 3 of 3 failed")

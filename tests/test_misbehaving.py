@@ -33,16 +33,9 @@ from pytest_retrieval.render.terminal import failure_text, summary_lines
 from pytest_retrieval.retrieval import BlockingRetrieverWarning, run_retriever
 
 TIMEOUT = 0.3
-#: a call that overran TIMEOUT must be reported within this many seconds of the start
-PROMPT = TIMEOUT + 2.5
-#: seconds a pytest subprocess may take beyond its session (start-up: ~8 s on a 2-core box
-#: under -n 2, up to 23 s when other jobs load it to 8) -- the session's own time is checked
-#: more tightly; a process held up by an abandoned call would take its full 3600 s
-STARTUP = 40
-#: seconds a session may take beyond the deadline: collection and imports (numpy, the
-#: evaluation) took up to 3.4 s on a loaded box; an abandoned call that held the run up
-#: would take its full 3600 s (or the subprocess timeout)
-SESSION_SLACK = 8
+#: the hang guard of a pytest subprocess (start-up alone took 23 s on a 2-core box loaded to
+#: 8): a process held up by an abandoned call would take its full 3600 s, or forever
+SUBPROCESS_TIMEOUT = 180
 
 
 def _queries(n: int) -> list[GoldenQuery]:
@@ -57,10 +50,22 @@ def release() -> Iterator[threading.Event]:
     event.set()
 
 
-def _timed(retriever: Any, n: int = 4, **options: Any) -> tuple[list[QueryRun], float]:
-    started = time.perf_counter()
-    runs = run_retriever(retriever, _queries(n), 5, **options)
-    return runs, time.perf_counter() - started
+def _run(retriever: Any, n: int = 4, **options: Any) -> list[QueryRun]:
+    return run_retriever(retriever, _queries(n), 5, **options)
+
+
+class _Stuck:
+    """Counts the calls of a stuck retriever that began and that got past being stuck: a
+    call the run abandoned has begun and not got past when ``run_retriever`` returns."""
+
+    def __init__(self) -> None:
+        self.began = self.returned = 0
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        self.began += 1
+        yield
+        self.returned += 1
 
 
 # ---------------------------------------------------------------- raising while read
@@ -111,8 +116,7 @@ READ_ERRORS = [
 def test_a_result_that_raises_while_read_is_an_error_not_a_hang_nor_a_timeout(
     retriever: Any, error: str, line: str, timeout: float | None
 ) -> None:
-    runs, seconds = _timed(retriever, n=6, concurrency=3, timeout=timeout)
-    assert seconds < 3
+    runs = _run(retriever, n=6, concurrency=3, timeout=timeout)
     assert {run.error for run in runs} == {
         f"reading the hits the retriever returned raised {error}"
     }
@@ -151,7 +155,7 @@ def test_any_base_exception_is_an_error_on_its_query(
     async def asearch(query: str, k: int) -> list[str]:
         return search(query, k)
 
-    runs, _ = _timed(asearch if use_async else search, concurrency=2, timeout=5)
+    runs = _run(asearch if use_async else search, concurrency=2, timeout=5)
     assert [run.error for run in runs] == [None, f"the retriever raised {error}", None, None]
 
 
@@ -171,7 +175,7 @@ def test_keyboard_interrupt_from_the_retriever_stops_the_run(mode: str) -> None:
 
     options = {"concurrency": 1} if mode != "threads" else {"concurrency": 2, "timeout": 5.0}
     with pytest.raises(KeyboardInterrupt):
-        _timed(asearch if mode == "async" else search, n=50, **options)
+        _run(asearch if mode == "async" else search, n=50, **options)
     assert len(calls) < 50  # it stopped taking queries
 
 
@@ -272,13 +276,16 @@ def test_a_call_that_answers_starts_the_count_again(max_failures: int) -> None:
 
 @pytest.mark.timeout(30)
 def test_a_sync_call_that_never_returns_is_abandoned(release: threading.Event) -> None:
+    stuck = _Stuck()
+
     def search(query: str, k: int) -> list[str]:
         if query == "q1":
-            release.wait()
+            with stuck.call():
+                release.wait()  # set at teardown only: a run that waited for it would hang
         return ["d1"]
 
-    runs, seconds = _timed(search, concurrency=2, timeout=TIMEOUT)
-    assert seconds < PROMPT
+    runs = _run(search, concurrency=2, timeout=TIMEOUT)
+    assert (stuck.began, stuck.returned) == (1, 0)  # abandoned, not waited for
     assert runs[1].error is not None
     assert runs[1].error.startswith("the retriever did not answer within 0.3 s")
     assert "test_misbehaving.py" in runs[1].error and "in search" in runs[1].error  # where
@@ -289,15 +296,18 @@ def test_a_sync_call_that_never_returns_is_abandoned(release: threading.Event) -
 def test_a_coroutine_blocking_the_event_loop_is_abandoned_and_named(
     release: threading.Event,
 ) -> None:
+    stuck = _Stuck()
+
     async def search(query: str, k: int) -> list[str]:
         if query == "q1":
-            release.wait()  # a blocking call inside async def
+            with stuck.call():
+                release.wait()  # a blocking call inside async def
         await asyncio.sleep(0.01)
         return ["d1"]
 
     with pytest.warns(BlockingRetrieverWarning, match=r"on query 'q1' at .*in search"):
-        runs, seconds = _timed(search, n=8, concurrency=4, timeout=TIMEOUT)
-    assert seconds < PROMPT
+        runs = _run(search, n=8, concurrency=4, timeout=TIMEOUT)
+    assert (stuck.began, stuck.returned) == (1, 0)  # abandoned, not waited for
     assert runs[1].error is not None
     assert runs[1].error.startswith(
         "the retriever blocked the event loop for more than 0.3 s (--retrieval-timeout) at "
@@ -309,14 +319,18 @@ def test_a_coroutine_blocking_the_event_loop_is_abandoned_and_named(
 
 @pytest.mark.timeout(30)
 def test_a_coroutine_that_swallows_cancellation_is_abandoned() -> None:
+    stuck = _Stuck()
+
     async def search(query: str, k: int) -> list[str]:
-        while query == "q1":
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.sleep(10)
+        if query == "q1":
+            with stuck.call():
+                while True:  # never ends: a run that awaited it would hang
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.sleep(10)
         return ["d1"]
 
-    runs, seconds = _timed(search, concurrency=2, timeout=TIMEOUT)
-    assert seconds < PROMPT
+    runs = _run(search, concurrency=2, timeout=TIMEOUT)
+    assert (stuck.began, stuck.returned) == (1, 0)  # abandoned, not awaited
     assert runs[1].error is not None
     assert runs[1].error.startswith("the retriever did not answer within 0.3 s")
     assert "in search" in runs[1].error
@@ -325,13 +339,16 @@ def test_a_coroutine_that_swallows_cancellation_is_abandoned() -> None:
 
 @pytest.mark.timeout(30)
 def test_a_stuck_to_thread_call_is_abandoned(release: threading.Event) -> None:
+    stuck = _Stuck()
+
     async def search(query: str, k: int) -> list[str]:
         if query == "q1":
-            await asyncio.to_thread(release.wait)
+            with stuck.call():
+                await asyncio.to_thread(release.wait)
         return ["d1"]
 
-    runs, seconds = _timed(search, concurrency=2, timeout=TIMEOUT)
-    assert seconds < PROMPT
+    runs = _run(search, concurrency=2, timeout=TIMEOUT)
+    assert (stuck.began, stuck.returned) == (1, 0)  # abandoned, not awaited
     assert runs[1].error is not None and "did not answer within 0.3 s" in runs[1].error
     assert [runs[i].error for i in (0, 2, 3)] == [None] * 3
 
@@ -343,14 +360,16 @@ def test_a_blocked_loop_is_named_even_without_a_timeout() -> None:
             time.sleep(1.4)
         return ["d1"]
 
-    with pytest.warns(BlockingRetrieverWarning, match=r"search blocked the event loop for 1\.\d s"):
-        runs, _ = _timed(search)
+    with pytest.warns(
+        BlockingRetrieverWarning, match=r"search blocked the event loop for \d+\.\d s"
+    ):
+        runs = _run(search)
     assert [run.error for run in runs] == [None] * 4  # slow, not wrong
     # warnings as errors: one message with the way back, not the warning raised from here
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(ConfigError, match=r"(?s)blocked the event loop.*BlockingRetriever"):
-            _timed(search)
+            _run(search)
 
 
 @pytest.mark.timeout(30)
@@ -363,16 +382,15 @@ def test_short_blocks_back_to_back_are_not_added_up_on_one_query() -> None:
         return ["d1"]
 
     with pytest.warns(BlockingRetrieverWarning) as caught:
-        runs, seconds = _timed(search, n=3, timeout=2.0)
+        runs = _run(search, n=3, timeout=2.0)
     assert [run.error for run in runs] == [None] * 3
     assert all(run.ids == ("d1",) for run in runs)
     (warning,) = caught
     assert re.search(
-        r"blocked the event loop for 1\.[234] s on query 'q\d' at .*in search "
-        r"\(and 2 more queries\)",
+        r"blocked the event loop for 1\.\d s on query 'q\d' at .*in search "
+        r"\(and 2 more queries\)",  # one call's block, not the 3.9 s stall of all three
         str(warning.message),
     ), warning.message
-    assert 3.5 < seconds < 3 * 1.3 + 2
 
 
 @pytest.mark.timeout(30)
@@ -387,9 +405,8 @@ def test_a_call_is_not_timed_out_for_the_time_other_calls_blocked_the_loop() -> 
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BlockingRetrieverWarning)
-        runs, seconds = _timed(search, n=12, concurrency=4, timeout=1.0)
+        runs = _run(search, n=12, concurrency=4, timeout=1.0)
     assert [run.error for run in runs] == [None] * 12
-    assert seconds < 12 * 0.4 + 2
 
 
 def test_a_well_behaved_async_retriever_gives_no_warning() -> None:
@@ -399,7 +416,7 @@ def test_a_well_behaved_async_retriever_gives_no_warning() -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        runs, _ = _timed(search, n=200)
+        runs = _run(search, n=200)
     assert all(run.ids == ("d1",) for run in runs)
 
 
@@ -433,7 +450,7 @@ def test_the_process_exits_after_abandoning_a_stuck_call(tmp_path: Path, stuck: 
         [sys.executable, "-W", "ignore", str(script)],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=120,
         check=True,
     )
     assert "0.2 s (--retrieval-timeout)" in out.stdout
@@ -451,13 +468,13 @@ def test_a_sqlite_connection_from_the_fixture_thread_gets_a_fix(tmp_path: Path) 
     def search(query: str, k: int) -> list[str]:
         return [row[0] for row in db.execute("select id from docs limit ?", (k,))]
 
-    runs, _ = _timed(search, concurrency=2)
+    runs = _run(search, concurrency=2)
     error = runs[0].error or ""
     assert "SQLite objects created in a thread can only be used in that same thread" in error
     assert "threading.local()" in error and "check_same_thread=False" in error
     assert "--retrieval-concurrency 1" in error
     # ... and the advertised fix works: concurrency 1 without a timeout stays in this thread
-    runs, _ = _timed(search, concurrency=1)
+    runs = _run(search, concurrency=1)
     assert [run.ids for run in runs] == [("d1",)] * 4
     db.close()
 
@@ -503,7 +520,7 @@ def test_a_client_bound_to_another_event_loop_gets_a_fix() -> None:
         await made_there  # what aiohttp/asyncpg do with a session made on another loop
         return ["d1"]
 
-    runs, _ = _timed(search, timeout=5)
+    runs = _run(search, timeout=5)
     other.close()
     error = runs[0].error or ""
     assert "attached to a different loop" in error
@@ -522,7 +539,7 @@ def test_a_client_created_lazily_keeps_working_in_the_next_evaluation() -> None:
         return ["d1"]
 
     for _ in range(2):  # two evaluations: a parametrized fixture, or two golden sets
-        runs, _ = _timed(search, timeout=5)
+        runs = _run(search, timeout=5)
         assert [run.error for run in runs] == [None] * 4
 
 
@@ -645,13 +662,6 @@ def test_most_queries_short_of_k_get_a_note(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- end to end
 
 
-def _session_seconds(result: pytest.RunResult) -> float:
-    """The session time pytest reports ("1 failed in 2.31s"): start-up excluded."""
-    found = re.search(r" in ([\d.]+)s", result.stdout.lines[-1])
-    assert found, result.stdout.lines[-1]
-    return float(found.group(1))
-
-
 def _golden_file(pytester: pytest.Pytester, n: int) -> str:
     queries = [{"id": f"q{i}", "query": f"query {i}", "relevant": ["d1"]} for i in range(n)]
     return write_golden(pytester, {"name": "big", "k": 3, "queries": queries})
@@ -684,7 +694,7 @@ def test_e2e_raising_generator_finishes_grouped_and_traced(pytester: pytest.Pyte
         "0",  # every call made, every failure in its group
         "-p",
         "no:cacheprovider",
-        timeout=60,
+        timeout=SUBPROCESS_TIMEOUT,
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -723,7 +733,9 @@ def test_e2e_a_backend_that_is_down_stops_the_calls(pytester: pytest.Pytester) -
     pytester.makeconftest(HANGING)
     golden = _golden_file(pytester, 60)
     args = ("--retrieval-golden", golden, "--retrieval-timeout", "0.3", "-p", "no:cacheprovider")
-    result = pytester.runpytest_subprocess(*args, "--retrieval-max-failures", "4", timeout=60)
+    result = pytester.runpytest_subprocess(
+        *args, "--retrieval-max-failures", "4", timeout=SUBPROCESS_TIMEOUT
+    )
     result.assert_outcomes(failed=1)
     # the calls made and the queries left unanswered told apart, the cause's group first
     result.stdout.fnmatch_lines(
@@ -737,14 +749,19 @@ def test_e2e_a_backend_that_is_down_stops_the_calls(pytester: pytest.Pytester) -
         consecutive=True,
     )
     pytester.makeini("[pytest]\nretrieval_max_failures = 3\n")
-    ini = pytester.runpytest_subprocess(*args, timeout=60)
+    ini = pytester.runpytest_subprocess(*args, timeout=SUBPROCESS_TIMEOUT)
     ini.stdout.fnmatch_lines(["*failed 3 in a row (--retrieval-max-failures 3; 0: never stop)*"])
     pytester.makeini("[pytest]\nretrieval_max_failures = -1\n")
-    bad = pytester.runpytest_subprocess(*args, timeout=60)
+    bad = pytester.runpytest_subprocess(*args, timeout=SUBPROCESS_TIMEOUT)
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*ini option retrieval_max_failures = '-1': *whole number >= 0*"])
     never = pytester.runpytest_subprocess(
-        *args, "--retrieval-max-failures", "0", "--retrieval-concurrency", "30", timeout=60
+        *args,
+        "--retrieval-max-failures",
+        "0",
+        "--retrieval-concurrency",
+        "30",
+        timeout=SUBPROCESS_TIMEOUT,
     )
     assert "not answered" not in never.stdout.str()
     never.stdout.fnmatch_lines(["*60 queries: the retriever did not answer within 0.3 s*"])
@@ -775,7 +792,7 @@ def test_e2e_the_failures_that_stopped_the_calls_come_first(pytester: pytest.Pyt
     golden = _golden_file(pytester, 60)
     result = pytester.runpytest_subprocess(
         "--retrieval-golden", golden, "--retrieval-concurrency", "1",
-        "--retrieval-max-failures", "3", "--retrieval-report", "r.json", timeout=60,
+        "--retrieval-max-failures", "3", "--retrieval-report", "r.json", timeout=SUBPROCESS_TIMEOUT,
     )  # fmt: skip
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -792,10 +809,12 @@ def test_e2e_the_failures_that_stopped_the_calls_come_first(pytester: pytest.Pyt
 def test_e2e_verbose_shows_the_first_traceback_of_each_error(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(RAISING_GENERATOR)
     golden = _golden_file(pytester, 5)
-    quiet = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=60)
+    quiet = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=SUBPROCESS_TIMEOUT)
     quiet.stdout.fnmatch_lines(["*(-v shows the first traceback of each*"])
     assert "Traceback (most recent call last):" not in quiet.stdout.str()
-    verbose = pytester.runpytest_subprocess("--retrieval-golden", golden, "-v", timeout=60)
+    verbose = pytester.runpytest_subprocess(
+        "--retrieval-golden", golden, "-v", timeout=SUBPROCESS_TIMEOUT
+    )
     verbose.assert_outcomes(failed=1)
     verbose.stdout.fnmatch_lines(
         [
@@ -900,7 +919,8 @@ def test_e2e_misbehaving_calls_end_the_run_and_the_process(
     soon after the 1 s deadline, whatever the abandoned call still does."""
     pytester.makeconftest(MISBEHAVING + search)
     golden = _golden_file(pytester, 6)
-    started = time.perf_counter()
+    # the process exits: an abandoned call runs for 3600 s or forever, and a session or an
+    # interpreter exit that waited for it would outlast the subprocess timeout
     result = pytester.runpytest_subprocess(
         "--retrieval-golden",
         golden,
@@ -908,10 +928,8 @@ def test_e2e_misbehaving_calls_end_the_run_and_the_process(
         "1",
         "-p",
         "no:cacheprovider",
-        timeout=60,
+        timeout=SUBPROCESS_TIMEOUT,
     )
-    assert time.perf_counter() - started < 1 + STARTUP  # the process exited
-    assert _session_seconds(result) < 1 + SESSION_SLACK
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*1 of 6 retriever calls failed; they score 0:", "    " + message])
 
@@ -920,12 +938,12 @@ def test_e2e_blocking_is_named_in_the_warnings_summary(pytester: pytest.Pytester
     pytester.makeconftest(BLOCKING_ASYNC.replace("3600", "1.5"))
     golden = _golden_file(pytester, 3)
     result = pytester.runpytest_subprocess(
-        "--retrieval-golden", golden, "-p", "no:cacheprovider", timeout=60
+        "--retrieval-golden", golden, "-p", "no:cacheprovider", timeout=SUBPROCESS_TIMEOUT
     )
     result.stdout.fnmatch_lines(
         [
             "*BlockingRetrieverWarning: the async retriever search blocked the event loop for "
-            "1.* s on query 'q1' at conftest.py:* in search*"
+            "* s on query 'q1' at conftest.py:* in search*"
         ]
     )
 
@@ -947,7 +965,6 @@ def retriever():
 def test_e2e_short_blocks_back_to_back_fail_no_query(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(SHORT_BLOCKS)
     golden = _golden_file(pytester, 3)
-    started = time.perf_counter()
     result = pytester.runpytest_subprocess(
         "--retrieval-golden",
         golden,
@@ -955,16 +972,14 @@ def test_e2e_short_blocks_back_to_back_fail_no_query(pytester: pytest.Pytester) 
         "2",
         "-p",
         "no:cacheprovider",
-        timeout=60,
+        timeout=SUBPROCESS_TIMEOUT,
     )
-    assert time.perf_counter() - started < 3 * 1.3 + STARTUP
-    assert _session_seconds(result) < 3 * 1.3 + SESSION_SLACK
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*blocked the event loop for more than*")
     result.stdout.fnmatch_lines(
         [
             "*BlockingRetrieverWarning: the async retriever search blocked the event loop for "
-            "1.[234] s on query 'q?' at conftest.py:* in search (and 2 more queries)*",
+            "1.? s on query 'q?' at conftest.py:* in search (and 2 more queries)*",
             "*recall@3*1.0000*",
         ]
     )
@@ -991,7 +1006,7 @@ def retriever(tmp_path):
 def test_e2e_thread_bound_client_message_and_fix(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(SQLITE_FIXTURE)
     golden = _golden_file(pytester, 4)
-    result = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=60)
+    result = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=SUBPROCESS_TIMEOUT)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -1000,7 +1015,7 @@ def test_e2e_thread_bound_client_message_and_fix(pytester: pytest.Pytester) -> N
         ]
     )
     fixed = pytester.runpytest_subprocess(
-        "--retrieval-golden", golden, "--retrieval-concurrency", "1", timeout=60
+        "--retrieval-golden", golden, "--retrieval-concurrency", "1", timeout=SUBPROCESS_TIMEOUT
     )
     fixed.assert_outcomes(passed=1)
 
@@ -1029,7 +1044,13 @@ def test_e2e_client_bound_to_the_fixture_loop_gets_a_fix(pytester: pytest.Pytest
     pytester.makeconftest(LOOP_BOUND_FIXTURE)
     golden = _golden_file(pytester, 4)
     result = pytester.runpytest_subprocess(
-        "--retrieval-golden", golden, "-p", "asyncio", "--asyncio-mode", "strict", timeout=60
+        "--retrieval-golden",
+        golden,
+        "-p",
+        "asyncio",
+        "--asyncio-mode",
+        "strict",
+        timeout=SUBPROCESS_TIMEOUT,
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -1056,7 +1077,7 @@ def retriever():
 def test_e2e_keyboard_interrupt_stops_the_session(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(KEYBOARD_INTERRUPT)
     golden = _golden_file(pytester, 50)
-    result = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=60)
+    result = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=SUBPROCESS_TIMEOUT)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
 
@@ -1073,7 +1094,7 @@ def retriever():
 def test_e2e_short_results_note(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(SLICED)
     golden = write_golden(pytester, GOLDEN)
-    result = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=60)
+    result = pytester.runpytest_subprocess("--retrieval-golden", golden, timeout=SUBPROCESS_TIMEOUT)
     result.stdout.fnmatch_lines(
         [
             "*note: 4 of 4 queries returned fewer than 3 hits (median 2): recall@3 counts the "

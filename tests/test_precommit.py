@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ["pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "src"]
 TIMEOUT = 900  # seconds; the first run builds the hook's environment from PyPI
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.precommit]
 
 
 @dataclass(frozen=True)

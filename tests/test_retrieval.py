@@ -117,15 +117,22 @@ def test_async_limit_and_order_inside_a_running_loop() -> None:
     assert peak == 5
 
 
+@pytest.mark.timeout(60)
 def test_sync_timeout_does_not_hold_up_the_rest() -> None:
+    release = threading.Event()
+    returned: list[str] = []
+
     def search(query: str, k: int) -> list[str]:
         if query == "q1":
-            time.sleep(5)
+            release.wait()  # set below, after the run: a run that waited for it would hang
+            returned.append(query)
         return ["d"]
 
-    started = time.perf_counter()
-    runs = run_retriever(search, _queries(10), 1, concurrency=2, timeout=0.2)
-    assert time.perf_counter() - started < 2
+    try:
+        runs = run_retriever(search, _queries(10), 1, concurrency=2, timeout=0.2)
+        assert returned == []  # the run ended while the call was still stuck: abandoned
+    finally:
+        release.set()
     assert runs[1].error is not None and "within 0.2 s" in runs[1].error
     assert [r.error for i, r in enumerate(runs) if i != 1] == [None] * 9
 

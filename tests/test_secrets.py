@@ -516,6 +516,7 @@ def label_rows(folder: Path) -> int:
         return int(db.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
 
 
+@pytest.mark.timeout(300)
 def test_a_killed_labelling_keeps_each_label_and_the_rerun_asks_only_the_missing(
     pytester: pytest.Pytester,
 ) -> None:
@@ -544,9 +545,8 @@ def test_a_killed_labelling_keeps_each_label_and_the_rerun_asks_only_the_missing
     )
     try:
         # every worker is in a hung call: each had stored its last label before taking it
-        give_up = time.monotonic() + 120
+        # (the test's timeout guards this wait)
         while len(calls(pytester.path)) < done + concurrency and run.poll() is None:
-            assert time.monotonic() < give_up, "the labelling never reached its 18th call"
             time.sleep(0.05)
         assert run.poll() is None, "the run ended instead of hanging"
     finally:
