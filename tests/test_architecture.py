@@ -258,6 +258,7 @@ def test_the_graph_sees_function_local_and_type_checking_imports() -> None:
         ("metrics.py", "\nfrom pytest_retrieval import evaluate\n", "package root"),
     ],
 )
+@pytest.mark.slow  # a fresh interpreter per plant
 def test_a_planted_violation_fails(tmp_path: Path, module: str, line: str, expected: str) -> None:
     copy = tmp_path / PACKAGE
     shutil.copytree(SOURCE, copy, ignore=shutil.ignore_patterns("__pycache__"))

@@ -34,6 +34,10 @@ from test_synth import small_corpus
 
 from pytest_retrieval.cli import main
 
+#: end-to-end runs (pytest processes, a local judge server): out of the fast subset,
+#: `pytest tests -n 2 -m "not slow"` (README, Set up)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[JudgeServer]:

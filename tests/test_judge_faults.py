@@ -19,6 +19,10 @@ import pytest
 from helpers import GOLDEN, KEYWORD_RETRIEVER, write_golden
 from judge_server import JudgeServer, serve
 
+#: end-to-end runs (pytest processes, xdist, a local judge server): out of the fast
+#: subset, `pytest tests -n 2 -m "not slow"` (README, Set up)
+pytestmark = pytest.mark.slow
+
 KEY = "sk-test-faults-0123456789"
 
 #: the fruit retriever, returning texts (so the judge needs no corpus)

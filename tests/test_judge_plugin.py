@@ -15,6 +15,10 @@ import pytest
 from helpers import DOCS, GOLDEN, KEYWORD_RETRIEVER, PROC_FD, held_open, opened_since, write_golden
 from judge_server import JudgeServer, serve
 
+#: end-to-end runs (pytest processes, xdist, a local judge server): out of the fast
+#: subset, `pytest tests -n 2 -m "not slow"` (README, Set up)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "src" / "pytest_retrieval" / "schema" / "report.schema.json"
 KEY = "sk-test-plugin-0123456789"

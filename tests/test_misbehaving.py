@@ -32,6 +32,10 @@ from pytest_retrieval.hits import QueryRun
 from pytest_retrieval.render.terminal import failure_text, summary_lines
 from pytest_retrieval.retrieval import BlockingRetrieverWarning, run_retriever
 
+#: end-to-end runs (pytest processes, xdist, a local judge server): out of the fast
+#: subset, `pytest tests -n 2 -m "not slow"` (README, Set up)
+pytestmark = pytest.mark.slow
+
 TIMEOUT = 0.3
 #: the hang guard of a pytest subprocess (start-up alone took 23 s on a 2-core box loaded to
 #: 8): a process held up by an abandoned call would take its full 3600 s, or forever

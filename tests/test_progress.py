@@ -17,6 +17,10 @@ from helpers import write_golden
 
 from pytest_retrieval.render.progress import ProgressPrinter, clip, display_width
 
+#: end-to-end runs (pytest processes, xdist, a local judge server): out of the fast
+#: subset, `pytest tests -n 2 -m "not slow"` (README, Set up)
+pytestmark = pytest.mark.slow
+
 # a slow retriever (time per call from the environment: the reference run needs no wait); it
 # raises KeyboardInterrupt at the call STOP_AT, as Ctrl-C would
 SLOW_RETRIEVER = """

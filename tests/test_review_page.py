@@ -32,6 +32,10 @@ from pytest_retrieval.builder.review_file import (
 )
 from pytest_retrieval.builder.review_server import ReviewHandler, ReviewServer, loopback_host
 
+#: end-to-end runs (pytest processes, xdist, a local judge server): out of the fast
+#: subset, `pytest tests -n 2 -m "not slow"` (README, Set up)
+pytestmark = pytest.mark.slow
+
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\"></script><b>bold</b> & more"
 HEADER = {
     "golden": "golden.json",

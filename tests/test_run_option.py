@@ -17,6 +17,10 @@ from typing import Any
 
 import pytest
 
+#: end-to-end runs (pytest processes, a local judge server): out of the fast subset,
+#: `pytest tests -n 2 -m "not slow"` (README, Set up)
+pytestmark = pytest.mark.slow
+
 K = 10
 #: the retriever of the inner runs: the hits lists.json holds for each query text
 CONFTEST = """

@@ -21,6 +21,10 @@ from pathlib import Path
 import pytest
 from judge_server import JudgeServer, serve
 
+#: end-to-end runs (pytest processes, xdist, a local judge server): out of the fast
+#: subset, `pytest tests -n 2 -m "not slow"` (README, Set up)
+pytestmark = pytest.mark.slow
+
 #: the judge's key (OPENAI_API_KEY), which every fault below echoes
 KEY = "sk-test-secrets-7Qf2Lx9Vb4Nc1Rz8Kd3Hs6Tw0Pm5Yj"
 #: an Azure-style key (AZURE_OPENAI_API_KEY): 32 hex digits, no shape to catch

@@ -29,6 +29,10 @@ from pytest_retrieval.cli import main
 from pytest_retrieval.shards import shard_of
 from pytest_retrieval.validators import Shard, shard_arg
 
+#: end-to-end runs (pytest processes, xdist, a local judge server): out of the fast
+#: subset, `pytest tests -n 2 -m "not slow"` (README, Set up)
+pytestmark = pytest.mark.slow
+
 #: Two retrievers (an A/B run) that find, at a rank that varies, the relevant documents of
 #: some queries: bm25 those with n % 5 != 0 (WORSE: n % 5 > 1, a regression), dense n % 4;
 #: FAIL_ON names a query whose call raises.

@@ -27,6 +27,10 @@ from pytest_retrieval.cli import main
 from pytest_retrieval.golden import load_golden
 from pytest_retrieval.judge.prompts import SYNTH_PROMPT_VERSION
 
+#: end-to-end runs (pytest processes, a local judge server): out of the fast subset,
+#: `pytest tests -n 2 -m "not slow"` (README, Set up)
+pytestmark = pytest.mark.slow
+
 CRANFIELD = Path(__file__).parent.parent / "example_golden" / "cranfield" / "corpus.jsonl"
 KEY = "sk-synth-test"
 

@@ -14,6 +14,10 @@ import pytest
 from helpers import DOCS, KEYWORD_RETRIEVER, write_golden
 from judge_server import JudgeServer, serve
 
+#: end-to-end runs (pytest processes, xdist, a local judge server): out of the fast
+#: subset, `pytest tests -n 2 -m "not slow"` (README, Set up)
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("xdist")
 
 #: Two retrievers (A/B) over 120 queries with graded judgments; which relevant documents each
