@@ -23,11 +23,24 @@ from pathlib import Path
 import pytest
 
 
+def _asyncio_reads_loop_scope() -> bool:
+    """Whether the installed pytest-asyncio declares ``asyncio_default_fixture_loop_scope``
+    (0.24 on; the lowest pytest we test, 7.4, gets 0.23, which does not)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = (int(part) for part in version("pytest-asyncio").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) >= (0, 24)
+
+
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     """pyproject.toml sets pytest-asyncio's ``asyncio_default_fixture_loop_scope`` (else the
-    dev venv warns at every run); without the plugin (the example extra, or ``-p no:asyncio``)
-    the key is declared here, so that pytest does not warn of an unknown config option."""
-    if not pluginmanager.has_plugin("asyncio"):
+    dev venv warns at every run); where no pytest-asyncio reads it (the example extra,
+    ``-p no:asyncio``, or a pytest-asyncio before 0.24) the key is declared here, so that
+    pytest does not warn of an unknown config option."""
+    if not (pluginmanager.has_plugin("asyncio") and _asyncio_reads_loop_scope()):
         parser.addini(
             "asyncio_default_fixture_loop_scope", "read by pytest-asyncio (dev extra) only"
         )

@@ -11,7 +11,7 @@ from typing import Any
 # constructor recursion depth mismatch", seen on pytest 7.4).
 import hypothesis  # noqa: F401
 import pytest
-from helpers import KEYWORD_RETRIEVER, write_golden
+from helpers import KEYWORD_RETRIEVER, asyncio_reads_loop_scope, write_golden
 
 # the shared event loop: kept across inner runs, as in one process
 import pytest_retrieval._internal.loop
@@ -42,8 +42,10 @@ def pytester(
     them on purpose, marked ``keep_plugins``."""
     if request.node.get_closest_marker("keep_plugins"):
         # pytest-asyncio's default loop scope said, as pyproject.toml says it, or every inner
-        # run warns (a test's own makeini replaces this file)
-        pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+        # run warns (a test's own makeini replaces this file); not to a pytest-asyncio before
+        # 0.24 (the lowest pytest's), which does not know the key
+        if asyncio_reads_loop_scope():
+            pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
         return pytester
     for name in ("runpytest_inprocess", "runpytest_subprocess"):
         run = getattr(pytester, name)

@@ -104,3 +104,15 @@ def count_built_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(QueryTable, "_build", counted)
     return built
+
+
+def asyncio_reads_loop_scope() -> bool:
+    """Whether the installed pytest-asyncio knows ``asyncio_default_fixture_loop_scope``
+    (0.24 on; with pytest 7.4, the lowest we test, pip picks 0.23, which warns of the key)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = (int(part) for part in version("pytest-asyncio").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) >= (0, 24)

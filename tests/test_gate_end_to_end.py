@@ -605,7 +605,7 @@ def test_latency_gate_ignores_a_slow_tail_of_a_stable_run(pytester: pytest.Pytes
     # Found by review: a test of the MEAN log ratio is carried by a few very slow calls when
     # the other timings are stable (p -> 2^-j for j outliers; 8 of 100 gave p ~ 0.003); the
     # gate now uses a sign test (the median query), p = 0.24 here.
-    # The README's promise ("a few slow calls in the tail on a shared CI machine do not fail
+    # The docs' promise ("a few slow calls in the tail on a shared CI machine do not fail
     # the gate") for a run whose other timings are stable: 100 queries at 6.7 or 9.6 ms,
     # swapped, and 8 calls of 200 ms. The other 92 log ratios are +-0.36, too small to
     # outweigh the tail's eight of about +3.2 in a test of the mean.

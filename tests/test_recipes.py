@@ -302,6 +302,7 @@ def test_gitlab_runs_the_same_commands_as_github() -> None:
     assert ci_commands("gitlab") == ci_commands("github")
 
 
+@pytest.mark.slow  # six pytest processes
 def test_ci_commands_run_as_written(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, judge_env: str
 ) -> None:
