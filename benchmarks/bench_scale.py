@@ -37,8 +37,8 @@ A. 100,000 queries x 100 hits (k = 100):
    plugin's share (the process less the retriever inside it) over pytrec_eval, and the
    floor over pytrec_eval, also with the retriever's time inside a process for its time
    alone; the process over the floor says how far the plugin is from costing nothing.
-   All of it for each of the two forms a retriever can take (README, "The retriever
-   contract"), on the same lists:
+   All of it for each of the two forms a retriever can take (docs/retriever.md,
+   "Batched retrievers"), on the same lists:
    - batched (``pytest_retrieval.batched``): 1024 queries a call, answered with row
      numbers (the array's rows); the hits stay columnar. The target is checked on this
      form: the issue asks for calling in columnar form;
@@ -58,7 +58,8 @@ D. The 100,000 x 100 set split over two xdist workers (``-n 2``, ``--retrieval-s
    1000``; the best of two runs), reported beside the one-process run: each worker loads
    the golden set and calls the retriever for its half, the controller merges the halves.
    With a retriever this cheap the split is expected to cost more than it saves (it is
-   for CPU-bound retrievers: README, "One golden set across workers"). Printed after A.
+   for CPU-bound retrievers: docs/scale.md, "One golden set across
+   xdist workers"). Printed after A.
 
 The golden set: graded relevance (1-3), 1-5 relevant ids per query from a 200,000-doc space,
 1-2 tags each. The retriever: a ``conftest.py`` fixture over a numpy array of ranked doc
