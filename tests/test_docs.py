@@ -143,42 +143,58 @@ def markdown_text() -> list[tuple[Path, str]]:
     return [(path, path.read_text(encoding="utf-8")) for path in markdown_files()]
 
 
-def test_every_option_the_docs_name_exists() -> None:
-    """``--retrieval-*`` and ``retrieval_*`` anywhere in the README and docs (prose, tables,
-    blocks), and each ``pytest-retrieval COMMAND --flag`` in a command line."""
+NOT_INI = {"retrieval_eval", "retrieval_golden", "retrieval_corpus", "retrieval_downstream"}
+
+
+def unknown_names(pages: list[tuple[str, str]], shell_blocks: list[tuple[str, str]]) -> list[str]:
+    """The ``--retrieval-*`` options and ``retrieval_*`` ini keys named in ``pages`` (where,
+    text), and the ``pytest-retrieval COMMAND --flag`` lines of ``shell_blocks``, that do not
+    exist."""
     flags, keys, commands = pytest_flags(), ini_keys(), command_flags()
-    not_ini = {"retrieval_eval", "retrieval_golden", "retrieval_corpus", "retrieval_downstream"}
     unknown: list[str] = []
-    for path, text in markdown_text():
-        where = path.relative_to(ROOT)
+    for where, text in pages:
         for flag in set(re.findall(r"--retrieval-[a-z][a-z0-9-]*[a-z0-9]", text)):
             if flag not in flags:
                 unknown.append(f"{where}: {flag}")
         for key in set(re.findall(r"\bretrieval_[a-z_]+[a-z]\b", text)):
-            if key not in keys | not_ini:
+            if key not in keys | NOT_INI:
                 unknown.append(f"{where}: {key}")
-    for block in all_blocks():
-        if block.language not in ("bash", "sh", "shell", "yaml", "yml"):
-            continue
-        text = re.sub(r"\\\n|>\n", " ", block.code)  # shell continuations, YAML's folded `>`
+    for where, code in shell_blocks:
+        text = re.sub(r"\\\n|>\n", " ", code)  # shell continuations, YAML's folded `>`
         for match in re.finditer(r"pytest-retrieval[ \t]+([a-z-]+)([^\n#&|;]*)", text):
             command, rest = match[1], match[2]
             if command not in commands:
-                unknown.append(f"{block.where}: pytest-retrieval {command} (no such command)")
+                unknown.append(f"{where}: pytest-retrieval {command} (no such command)")
                 continue
             for flag in re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", rest):
                 if flag not in commands[command]:
-                    unknown.append(f"{block.where}: pytest-retrieval {command} {flag}")
+                    unknown.append(f"{where}: pytest-retrieval {command} {flag}")
+    return unknown
+
+
+def test_every_option_the_docs_name_exists() -> None:
+    """Anywhere in the README and docs (prose, tables, blocks), and in their command lines."""
+    pages = [(str(path.relative_to(ROOT)), text) for path, text in markdown_text()]
+    shell = [
+        (block.where, block.code)
+        for block in all_blocks()
+        if block.language in ("bash", "sh", "shell", "yaml", "yml")
+    ]
+    unknown = unknown_names(pages, shell)
     assert not unknown, "options the docs name that do not exist:\n" + "\n".join(unknown)
 
 
-def test_a_misspelt_option_in_the_docs_is_found(tmp_path: Path) -> None:
-    """The check above can fail: a renamed option leaves the docs naming the old one."""
-    flags = pytest_flags()
-    text = "Run `pytest --retrieval-treshold recall@10=0.8`."
-    assert set(re.findall(r"--retrieval-[a-z][a-z0-9-]*[a-z0-9]", text)) - flags == {
-        "--retrieval-treshold"
-    }
+def test_misspelt_options_in_the_docs_are_found() -> None:
+    """The check above can fail: an option, an ini key, a command or a command's flag that a
+    rename left behind in the docs."""
+    prose = "Run `pytest --retrieval-treshold recall@10=0.8`; ini `retrieval_tresholds`."
+    shell = "pytest-retrieval combne a.json\npytest-retrieval combine a.json --reprot x.json\n"
+    assert unknown_names([("page.md", prose)], [("block", shell)]) == [
+        "page.md: --retrieval-treshold",
+        "page.md: retrieval_tresholds",
+        "block: pytest-retrieval combne (no such command)",
+        "block: pytest-retrieval combine --reprot",
+    ]
 
 
 # ---------------------------------------------------------------------------- tables
